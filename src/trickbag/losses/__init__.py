@@ -1,0 +1,26 @@
+"""Losses and loss terms: label smoothing, soft-target CE, focal, class-balanced weights, distillation, penalties.
+
+Each is a plain function on tensors; the stateless module forms
+(:class:`SoftTargetCrossEntropy`, :class:`FocalLoss`, :class:`DistillationLoss`)
+wrap them for use as ``criterion`` objects.
+"""
+
+from trickbag.losses.class_balanced import class_balanced_weights
+from trickbag.losses.distillation import DistillationLoss, distillation_loss
+from trickbag.losses.focal import FocalLoss, focal_loss, sigmoid_focal_loss
+from trickbag.losses.penalties import gradient_penalty, l1_penalty
+from trickbag.losses.smoothing import SoftTargetCrossEntropy, smooth_targets, soft_target_cross_entropy
+
+__all__ = [
+    "DistillationLoss",
+    "FocalLoss",
+    "SoftTargetCrossEntropy",
+    "class_balanced_weights",
+    "distillation_loss",
+    "focal_loss",
+    "gradient_penalty",
+    "l1_penalty",
+    "sigmoid_focal_loss",
+    "smooth_targets",
+    "soft_target_cross_entropy",
+]
