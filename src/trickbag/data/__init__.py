@@ -1,0 +1,24 @@
+"""Data tricks: one-hot/label smoothing, mixup, CutMix, Cutout, dataset statistics, video frame sampling, presets.
+
+Pure functions on tensors; randomness comes from an explicit ``generator=`` (or
+``lam=``/``perm=``/``center=`` values).  See ``docs/data.md``.
+"""
+
+from trickbag.data.cutout import cutout
+from trickbag.data.encoding import one_hot
+from trickbag.data.mix import MixupCutmix, cutmix, mixup
+from trickbag.data.stats import mean_std
+from trickbag.data.transforms import eval_transforms, train_transforms
+from trickbag.data.video_sampling import tsn_indices
+
+__all__ = [
+    "MixupCutmix",
+    "cutmix",
+    "cutout",
+    "eval_transforms",
+    "mean_std",
+    "mixup",
+    "one_hot",
+    "train_transforms",
+    "tsn_indices",
+]
