@@ -1,0 +1,7 @@
+"""``python -m trickbag`` runs the command line."""
+
+import sys
+
+from trickbag.cli import main
+
+sys.exit(main())

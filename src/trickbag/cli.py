@@ -1,0 +1,193 @@
+"""The ``trickbag`` command line: argument parsing only; the work happens in the library.
+
+Every user error ends with one line on stderr (``trickbag: error: ...``) and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn, Optional, Sequence
+
+from trickbag.errors import TrickbagError
+
+__all__ = ["main", "build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _split_recipe_and_overrides(items: list[str]) -> tuple[Optional[str], list[str]]:
+    if items and "=" not in items[0]:
+        return items[0], items[1:]
+    return None, items
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_train(args: argparse.Namespace) -> int:
+    from trickbag.config import load_recipe
+    from trickbag.train.run import resume_run, train_recipe
+
+    recipe_name, overrides = _split_recipe_and_overrides(args.items)
+    if args.resume:
+        if recipe_name is not None:
+            raise TrickbagError(
+                f"--resume takes the recipe from the run directory; drop {recipe_name!r} (overrides are allowed)"
+            )
+        result = resume_run(Path(args.resume), overrides, quiet=args.quiet)
+    else:
+        recipe = load_recipe(recipe_name, overrides)
+        if recipe.dist.nproc > 1 and "LOCAL_RANK" not in os.environ:
+            from trickbag.launch import launch_torchrun
+
+            return launch_torchrun(recipe_name, overrides, recipe.dist.nproc)
+        result = train_recipe(recipe, quiet=args.quiet)
+    if result.interrupted:
+        print(f"trickbag: interrupted; continue with: trickbag train --resume {result.run_dir}", file=sys.stderr)
+        return 130
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from trickbag.train.run import evaluate_run
+
+    m = evaluate_run(Path(args.run), split=args.split, device=args.device)
+    print(f"{args.split} acc {m['acc']:.4f}  loss {m['loss']:.4f}  ({int(m['n'])} samples)")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from trickbag.train.run import predict_image
+
+    ranked = predict_image(Path(args.checkpoint), Path(args.image), top=args.top)
+    print(f"class {ranked[0][0]}  (p={ranked[0][1]:.4f})")
+    for name, p in ranked:
+        print(f"  {name:>12s}  {p:.4f}")
+    return 0
+
+
+def cmd_recipes(args: argparse.Namespace) -> int:
+    import yaml
+
+    from trickbag.config import builtin_recipes
+
+    for name, path in builtin_recipes().items():
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        print(f"{name:22s} {data.get('description', '')}")
+    if args.show:
+        from trickbag.config import resolve_recipe_path
+
+        print(resolve_recipe_path(args.show).read_text(encoding="utf-8"))
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    import platform
+
+    import torch
+
+    import trickbag
+
+    print(f"trickbag     {trickbag.__version__}")
+    print(f"python       {platform.python_version()} ({platform.platform()})")
+    print(f"torch        {torch.__version__} (CUDA build {torch.version.cuda or 'none'})")
+    try:
+        import torchvision
+
+        print(f"torchvision  {torchvision.__version__}")
+    except Exception as exc:  # pragma: no cover - environment dependent
+        print(f"torchvision  not importable ({exc})")
+    cuda = torch.cuda.is_available()
+    print(f"CUDA         {'available' if cuda else 'not available'}")
+    if cuda:
+        print(f"cuDNN        {torch.backends.cudnn.version()} (enabled={torch.backends.cudnn.enabled})")
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            print(f"  cuda:{i}     {p.name}, {p.total_memory / 2**30:.1f} GiB, capability {p.major}.{p.minor}")
+    else:
+        print(f"cuDNN        {'n/a (no CUDA device)'}")
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    print(f"MPS          {'available' if mps else 'not available'}")
+    print(f"CPU threads  {torch.get_num_threads()} (cores: {os.cpu_count()})")
+    print(f"bf16 on CPU  supported" if hasattr(torch, "bfloat16") else "bf16 on CPU  no")
+    from trickbag.runtime import select_device
+
+    print(f"device auto  {select_device('auto')}")
+    return 0
+
+
+def cmd_tricks(args: argparse.Namespace) -> int:
+    from trickbag.train.tricks import describe_tricks
+
+    print(describe_tricks())
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="trickbag", description="Training tricks for PyTorch, from a recipe.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    t = sub.add_parser("train", help="train a recipe (default: digits)",
+                       description="Train a recipe. ITEMS: [RECIPE] [key.sub=value ...]")
+    t.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
+    t.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("eval", help="metrics of a run's best.pt (or a checkpoint file)")
+    e.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT")
+    e.add_argument("--split", choices=["test", "val", "train"], default="test")
+    e.add_argument("--device", default="auto")
+    e.set_defaults(func=cmd_eval)
+
+    pr = sub.add_parser("predict", help="classify one image with a checkpoint")
+    pr.add_argument("checkpoint")
+    pr.add_argument("image")
+    pr.add_argument("--top", type=int, default=5)
+    pr.set_defaults(func=cmd_predict)
+
+    r = sub.add_parser("recipes", help="list the built-in recipes")
+    r.add_argument("--show", metavar="NAME", help="print one recipe")
+    r.set_defaults(func=cmd_recipes)
+
+    ev = sub.add_parser("env", help="torch / CUDA / cuDNN / device report")
+    ev.set_defaults(func=cmd_env)
+
+    tr = sub.add_parser("tricks", help="list every trick and its recipe keys")
+    tr.set_defaults(func=cmd_tricks)
+
+    for register in _EXTRA_COMMANDS:
+        register(sub)
+    return p
+
+
+#: functions ``register(subparsers)`` adding more commands (experiments, extras)
+_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TrickbagError as exc:
+        msg = " ".join(str(exc).split("\n"))
+        print(f"trickbag: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trickbag: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,397 @@
+"""Recipes: a typed schema, YAML loading, ``key.sub=value`` overrides and one-line validation errors.
+
+A recipe is a YAML file whose sections mirror :class:`Recipe`. Every key is validated against the
+schema; an unknown key, a wrong type or an out-of-range value raises :class:`RecipeError` with one
+line naming the key, the value and what is allowed (with a close-match suggestion for typos).
+
+>>> r = load_recipe("digits", ["train.epochs=3", "optim.lr=0.05"])
+>>> (r.train.epochs, r.optim.lr)
+(3, 0.05)
+>>> load_recipe("digits", ["optim.lrr=0.1"])
+Traceback (most recent call last):
+...
+trickbag.errors.RecipeError: unknown recipe key 'optim.lrr' (did you mean 'optim.lr'?)
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.resources
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trickbag.errors import RecipeError
+
+__all__ = [
+    "Recipe",
+    "DataConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "ScheduleConfig",
+    "TrainConfig",
+    "RunConfig",
+    "DistConfig",
+    "LogConfig",
+    "TricksConfig",
+    "load_recipe",
+    "parse_overrides",
+    "apply_overrides",
+    "builtin_recipes",
+    "recipe_to_yaml",
+    "recipe_from_dict",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+# --------------------------------------------------------------------------- sections
+class DataConfig(_Section):
+    """Where the data comes from and how it is batched."""
+
+    name: Literal["digits", "mnist1d", "imagefolder", "csv", "fake"] = "digits"
+    root: Optional[str] = None  # folder (imagefolder) or file (csv)
+    batch_size: int = Field(64, ge=1)
+    eval_batch_size: Optional[int] = Field(None, ge=1)  # default: 4 x batch_size
+    num_workers: int = Field(0, ge=0)
+    pin_memory: Literal["auto"] | bool = "auto"  # auto: on when training on CUDA
+    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)  # held-out test split (digits, csv, fake)
+    val_fraction: float = Field(0.1, ge=0.0, lt=1.0)  # validation share of what remains
+    split_seed: int = 0  # fixed so every run sees the same split
+    drop_last: bool = False
+    augment: bool = True  # the source's standard training augmentation
+    image_size: Optional[int] = Field(None, ge=8)  # imagefolder: train crop size
+    eval_image_size: Optional[int] = Field(None, ge=8)  # imagefolder: test size (FixRes)
+    mean: Optional[list[float]] = None  # imagefolder normalisation (default ImageNet's)
+    std: Optional[list[float]] = None
+    label_column: str = "label"  # csv
+    feature_columns: Optional[list[str]] = None  # csv: default all but the label
+    num_samples: Optional[int] = Field(None, ge=10)  # fake / mnist1d: samples to generate
+    num_classes: Optional[int] = Field(None, ge=2)  # fake
+    shape: Optional[list[int]] = None  # fake: per-sample shape, e.g. [3, 32, 32]
+
+    @field_validator("std")
+    @classmethod
+    def _positive_std(cls, v: Optional[list[float]]) -> Optional[list[float]]:
+        if v is not None and any(s <= 0 for s in v):
+            raise ValueError("every std must be > 0")
+        return v
+
+
+class ModelConfig(_Section):
+    """Which network to train."""
+
+    name: str = "digits_cnn"  # built-in, torchvision name, or 'module:function' (runs your code)
+    num_classes: Optional[int] = Field(None, ge=2)  # default: taken from the data
+    kwargs: dict[str, Any] = Field(default_factory=dict)  # passed to the model constructor
+    weights: Optional[str] = None  # local state_dict/checkpoint to start from (partial load)
+
+
+class OptimConfig(_Section):
+    """Optimizer and its hyper-parameters."""
+
+    name: Literal["sgd", "adamw", "adam", "rmsprop"] = "sgd"
+    lr: float = Field(0.1, gt=0.0)  # peak learning rate (after warmup)
+    momentum: float = Field(0.9, ge=0.0, lt=1.0)  # sgd, rmsprop
+    nesterov: bool = True  # sgd
+    weight_decay: float = Field(5e-4, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.999)  # adam, adamw
+    eps: float = Field(1e-8, gt=0.0)
+
+    @field_validator("betas")
+    @classmethod
+    def _betas_range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(0.0 <= b < 1.0 for b in v):
+            raise ValueError("each beta must be in [0, 1)")
+        return v
+
+
+class ScheduleConfig(_Section):
+    """Learning-rate schedule, stepped once per optimizer update (plateau: once per epoch)."""
+
+    name: Literal[
+        "constant", "step", "multistep", "cosine", "onecycle", "linear", "polynomial", "plateau"
+    ] = "cosine"
+    warmup_epochs: float = Field(0.0, ge=0.0)  # linear warmup length, in epochs (fractions allowed)
+    min_lr: float = Field(0.0, ge=0.0)  # cosine: final learning rate
+    step_epochs: float = Field(30.0, gt=0.0)  # step: decay every this many epochs
+    milestones: list[float] = Field(default_factory=lambda: [0.5, 0.75])  # multistep: fractions of training
+    gamma: float = Field(0.1, gt=0.0, le=1.0)  # step / multistep / plateau decay factor
+    power: float = Field(1.0, gt=0.0)  # polynomial
+    patience: int = Field(2, ge=0)  # plateau, in epochs
+
+
+class TrainConfig(_Section):
+    """The loop: length, precision, accumulation, seeding, selection of the best checkpoint."""
+
+    epochs: int = Field(10, ge=1)
+    precision: Literal["32", "bf16", "16"] = "32"  # "16" = fp16 autocast + GradScaler (CUDA)
+    accumulate: int = Field(1, ge=1)  # micro-batches per optimizer update
+    clip: Optional[float] = Field(None, gt=0.0)  # max global grad norm (None: off)
+    seed: int = 0
+    deterministic: bool = False
+    benchmark: bool = False  # cudnn.benchmark
+    device: str = "auto"
+    monitor: str = "val/acc"  # metric for best.pt and early stopping
+    mode: Literal["max", "min"] = "max"
+    early_stopping_patience: Optional[int] = Field(None, ge=1)  # epochs without improvement
+    early_stopping_min_delta: float = Field(0.0, ge=0.0)
+    eval_every: int = Field(1, ge=1)  # epochs between validations
+    checkpoint_every_steps: Optional[int] = Field(None, ge=1)  # extra mid-epoch checkpoints
+    keep_checkpoints: int = Field(3, ge=1)  # step checkpoints kept for fallback on resume
+    nonfinite: Literal["skip", "stop"] = "skip"  # what a NaN/Inf loss or gradient does
+    max_nonfinite: int = Field(5, ge=1)  # stop after this many skipped updates in a row
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+class RunConfig(_Section):
+    """Where the run directory goes and what is written there."""
+
+    name: Optional[str] = None  # default: '<recipe>-<date>-<time>'
+    dir: str = "runs"
+    progress: bool = True  # progress bar
+    plots: bool = True  # curves.png, lr.png
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (not v or "/" in v or "\\" in v or v in (".", "..")):
+            raise ValueError("must be a plain directory name (no '/')")
+        return v
+
+
+class LogConfig(_Section):
+    """Loggers beside metrics.csv."""
+
+    tensorboard: bool = True
+    wandb: bool = False  # needs `pip install trickbag[wandb]`; offline unless WANDB_MODE says otherwise
+    every_steps: int = Field(10, ge=1)  # step-level logging interval
+
+
+class DistConfig(_Section):
+    """Multi-process training (torchrun / DDP)."""
+
+    nproc: int = Field(1, ge=1)  # >1: trickbag starts torchrun with this many processes
+    sync_bn: bool = False
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    timeout_s: float = Field(300.0, gt=0.0)
+
+
+class TricksConfig(_Section):
+    """Training tricks switched on from the recipe (see ``trickbag tricks``)."""
+
+
+class Recipe(_Section):
+    """A whole training recipe."""
+
+    name: str = "custom"
+    description: str = ""
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
+    dist: DistConfig = Field(default_factory=DistConfig)
+    tricks: TricksConfig = Field(default_factory=TricksConfig)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "Recipe":
+        if self.train.deterministic and self.train.benchmark:
+            raise ValueError(
+                "train.deterministic and train.benchmark cannot both be true "
+                "(cuDNN autotuning is not deterministic)"
+            )
+        return self
+
+
+# --------------------------------------------------------------------------- errors
+def _schema_keys(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+def _section_model(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = Recipe
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:
+            return None
+    return model
+
+
+def _all_keys(model: type[BaseModel] = Recipe, prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys += _all_keys(ann, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """Turn pydantic's report into one line about the first problem, naming key, value and what is allowed."""
+    e = err.errors()[0]
+    loc = tuple(str(p) for p in e["loc"])
+    key = ".".join(loc) if loc else "recipe"
+    typ = e["type"]
+    if typ == "extra_forbidden":
+        parent = _section_model(loc[:-1])
+        candidates = [f"{'.'.join(loc[:-1])}.{k}" if loc[:-1] else k for k in _schema_keys(parent)] if parent else []
+        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6) or difflib.get_close_matches(
+            key, _all_keys(), n=1, cutoff=0.75
+        )
+        if close:
+            return f"unknown recipe key {key!r} (did you mean {close[0]!r}?)"
+        allowed = ", ".join(_schema_keys(parent)) if parent else ", ".join(_schema_keys(Recipe))
+        where = f"in '{'.'.join(loc[:-1])}'" if loc[:-1] else "at the top level"
+        return f"unknown recipe key {key!r}; allowed {where}: {allowed or '(none)'}"
+    value = e.get("input")
+    msg = e["msg"]
+    if typ == "literal_error":
+        expected = e.get("ctx", {}).get("expected", "")
+        return f"recipe key {key!r}: {_short(value)} is not allowed; allowed: {expected}"
+    if typ == "value_error" and not loc:
+        return f"invalid recipe: {msg.removeprefix('Value error, ')}"
+    if typ == "model_type" or typ == "dict_type":
+        return f"recipe key {key!r} must be a mapping of keys, got {_short(value)}"
+    msg = msg.removeprefix("Value error, ")
+    return f"recipe key {key!r}: {_short(value)} is not allowed: {msg[0].lower() + msg[1:]}"
+
+
+# --------------------------------------------------------------------------- loading
+def builtin_recipes() -> dict[str, Path]:
+    """Names and paths of the recipes shipped inside the package."""
+    folder = importlib.resources.files("trickbag") / "recipes"
+    out: dict[str, Path] = {}
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".yaml"):
+            out[entry.name[: -len(".yaml")]] = Path(str(entry))
+    return out
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RecipeError(f"recipe {str(path)!r} is not a text file (YAML expected)") from None
+    except OSError as exc:
+        raise RecipeError(f"recipe {str(path)!r} cannot be read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid syntax"
+        raise RecipeError(f"recipe {str(path)!r} is not valid YAML{where}: {problem}") from None
+    if data is None:
+        raise RecipeError(f"recipe {str(path)!r} is empty; start from a built-in one (`trickbag recipes`)")
+    if not isinstance(data, dict):
+        raise RecipeError(
+            f"recipe {str(path)!r} must be a mapping of sections (data:, model:, ...), got {type(data).__name__}"
+        )
+    return data
+
+
+def parse_overrides(items: list[str]) -> list[tuple[list[str], Any]]:
+    """Parse ``key.sub=value`` strings; values are read as YAML scalars/lists (``0.1``, ``true``, ``[1,2]``).
+
+    >>> parse_overrides(["optim.lr=0.05", "run.name=try1", "data.mean=[0.5]"])
+    [(['optim', 'lr'], 0.05), (['run', 'name'], 'try1'), (['data', 'mean'], [0.5])]
+    """
+    out = []
+    for item in items:
+        if "=" not in item:
+            raise RecipeError(f"override {item!r} has no '='; write it as key.sub=value, e.g. optim.lr=0.05")
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if not key or any(not part for part in key.split(".")):
+            raise RecipeError(f"override {item!r} has an empty key; write it as key.sub=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        out.append((key.split("."), value))
+    return out
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[tuple[list[str], Any]]) -> dict[str, Any]:
+    """Set each override in a nested dict (a copy); intermediate mappings are created as needed."""
+    import copy
+
+    data = copy.deepcopy(data)
+    for parts, value in overrides:
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise RecipeError(
+                    f"override {'.'.join(parts)!r}: {'.'.join(parts[: i + 1])!r} is a value, not a section"
+                )
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def recipe_from_dict(data: dict[str, Any]) -> Recipe:
+    """Validate a nested dict as a :class:`Recipe`, raising :class:`RecipeError` on the first problem."""
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as err:
+        raise RecipeError(format_validation_error(err)) from None
+
+
+def resolve_recipe_path(name_or_path: str) -> Path:
+    """A built-in recipe name or a path to a YAML file."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    builtins = builtin_recipes()
+    stem = name_or_path[:-5] if name_or_path.endswith(".yaml") else name_or_path
+    if stem in builtins and not path.exists():
+        return builtins[stem]
+    if Path(stem).name in builtins and not path.exists() and path.parent.name == "recipes":
+        return builtins[Path(stem).name]
+    if path.is_dir():
+        raise RecipeError(f"recipe {name_or_path!r} is a directory; give a YAML file or a built-in name")
+    close = difflib.get_close_matches(stem, list(builtins), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise RecipeError(
+        f"recipe {name_or_path!r} not found{hint}; give a YAML file or one of: {', '.join(builtins)}"
+    )
+
+
+def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = None) -> Recipe:
+    """Load a built-in recipe by name (default ``digits``) or a YAML file, then apply overrides."""
+    path = resolve_recipe_path(name_or_path or "digits")
+    data = _read_yaml(path)
+    data.setdefault("name", path.stem)
+    data = apply_overrides(data, parse_overrides(list(overrides or [])))
+    return recipe_from_dict(data)
+
+
+def recipe_to_yaml(recipe: Recipe) -> str:
+    """The fully resolved recipe as YAML (every default written out)."""
+    return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,155 @@
+"""Built-in models and the model factory used by recipes.
+
+``model.name`` may be a built-in (``digits_cnn``, ``small_cnn``, ``signal_cnn``, ``mlp``), a
+torchvision classification model (``resnet18``, ``mobilenet_v3_small``, ...; random init or local
+weights via ``model.weights``), or ``package.module:function`` — your own code, which is imported and
+called, so only name code you trust.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from trickbag.errors import RecipeError
+
+__all__ = ["SmallCNN", "SignalCNN", "MLP", "build_model", "BUILTIN_MODELS"]
+
+
+def _conv_bn(cin: int, cout: int, conv: type[nn.Module], bn: type[nn.Module]) -> nn.Sequential:
+    return nn.Sequential(conv(cin, cout, 3, padding=1, bias=False), bn(cout), nn.ReLU(inplace=True))
+
+
+class SmallCNN(nn.Module):
+    """A small BatchNorm CNN for small images ``[N, C, H, W]`` (8x8 digits and up) → logits ``[N, K]``.
+
+    >>> SmallCNN(1, 10)(torch.zeros(2, 1, 8, 8)).shape
+    torch.Size([2, 10])
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 32, dropout: float = 0.1) -> None:
+        super().__init__()
+        w = width
+        self.features = nn.Sequential(
+            _conv_bn(in_channels, w, nn.Conv2d, nn.BatchNorm2d),
+            _conv_bn(w, 2 * w, nn.Conv2d, nn.BatchNorm2d),
+            nn.MaxPool2d(2),
+            _conv_bn(2 * w, 4 * w, nn.Conv2d, nn.BatchNorm2d),
+            _conv_bn(4 * w, 4 * w, nn.Conv2d, nn.BatchNorm2d),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(4 * w, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.dropout(self.features(x)))
+
+
+class SignalCNN(nn.Module):
+    """A 1-D BatchNorm CNN for signals ``[N, C, L]`` (MNIST-1D) → logits ``[N, K]``.
+
+    >>> SignalCNN(1, 10)(torch.zeros(2, 1, 40)).shape
+    torch.Size([2, 10])
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 64, dropout: float = 0.1) -> None:
+        super().__init__()
+        w = width
+        self.features = nn.Sequential(
+            _conv_bn(in_channels, w, nn.Conv1d, nn.BatchNorm1d),
+            _conv_bn(w, w, nn.Conv1d, nn.BatchNorm1d),
+            nn.MaxPool1d(2),
+            _conv_bn(w, 2 * w, nn.Conv1d, nn.BatchNorm1d),
+            _conv_bn(2 * w, 2 * w, nn.Conv1d, nn.BatchNorm1d),
+            nn.MaxPool1d(2),
+            _conv_bn(2 * w, 4 * w, nn.Conv1d, nn.BatchNorm1d),
+            nn.AdaptiveAvgPool1d(1),
+            nn.Flatten(),
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(4 * w, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.dropout(self.features(x)))
+
+
+class MLP(nn.Module):
+    """A multi-layer perceptron on flattened inputs → logits ``[N, K]``.
+
+    >>> MLP(8, 3, hidden=[16])(torch.zeros(4, 1, 8)).shape
+    torch.Size([4, 3])
+    """
+
+    def __init__(self, in_features: int, num_classes: int, hidden: list[int] | None = None, dropout: float = 0.0) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Flatten()]
+        d = in_features
+        for h in hidden or [128, 128]:
+            layers += [nn.Linear(d, h), nn.BatchNorm1d(h), nn.ReLU(inplace=True), nn.Dropout(dropout)]
+            d = h
+        layers.append(nn.Linear(d, num_classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+BUILTIN_MODELS: dict[str, Callable[..., nn.Module]] = {
+    "digits_cnn": lambda shape, k, **kw: SmallCNN(shape[0], k, **kw),
+    "small_cnn": lambda shape, k, **kw: SmallCNN(shape[0], k, **kw),
+    "signal_cnn": lambda shape, k, **kw: SignalCNN(shape[0], k, **kw),
+    "mlp": lambda shape, k, **kw: MLP(_numel(shape), k, **kw),
+}
+
+_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **kwargs: Any) -> nn.Module:
+    """Build a model by recipe name for inputs of ``input_shape`` (per sample) and ``num_classes`` outputs."""
+    try:
+        if name in BUILTIN_MODELS:
+            return BUILTIN_MODELS[name](tuple(input_shape), num_classes, **kwargs)
+        if ":" in name:
+            if not _CALLABLE.match(name):
+                raise RecipeError(f"model.name={name!r} is not of the form package.module:function")
+            mod_name, fn_name = name.split(":")
+            try:
+                mod = importlib.import_module(mod_name)
+            except ImportError as exc:
+                raise RecipeError(f"model.name={name!r}: cannot import {mod_name!r} ({exc})") from None
+            fn = getattr(mod, fn_name, None)
+            if not callable(fn):
+                raise RecipeError(f"model.name={name!r}: {mod_name!r} has no callable {fn_name!r}")
+            model = fn(num_classes=num_classes, **kwargs)
+            if not isinstance(model, nn.Module):
+                raise RecipeError(f"model.name={name!r} returned {type(model).__name__}, not a torch.nn.Module")
+            return model
+        import torchvision
+
+        available = torchvision.models.list_models(module=torchvision.models)
+        if name in available:
+            if kwargs.get("weights") not in (None,):
+                raise RecipeError("model.kwargs.weights is not supported (no downloads); use model.weights=PATH")
+            return torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+        import difflib
+
+        close = difflib.get_close_matches(name, list(BUILTIN_MODELS) + available, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise RecipeError(
+            f"model.name={name!r} is unknown{hint}; allowed: {', '.join(BUILTIN_MODELS)}, a torchvision "
+            "classification model name, or package.module:function"
+        )
+    except TypeError as exc:
+        raise RecipeError(f"model.kwargs {kwargs} do not fit model {name!r}: {exc}") from None

@@ -1,0 +1,246 @@
+"""Runtime set-up: seeding, determinism, device selection and distributed initialisation.
+
+Everything that touches global state of Python, NumPy, torch or the CUDA driver lives here,
+so the rest of trickbag can stay free of side effects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import random
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from trickbag.errors import TrickbagError
+
+__all__ = [
+    "DistInfo",
+    "seed_everything",
+    "seed_worker",
+    "make_generator",
+    "configure_determinism",
+    "select_device",
+    "set_visible_devices",
+    "get_rng_state",
+    "set_rng_state",
+    "dist_info",
+    "init_distributed",
+    "is_main_process",
+]
+
+
+# --------------------------------------------------------------------------- seeding
+def seed_everything(seed: int) -> None:
+    """Seed Python's ``random``, NumPy's global generator and torch (CPU and every CUDA device).
+
+    >>> seed_everything(0); a = torch.rand(2)
+    >>> seed_everything(0); torch.equal(a, torch.rand(2))
+    True
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds every CUDA device, lazily
+
+
+def seed_worker(worker_id: int) -> None:  # noqa: ARG001 - DataLoader calls it with the id
+    """``worker_init_fn`` for DataLoader: seed ``random`` and NumPy in each worker from torch's seed.
+
+    torch already gives each worker ``base_seed + worker_id``; Python's and NumPy's generators
+    would otherwise be copies of the parent's and produce identical augmentations in every worker.
+    """
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)
+
+
+def make_generator(seed: int) -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded with ``seed`` (for samplers, augmentation, tricks).
+
+    >>> make_generator(3).initial_seed()
+    3
+    """
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
+
+
+def get_rng_state() -> dict[str, Any]:
+    """Capture Python, NumPy, torch and CUDA RNG states as a dict of plain types and tensors.
+
+    The result survives ``torch.save`` / ``torch.load(weights_only=True)`` (no NumPy objects).
+    """
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "name": str(np_state[0]),
+            "keys": torch.from_numpy(np.asarray(np_state[1], dtype=np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore the states captured by :func:`get_rng_state`.
+
+    >>> s = get_rng_state(); a = (random.random(), np.random.rand(), torch.rand(1))
+    >>> set_rng_state(s); b = (random.random(), np.random.rand(), torch.rand(1))
+    >>> a[0] == b[0] and a[1] == b[1] and torch.equal(a[2], b[2])
+    True
+    """
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state["numpy"]
+    np.random.set_state(
+        (n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --------------------------------------------------------------------------- determinism
+def configure_determinism(deterministic: bool, benchmark: bool = False) -> None:
+    """Switch deterministic algorithms and the cuDNN flags together.
+
+    Deterministic mode sets ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (the variable cuBLAS reads; it must
+    be set before the first cuBLAS call), ``torch.use_deterministic_algorithms(True)``,
+    ``cudnn.deterministic=True`` and ``cudnn.benchmark=False``. ``benchmark=True`` lets cuDNN pick
+    the fastest kernels for fixed input shapes and is refused together with determinism.
+    """
+    if deterministic and benchmark:
+        raise TrickbagError(
+            "train.deterministic=true and train.benchmark=true cannot be combined: "
+            "cuDNN autotuning picks kernels non-deterministically; set one of them to false"
+        )
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(deterministic)
+    torch.backends.cudnn.deterministic = deterministic
+    torch.backends.cudnn.benchmark = benchmark
+
+
+# --------------------------------------------------------------------------- devices
+def set_visible_devices(ids: str) -> bool:
+    """Set ``CUDA_VISIBLE_DEVICES`` if CUDA has not been initialised yet; return whether it took effect.
+
+    Once the CUDA driver is initialised the variable is ignored, so setting it then would silently do
+    nothing; this function warns instead.
+    """
+    if torch.cuda.is_initialized():
+        warnings.warn(
+            f"CUDA_VISIBLE_DEVICES={ids!r} not applied: CUDA is already initialised in this process; "
+            "set it in the environment before starting Python",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    os.environ["CUDA_VISIBLE_DEVICES"] = ids
+    return True
+
+
+def select_device(spec: str = "auto", *, local_rank: int | None = None) -> torch.device:
+    """Resolve a device string: ``auto`` (CUDA, else MPS, else CPU), ``cpu``, ``cuda``, ``cuda:N``, ``mps``.
+
+    Under torchrun each process takes ``cuda:LOCAL_RANK``. A device that does not exist raises a
+    :class:`TrickbagError` naming the devices that do.
+
+    >>> select_device("cpu")
+    device(type='cpu')
+    """
+    spec = spec.strip().lower()
+    cuda_n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    mps_ok = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    available = ["cpu"] + [f"cuda:{i}" for i in range(cuda_n)] + (["mps"] if mps_ok else [])
+    if spec == "auto":
+        if cuda_n:
+            return torch.device("cuda", local_rank if local_rank is not None else 0)
+        return torch.device("mps") if mps_ok else torch.device("cpu")
+    try:
+        dev = torch.device(spec)
+    except RuntimeError:
+        raise TrickbagError(
+            f"train.device={spec!r} is not a device name; allowed: auto, {', '.join(available)}"
+        ) from None
+    if dev.type == "cuda":
+        index = dev.index if dev.index is not None else (local_rank or 0)
+        if index >= cuda_n:
+            raise TrickbagError(
+                f"train.device={spec!r} does not exist on this machine; available: {', '.join(available)}"
+            )
+        return torch.device("cuda", index)
+    if dev.type == "mps" and not mps_ok:
+        raise TrickbagError(f"train.device='mps' is not available; available: {', '.join(available)}")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise TrickbagError(f"train.device={spec!r} is not supported; allowed: auto, {', '.join(available)}")
+    return dev
+
+
+# --------------------------------------------------------------------------- distributed
+@dataclasses.dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits in a (possibly single-process) job."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def dist_info() -> DistInfo:
+    """Read rank / local rank / world size from an initialised process group or torchrun's env vars."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return DistInfo(
+            rank=torch.distributed.get_rank(),
+            local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+            world_size=torch.distributed.get_world_size(),
+        )
+    return DistInfo(
+        rank=int(os.environ.get("RANK", 0)),
+        local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+        world_size=int(os.environ.get("WORLD_SIZE", 1)),
+    )
+
+
+def is_main_process() -> bool:
+    """True on rank 0 (and in a single-process run)."""
+    return dist_info().is_main
+
+
+def init_distributed(backend: str = "auto", timeout_s: float = 600.0) -> DistInfo:
+    """Initialise the default process group from torchrun's environment, if there is one.
+
+    ``backend="auto"`` picks NCCL when CUDA is available and gloo otherwise. Returns the
+    :class:`DistInfo`; a plain single-process run returns rank 0 of 1 and initialises nothing.
+    """
+    info = dist_info()
+    if info.world_size <= 1 or torch.distributed.is_initialized():
+        return info
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and torch.cuda.is_available():
+        torch.cuda.set_device(info.local_rank)
+    torch.distributed.init_process_group(
+        backend=backend, timeout=datetime.timedelta(seconds=timeout_s)
+    )
+    return dist_info()

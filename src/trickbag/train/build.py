@@ -1,0 +1,258 @@
+"""From a recipe to a ready :class:`Trainer`: data, model, loss, optimizer, schedule, plug-ins.
+
+Everything that can fail on bad input (recipe values, data, model names, devices) is built here
+before anything is written, so a bad recipe leaves no run directory behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from trickbag import runtime
+from trickbag.config import Recipe
+from trickbag.data.sampler import EpochSampler
+from trickbag.data.sources import DataSplits, build_data
+from trickbag.errors import RecipeError, TrickbagError
+from trickbag.models import build_model
+from trickbag.train.plugin import Plugin
+from trickbag.train.trainer import Trainer
+
+__all__ = ["BuildContext", "build", "make_loader", "build_optimizer", "build_schedule"]
+
+
+@dataclasses.dataclass
+class BuildContext:
+    """What recipe tricks may inspect and change while a run is being built (see ``configure``)."""
+
+    recipe: Recipe
+    data: DataSplits
+    model: torch.nn.Module
+    device: torch.device
+    dist: runtime.DistInfo
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    train_loader: Any
+    val_loader: Any
+    test_loader: Any
+    steps_per_epoch: int
+    total_steps: int
+    #: param groups for the optimizer (dicts with "params" and optional "lr", "weight_decay", ...)
+    param_groups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: builds the optimizer from param groups; a trick may wrap it (SAM)
+    optimizer_factory: Optional[Callable[[list[dict[str, Any]]], torch.optim.Optimizer]] = None
+    optimizer: Optional[torch.optim.Optimizer] = None
+    scheduler: Any = None
+    plugins: list[Plugin] = dataclasses.field(default_factory=list)
+    #: extra entries stored in every checkpoint
+    checkpoint_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.DistInfo, device: torch.device) -> DataLoader:
+    """A DataLoader with a seeded, resumable, rank-sharded sampler and seeded workers."""
+    d = recipe.data
+    pin = d.pin_memory if isinstance(d.pin_memory, bool) else device.type == "cuda"
+    sampler = EpochSampler(
+        len(dataset), shuffle=train, seed=recipe.train.seed, rank=dist.rank, world_size=dist.world_size, pad=train
+    )
+    return DataLoader(
+        dataset,
+        batch_size=d.batch_size if train else (d.eval_batch_size or 4 * d.batch_size),
+        sampler=sampler,
+        num_workers=d.num_workers,
+        pin_memory=pin,
+        drop_last=d.drop_last if train else False,
+        worker_init_fn=runtime.seed_worker,
+        generator=runtime.make_generator(recipe.train.seed),
+        persistent_workers=d.num_workers > 0,
+    )
+
+
+def build_optimizer(recipe: Recipe, param_groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
+    """The recipe's optimizer over ``param_groups`` (group keys override the recipe's values)."""
+    o = recipe.optim
+    if o.name == "sgd":
+        return torch.optim.SGD(param_groups, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
+                               weight_decay=o.weight_decay)
+    if o.name == "adamw":
+        return torch.optim.AdamW(param_groups, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+    if o.name == "adam":
+        return torch.optim.Adam(param_groups, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+    if o.name == "rmsprop":
+        return torch.optim.RMSprop(param_groups, lr=o.lr, momentum=o.momentum, eps=o.eps, weight_decay=o.weight_decay)
+    raise RecipeError(f"optim.name={o.name!r} is not supported")  # pragma: no cover - schema forbids it
+
+
+def optimizer_kwargs(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """The recipe's optimizer class and keyword arguments (for wrappers such as SAM)."""
+    o = recipe.optim
+    table: dict[str, tuple[type[torch.optim.Optimizer], dict[str, Any]]] = {
+        "sgd": (torch.optim.SGD, dict(lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
+                                      weight_decay=o.weight_decay)),
+        "adamw": (torch.optim.AdamW, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)),
+        "adam": (torch.optim.Adam, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)),
+        "rmsprop": (torch.optim.RMSprop, dict(lr=o.lr, momentum=o.momentum, eps=o.eps, weight_decay=o.weight_decay)),
+    }
+    return table[o.name]
+
+
+def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int) -> Any:
+    """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted)."""
+    from trickbag.optim import build_scheduler
+
+    sc = recipe.schedule
+    total = steps_per_epoch * recipe.train.epochs
+    warmup = int(round(sc.warmup_epochs * steps_per_epoch))
+    if warmup >= total and sc.name not in ("constant", "plateau"):
+        raise RecipeError(
+            f"schedule.warmup_epochs={sc.warmup_epochs} covers the whole run ({recipe.train.epochs} epochs); "
+            "make it shorter than train.epochs"
+        )
+    kw: dict[str, Any] = {}
+    if sc.name == "cosine":
+        kw["min_lr"] = sc.min_lr
+    elif sc.name == "step":
+        kw["step_size"] = max(1, int(round(sc.step_epochs * steps_per_epoch)))
+        kw["gamma"] = sc.gamma
+    elif sc.name == "multistep":
+        kw["milestones"] = sorted({max(warmup + 1, int(round(m * total))) for m in sc.milestones})
+        kw["gamma"] = sc.gamma
+    elif sc.name == "polynomial":
+        kw["power"] = sc.power
+    elif sc.name == "plateau":
+        if warmup:
+            raise RecipeError("schedule.warmup_epochs must be 0 with schedule.name=plateau")
+        kw["factor"] = sc.gamma if sc.gamma < 1 else 0.1
+        kw["patience"] = sc.patience
+        kw["mode"] = recipe.train.mode
+    try:
+        return build_scheduler(optimizer, sc.name, total_steps=total, warmup_steps=warmup, **kw)
+    except ValueError as exc:
+        raise RecipeError(f"schedule: {exc}") from None
+
+
+def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[str] = None) -> tuple[Trainer, BuildContext]:
+    """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins)."""
+    from trickbag.train.tricks import build_tricks
+
+    dist = runtime.dist_info()
+    runtime.configure_determinism(recipe.train.deterministic, recipe.train.benchmark)
+    dev = runtime.select_device(device or recipe.train.device, local_rank=dist.local_rank)
+    if recipe.train.precision == "16" and dev.type == "cpu":
+        # fp16 autocast on CPU is slow and GradScaler's CPU support varies; bf16 is the CPU analogue
+        pass
+    tricks = build_tricks(recipe)  # validates the tricks section before any data is touched
+    runtime.seed_everything(recipe.train.seed)
+    data = build_data(recipe.data)
+    num_classes = recipe.model.num_classes or data.num_classes
+    if num_classes < data.num_classes:
+        raise RecipeError(
+            f"model.num_classes={num_classes} is smaller than the {data.num_classes} classes in the data"
+        )
+    runtime.seed_everything(recipe.train.seed)  # model init does not depend on the data source's RNG use
+    model = build_model(recipe.model.name, data.input_shape, num_classes, **recipe.model.kwargs)
+    if recipe.model.weights:
+        from trickbag.nn import load_matching
+
+        from trickbag.errors import CheckpointError
+
+        path = Path(recipe.model.weights)
+        if not path.is_file():
+            raise CheckpointError(f"model.weights={recipe.model.weights!r} does not exist")
+        from trickbag.train.checkpoint import load_checkpoint
+
+        sd = load_checkpoint(path)
+        report = load_matching(model, sd)
+        if not report.loaded:
+            raise CheckpointError(f"model.weights={recipe.model.weights!r} matches no parameter of {recipe.model.name!r}: {report}")
+    model.to(dev)
+    if dist.distributed and recipe.dist.sync_bn:
+        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    train_loader = make_loader(data.train, recipe, train=True, dist=dist, device=dev)
+    if len(train_loader) == 0:
+        raise RecipeError(
+            f"data.batch_size={recipe.data.batch_size} with drop_last leaves no training batch "
+            f"({len(data.train)} samples)"
+        )
+    val_loader = make_loader(data.val, recipe, train=False, dist=dist, device=dev) if data.val is not None else None
+    test_loader = make_loader(data.test, recipe, train=False, dist=dist, device=dev) if data.test is not None else None
+    steps_per_epoch = math.ceil(len(train_loader) / recipe.train.accumulate)
+    ctx = BuildContext(
+        recipe=recipe,
+        data=data,
+        model=model,
+        device=dev,
+        dist=dist,
+        loss_fn=F.cross_entropy,
+        train_loader=train_loader,
+        val_loader=val_loader,
+        test_loader=test_loader,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=steps_per_epoch * recipe.train.epochs,
+        param_groups=[{"params": [p for p in model.parameters() if p.requires_grad]}],
+    )
+    ctx.optimizer_factory = lambda groups: build_optimizer(recipe, groups)
+    for t in tricks:
+        configure = getattr(t, "configure", None)
+        if configure is not None:
+            configure(ctx)
+    if dist.distributed:
+        ctx.model = wrap_ddp(ctx.model, dev)
+    ctx.optimizer = ctx.optimizer_factory(ctx.param_groups)
+    ctx.scheduler = build_schedule(recipe, ctx.optimizer, steps_per_epoch)
+    for t in tricks:
+        after = getattr(t, "after_optimizer", None)
+        if after is not None:
+            after(ctx)
+    ctx.plugins = list(tricks) + ctx.plugins
+    if recipe.train.early_stopping_patience:
+        from trickbag.train.builtin import EarlyStop
+
+        ctx.plugins.append(
+            EarlyStop(recipe.train.monitor, recipe.train.mode, recipe.train.early_stopping_patience,
+                      recipe.train.early_stopping_min_delta)
+        )
+    trainer = Trainer(
+        ctx.model,
+        ctx.optimizer,
+        train_loader,
+        val_loader,
+        loss_fn=ctx.loss_fn,
+        scheduler=ctx.scheduler,
+        plugins=ctx.plugins,
+        max_epochs=recipe.train.epochs,
+        precision=recipe.train.precision,
+        accumulate=recipe.train.accumulate,
+        clip=recipe.train.clip,
+        device=dev,
+        run_dir=run_dir,
+        monitor=recipe.train.monitor,
+        mode=recipe.train.mode,
+        eval_every=recipe.train.eval_every,
+    )
+    return trainer, ctx
+
+
+def wrap_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """Wrap ``model`` in DistributedDataParallel on ``device`` (CPU / gloo or one GPU per process)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    if device.type == "cuda":
+        return DDP(model, device_ids=[device.index], output_device=device.index)
+    return DDP(model)
+
+
+def check_monitor(recipe: Recipe, has_val: bool) -> None:
+    """Refuse a monitor that will never be reported."""
+    m = recipe.train.monitor
+    if m.startswith("val/") and not has_val:
+        raise TrickbagError(
+            f"train.monitor={m!r} needs a validation split, but data.val_fraction=0 gives none; "
+            "set data.val_fraction > 0 or monitor a train/ metric"
+        )

@@ -1,0 +1,288 @@
+"""Runs on disk: create / resume a run directory, train, test, summarise; evaluate and predict from it.
+
+A run directory holds: ``recipe.yaml`` (fully resolved), ``metrics.csv``, ``tb/`` (TensorBoard
+events), ``checkpoints/last.pt`` and ``best.pt`` (plus ``step-N.pt`` when asked), ``curves.png``,
+``lr.png`` and ``summary.txt``. Nothing is written outside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+import torch
+import yaml
+
+from trickbag import runtime
+from trickbag.config import Recipe, apply_overrides, parse_overrides, recipe_from_dict, recipe_to_yaml
+from trickbag.errors import CheckpointError, RecipeError, TrickbagError
+from trickbag.train.build import build, check_monitor, make_loader
+from trickbag.train.builtin import CSVLogger, Checkpointing, Plots, ProgressBar, TensorBoardLogger, list_checkpoints
+from trickbag.train.checkpoint import atomic_write_text, load_checkpoint
+from trickbag.train.trainer import Trainer, _unwrap
+
+__all__ = ["RunResult", "train_recipe", "resume_run", "evaluate_run", "predict_image", "find_resume_checkpoint"]
+
+
+@dataclasses.dataclass
+class RunResult:
+    run_dir: Optional[Path]
+    history: list[dict[str, float]]
+    best: Optional[float]
+    test: dict[str, float]
+    wall_time_s: float
+    stop_reason: Optional[str]
+    interrupted: bool = False
+
+    @property
+    def final(self) -> dict[str, float]:
+        return self.history[-1] if self.history else {}
+
+
+def default_run_name(recipe: Recipe) -> str:
+    return f"{recipe.name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def _say(msg: str, out: TextIO) -> None:
+    if runtime.is_main_process():
+        print(msg, file=out, flush=True)
+
+
+def find_resume_checkpoint(run_dir: Path, out: TextIO = sys.stderr) -> tuple[Path, dict[str, Any]]:
+    """The newest readable checkpoint of ``run_dir``; unreadable ones are reported and skipped."""
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    candidates = list_checkpoints(ckpt_dir)
+    if not candidates:
+        raise CheckpointError(f"{str(run_dir)!r} has no checkpoints to resume from (looked in {str(ckpt_dir)!r})")
+    problems = []
+    for path in candidates:
+        try:
+            ckpt = load_checkpoint(path)
+            if "model" not in ckpt or "counters" not in ckpt:
+                raise CheckpointError(f"checkpoint {str(path)!r} is not a trickbag training checkpoint")
+            return path, ckpt
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            _say(f"trickbag: {exc}; trying the previous checkpoint", out)
+    raise CheckpointError(f"no readable checkpoint in {str(ckpt_dir)!r}: {problems[-1]}")
+
+
+def train_recipe(
+    recipe: Recipe,
+    *,
+    resume_dir: Optional[Path] = None,
+    out: TextIO = sys.stdout,
+    quiet: bool = False,
+) -> RunResult:
+    """Train ``recipe`` into a new run directory (or continue ``resume_dir``); test best.pt; summarise."""
+    dist = runtime.init_distributed(recipe.dist.backend, recipe.dist.timeout_s)
+    main = dist.is_main
+    ckpt: Optional[dict[str, Any]] = None
+    if resume_dir is not None:
+        run_dir = Path(resume_dir)
+        ckpt_path, ckpt = find_resume_checkpoint(run_dir)
+    else:
+        name = recipe.run.name or default_run_name(recipe)
+        run_dir = Path(recipe.run.dir) / name
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise TrickbagError(
+                f"run directory {str(run_dir)!r} already exists; choose another run.name=..., "
+                f"or continue it with: trickbag train --resume {run_dir}"
+            )
+    trainer, ctx = build(recipe, run_dir=run_dir)
+    check_monitor(recipe, ctx.val_loader is not None)
+    if ckpt is not None:
+        try:
+            trainer.load_state_dict(ckpt)
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise CheckpointError(
+                f"checkpoint {str(ckpt_path)!r} does not fit this recipe's model/optimizer: {str(exc).splitlines()[0]}"
+            ) from None
+    # --- from here on, files are written (rank 0 only)
+    plugins = []
+    recipe_dict = recipe.model_dump(mode="json")
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
+        plugins.append(CSVLogger(run_dir / "metrics.csv", every_steps=recipe.log.every_steps))
+        if recipe.log.tensorboard:
+            plugins.append(TensorBoardLogger(run_dir / "tb", every_steps=recipe.log.every_steps))
+        if recipe.run.plots:
+            plugins.append(Plots(run_dir))
+        if recipe.run.progress and not quiet:
+            plugins.append(ProgressBar(every_steps=max(1, min(10, recipe.log.every_steps))))
+        plugins.append(
+            Checkpointing(
+                run_dir / "checkpoints",
+                monitor=recipe.train.monitor,
+                mode=recipe.train.mode,
+                every_steps=recipe.train.checkpoint_every_steps,
+                keep=recipe.train.keep_checkpoints,
+                extra={"recipe": recipe_dict, "classes": ctx.data.classes, **ctx.checkpoint_extra},
+            )
+        )
+    for p in plugins:
+        trainer.add_plugin(p)
+    if ckpt is not None:  # plug-ins added after load need their state too
+        states = ckpt.get("plugins", {})
+        for p in plugins:
+            if p.key in states:
+                p.load_state_dict(states[p.key])
+        _say(f"resuming {run_dir} at epoch {trainer.state.epoch + 1}, update {trainer.state.step}", out)
+    if main and not quiet:
+        eff = recipe.data.batch_size * recipe.train.accumulate * dist.world_size
+        _say(
+            f"trickbag: training {recipe.name!r} ({recipe.model.name}, {sum(p.numel() for p in ctx.model.parameters()):,} "
+            f"parameters) on {ctx.device}; {len(ctx.data.train)} train / "
+            f"{len(ctx.data.val) if ctx.data.val is not None else 0} val / "
+            f"{len(ctx.data.test) if ctx.data.test is not None else 0} test samples; effective batch {eff}",
+            out,
+        )
+        for note in ctx.notes:
+            _say(f"  {note}", out)
+    t0 = time.perf_counter()
+    state = trainer.fit()
+    wall = time.perf_counter() - t0
+    interrupted = bool(state.stop_reason and state.stop_reason.startswith("interrupted"))
+    test: dict[str, float] = {}
+    best_value = None
+    for p in plugins:
+        if isinstance(p, Checkpointing):
+            best_value = p.best
+    if not interrupted and ctx.test_loader is not None:
+        best_path = run_dir / "checkpoints" / "best.pt"
+        if dist.distributed and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+        if best_path.exists():
+            best = load_checkpoint(best_path, map_location=ctx.device)
+            _unwrap(trainer.model).load_state_dict(best.get("eval_model") or best["model"])
+            state.predict = None
+        test = {f"test/{k}": v for k, v in trainer.evaluate(ctx.test_loader).items()}
+    result = RunResult(run_dir, state.history, best_value, test, wall, state.stop_reason, interrupted)
+    if main:
+        summary = format_summary(recipe, result, trainer)
+        atomic_write_text(run_dir / "summary.txt", summary + "\n\n" + model_summary(ctx) + "\n")
+        if not quiet:
+            _say(summary, out)
+    return result
+
+
+def format_summary(recipe: Recipe, r: RunResult, trainer: Trainer) -> str:
+    m = r.final
+    mode = recipe.train.mode
+    lines = [f"run        {r.run_dir}"]
+    vals = [h["val/acc"] for h in r.history if "val/acc" in h]
+    if vals:
+        lines.append(f"val acc    best {max(vals):.4f} (epoch {vals.index(max(vals)) + 1}), final {vals[-1]:.4f}")
+    if r.best is not None and recipe.train.monitor != "val/acc":
+        lines.append(f"best {recipe.train.monitor} = {r.best:.6g} ({mode})")
+    if "train/loss" in m:
+        lines.append(f"train loss final {m['train/loss']:.4f}")
+    if r.test:
+        lines.append(f"test acc   {r.test['test/acc']:.4f} on {int(r.test['test/n'])} samples (best.pt), "
+                     f"loss {r.test['test/loss']:.4f}")
+    lines.append(f"wall time  {r.wall_time_s:.1f} s for {len(r.history)} epochs, {trainer.state.step} updates")
+    if r.stop_reason:
+        lines.append(f"stopped    {r.stop_reason}")
+    if trainer.state.skipped_steps:
+        lines.append(f"skipped    {trainer.state.skipped_steps} updates (non-finite gradients / fp16 overflow)")
+    return "\n".join(lines)
+
+
+def model_summary(ctx: Any) -> str:
+    try:
+        import torchinfo
+
+        x = torch.zeros((1, *ctx.data.input_shape), device=ctx.device)
+        model = _unwrap(ctx.model)
+        was = model.training
+        stats = torchinfo.summary(model, input_data=x, verbose=0, device=ctx.device)
+        model.train(was)
+        return str(stats)
+    except Exception as exc:  # the summary is informative only
+        n = sum(p.numel() for p in ctx.model.parameters())
+        return f"parameters: {n:,} (torchinfo summary unavailable: {exc})"
+
+
+def _load_run_recipe(run_dir: Path, overrides: list[str]) -> Recipe:
+    path = Path(run_dir) / "recipe.yaml"
+    if not path.is_file():
+        raise TrickbagError(f"{str(run_dir)!r} is not a trickbag run directory (no recipe.yaml)")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = apply_overrides(data, parse_overrides(overrides))
+    return recipe_from_dict(data)
+
+
+def resume_run(run_dir: Path, overrides: list[str] | None = None, **kw: Any) -> RunResult:
+    """Continue the run in ``run_dir`` from its newest readable checkpoint (overrides may extend epochs)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise TrickbagError(f"--resume {str(run_dir)!r}: no such run directory")
+    recipe = _load_run_recipe(run_dir, list(overrides or []))
+    return train_recipe(recipe, resume_dir=run_dir, **kw)
+
+
+def _model_from_checkpoint(ckpt_path: Path) -> tuple[Recipe, torch.nn.Module, dict[str, Any], Any]:
+    from trickbag.data.sources import build_data
+    from trickbag.models import build_model
+
+    ckpt = load_checkpoint(ckpt_path)
+    if "recipe" not in ckpt or "model" not in ckpt:
+        raise CheckpointError(f"checkpoint {str(ckpt_path)!r} is not a trickbag run checkpoint (no recipe/model)")
+    recipe = recipe_from_dict(ckpt["recipe"])
+    data = build_data(recipe.data)
+    model = build_model(recipe.model.name, data.input_shape, recipe.model.num_classes or data.num_classes,
+                        **recipe.model.kwargs)
+    weights = ckpt.get("eval_model") or ckpt["model"]
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as exc:
+        raise CheckpointError(f"checkpoint {str(ckpt_path)!r} does not fit model {recipe.model.name!r}: "
+                              f"{str(exc).splitlines()[0]}") from None
+    model.eval()
+    return recipe, model, ckpt, data
+
+
+def evaluate_run(path: Path, split: str = "test", device: str = "auto") -> dict[str, float]:
+    """Metrics of a run's best.pt (or of a checkpoint file) on the recipe's ``split``."""
+    path = Path(path)
+    ckpt_path = path / "checkpoints" / "best.pt" if path.is_dir() else path
+    if path.is_dir() and not ckpt_path.exists():
+        raise CheckpointError(f"{str(path)!r} has no checkpoints/best.pt")
+    recipe, model, _, data = _model_from_checkpoint(ckpt_path)
+    ds = {"test": data.test, "val": data.val, "train": data.eval_train}.get(split)
+    if ds is None:
+        raise TrickbagError(f"split {split!r} is empty for this recipe; allowed: test, val, train")
+    dev = runtime.select_device(device)
+    loader = make_loader(ds, recipe, train=False, dist=runtime.DistInfo(), device=dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    t = Trainer(model, opt, loader, device=dev, precision=recipe.train.precision if recipe.train.precision != "16" else "32")
+    return t.evaluate(loader)
+
+
+def predict_image(ckpt_path: Path, image_path: Path, top: int = 5) -> list[tuple[str, float]]:
+    """Class probabilities of one image under a run checkpoint, highest first."""
+    from PIL import Image, UnidentifiedImageError
+
+    image_path = Path(image_path)
+    if not image_path.is_file():
+        raise TrickbagError(f"image {str(image_path)!r} does not exist")
+    try:
+        with Image.open(image_path) as im:
+            img = im.copy()
+    except (UnidentifiedImageError, OSError):
+        raise TrickbagError(f"{str(image_path)!r} is not an image file PIL can read") from None
+    recipe, model, ckpt, data = _model_from_checkpoint(Path(ckpt_path))
+    if data.predict_transform is None:
+        raise TrickbagError(f"data source {recipe.data.name!r} does not take images; predict works on image recipes")
+    x = data.predict_transform(img).unsqueeze(0)
+    with torch.inference_mode():
+        probs = torch.softmax(model(x).float(), dim=1)[0]
+    classes = ckpt.get("classes") or data.classes
+    order = torch.argsort(probs, descending=True)[:top].tolist()
+    return [(str(classes[i]) if i < len(classes) else str(i), float(probs[i])) for i in order]

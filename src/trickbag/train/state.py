@@ -1,0 +1,67 @@
+"""The state object plug-ins read and write; the trainer's only surface towards them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from trickbag.runtime import DistInfo
+
+
+@dataclasses.dataclass
+class State:
+    """Everything a plug-in may look at or change during :meth:`Trainer.fit`.
+
+    Counters: ``epoch`` is the index of the current epoch (0-based; after ``fit`` the number of
+    finished epochs), ``step`` the number of optimizer updates done, ``batch_idx`` the index of the
+    current micro-batch within the epoch.
+    """
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    train_loader: Any
+    val_loader: Any
+    device: torch.device
+    precision: str
+    accumulate: int
+    max_epochs: int
+    scheduler: Any = None
+    scaler: Any = None
+    run_dir: Optional[Path] = None
+    dist: DistInfo = dataclasses.field(default_factory=DistInfo)
+
+    epoch: int = 0
+    step: int = 0
+    batch_idx: int = 0
+    batches_per_epoch: int = 0
+    batch: Any = None  # (x, y) on the device; BATCH_START may replace it
+    output: Optional[torch.Tensor] = None
+    loss: Optional[torch.Tensor] = None  # LOSS may replace it (un-divided by accumulation)
+    grad_norm: Optional[torch.Tensor] = None  # total norm before clipping, when clipping is on
+    step_skipped: bool = False  # the last update was skipped (fp16 overflow or non-finite)
+    skipped_steps: int = 0
+    closure_pass: bool = False  # True while a two-pass optimizer re-runs forward/backward
+
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # latest epoch's metrics
+    eval_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # latest evaluate()
+    history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # one dict per epoch
+    should_stop: bool = False
+    stop_reason: Optional[str] = None
+    predict: Optional[Callable[[torch.Tensor], torch.Tensor]] = None  # forward used by evaluate()
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # plug-ins' shared scratch space
+    #: ``save_checkpoint(path, mid_epoch=False, **extra)``: write the trainer's full state atomically
+    save_checkpoint: Optional[Callable[..., Path]] = None
+
+    def stop(self, reason: str) -> None:
+        """Ask the trainer to stop after the current epoch (or step), with a reason to report."""
+        self.should_stop = True
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    def lrs(self) -> list[float]:
+        """Current learning rate of every param group."""
+        return [float(g["lr"]) for g in self.optimizer.param_groups]
