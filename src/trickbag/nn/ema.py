@@ -1,0 +1,249 @@
+"""Exponential moving average (EMA) of a model's weights, updated after each optimizer step."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, cast
+
+import torch
+from torch import Tensor, nn
+
+from trickbag.nn.loading import _unwrap_model
+
+__all__ = ["EMA"]
+
+BufferMode = Literal["copy", "average"]
+_BUFFER_MODES = ("copy", "average")
+
+
+class _Lists:
+    """Flat tensor lists of one module, in ``named_parameters()`` / ``named_buffers()`` order."""
+
+    def __init__(self, module: nn.Module) -> None:
+        params = list(module.named_parameters())
+        buffers = list(module.named_buffers())
+        self.names = [n for n, _ in params] + [n for n, _ in buffers]
+        self.shapes = [tuple(t.shape) for _, t in params] + [tuple(t.shape) for _, t in buffers]
+        self.float_params = [p for _, p in params if p.is_floating_point()]
+        self.other_params = [p for _, p in params if not p.is_floating_point()]
+        self.float_buffers = [b for _, b in buffers if b.is_floating_point()]
+        self.other_buffers = [b for _, b in buffers if not b.is_floating_point()]
+
+    def all(self) -> list[Tensor]:
+        return self.float_params + self.other_params + self.float_buffers + self.other_buffers
+
+
+class EMA:
+    """Keep an exponential moving average of a model's weights: ``ema = decay * ema + (1 - decay) * w``.
+
+    Source: Polyak & Juditsky 1992 (iterate averaging); the exponential form with decay
+    warm-up follows TensorFlow's ``ExponentialMovingAverage`` and timm's ``ModelEmaV2``.
+    Evaluate with the averaged weights (``ema.module``, or ``with ema.swapped(model):``);
+    they are usually better than the raw weights late in training.
+
+    **Update.** Call :meth:`update` once after every ``optimizer.step()``.  Every
+    ``every``-th call averages; the others only count.  An averaging update is one
+    ``torch._foreach_lerp_`` over all floating parameters (no Python loop over
+    parameters in the math); the tensor lists are built once and cached.
+
+    **Decay warm-up.** With ``n`` the number of averaging updates already done
+    (0 for the first):
+
+    - ``warmup=False``: ``d_n = decay``;
+    - ``warmup=True``: ``d_n = min(decay, (1 + n) / (10 + n))`` (TensorFlow's ``num_updates``
+      rule: early averages forget the random initialisation quickly);
+    - ``warmup=W`` (int > 0): ``d_n = decay * (1 - exp(-n / W))`` (YOLOv5's ``ModelEMA``,
+      time constant ``W`` averaging updates; the first update copies the weights).
+
+    **Which tensors.** Every floating parameter is averaged, *whether or not it has*
+    ``requires_grad``: a frozen parameter is treated exactly like a trainable one (so it
+    equals the live value while it stays frozen, and is averaged from the moment it is
+    unfrozen).  Non-floating parameters are copied.  Buffers: ``"copy"`` copies them from
+    the live model (BatchNorm running statistics are already averages), ``"average"``
+    averages floating buffers too; integer buffers (``num_batches_tracked``) are always copied.
+
+    **Wrappers.** DDP / DataParallel (``.module``) and ``torch.compile`` (``._orig_mod``)
+    are unwrapped, both at construction and in :meth:`update`.  The live model's tensor
+    lists are cached per module object; replacing a submodule after construction is not
+    seen (create a new EMA).
+
+    Args:
+        model: the live model; it is deep-copied (``ema.module``: eval mode,
+            ``requires_grad=False``).
+        decay: ``d`` in ``[0, 1]``; 0.999 to 0.9999 are usual (time constant ``1/(1-d)`` updates).
+        warmup: ``False``, ``True`` or an int ``W > 0`` (see above).
+        every: average on every ``every``-th call of :meth:`update` (``decay`` is per averaging update).
+        buffers: ``"copy"`` or ``"average"``.
+        device: keep ``ema.module`` on this device (e.g. ``"cpu"`` to save accelerator memory);
+            ``None`` keeps the model's device.
+
+    >>> model = torch.nn.Linear(2, 1)
+    >>> ema = EMA(model, decay=0.5)
+    >>> with torch.no_grad():
+    ...     _ = model.weight.add_(2.0)
+    >>> ema.update(model)
+    >>> torch.allclose(ema.module.weight, model.weight - 1.0)
+    True
+    >>> with ema.swapped(model):
+    ...     torch.equal(model.weight, ema.module.weight)
+    True
+    >>> ema.num_updates
+    1
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        decay: float = 0.9999,
+        *,
+        warmup: bool | int = False,
+        every: int = 1,
+        buffers: BufferMode = "copy",
+        device: torch.device | str | None = None,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 <= decay <= 1.0:
+            raise ValueError(f"decay must be a float in [0, 1], got {decay!r}")
+        if not isinstance(warmup, (bool, int)) or (not isinstance(warmup, bool) and warmup <= 0):
+            raise ValueError(f"warmup must be False, True or an int number of updates > 0, got {warmup!r}")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        if buffers not in _BUFFER_MODES:
+            raise ValueError(f"buffers must be one of {_BUFFER_MODES}, got {buffers!r}")
+
+        self.decay = float(decay)
+        self.warmup = warmup
+        self.every = every
+        self.buffers = buffers
+        self.num_updates = 0  # calls of update()
+        self.num_averages = 0  # averaging updates done
+
+        source = _unwrap_model(model)
+        self.module: nn.Module = copy.deepcopy(source)
+        if device is not None:
+            self.module.to(device)
+        self.module.eval()
+        self.module.requires_grad_(False)
+        for p in self.module.parameters():
+            p.grad = None
+        self._ema = _Lists(self.module)
+        self._live: _Lists | None = None
+        self._live_module: nn.Module | None = None
+        self._lists_for(source)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _lists_for(self, model: nn.Module) -> _Lists:
+        """Cached tensor lists of the (unwrapped) live model, checked against the EMA copy once."""
+        model = _unwrap_model(model)
+        if model is not self._live_module:
+            live = _Lists(model)
+            if live.names != self._ema.names or live.shapes != self._ema.shapes:
+                diff = sorted(set(live.names).symmetric_difference(self._ema.names))[:5]
+                raise ValueError(
+                    "model does not have the same parameters/buffers as the one the EMA was built from "
+                    f"(differing names, first few: {diff or 'same names, different shapes'})"
+                )
+            self._live, self._live_module = live, model
+            return live
+        return cast(_Lists, self._live)
+
+    @staticmethod
+    def _on_device_of(tensors: list[Tensor], like: list[Tensor]) -> list[Tensor]:
+        """``tensors`` moved to the device of ``like`` (only when ``device=`` put them apart)."""
+        if tensors and tensors[0].device != like[0].device:
+            return [t.to(like[0].device) for t in tensors]
+        return tensors
+
+    def decay_at(self, n: int) -> float:
+        """Decay used by the averaging update that follows ``n`` earlier averaging updates.
+
+        >>> EMA(torch.nn.Linear(1, 1), decay=0.999, warmup=True).decay_at(0)
+        0.1
+        """
+        if self.warmup is True:
+            return min(self.decay, (1.0 + n) / (10.0 + n))
+        if self.warmup is not False:
+            return self.decay * (1.0 - math.exp(-n / self.warmup))
+        return self.decay
+
+    # -- public API ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        """Count one optimizer step; on every ``every``-th call, average ``model`` into ``ema.module``."""
+        self.num_updates += 1
+        if self.num_updates % self.every:
+            return
+        live, ema = self._lists_for(model), self._ema
+        d = self.decay_at(self.num_averages)
+        if ema.float_params:
+            torch._foreach_lerp_(ema.float_params, self._on_device_of(live.float_params, ema.float_params), 1.0 - d)
+        if ema.other_params:
+            torch._foreach_copy_(ema.other_params, self._on_device_of(live.other_params, ema.other_params))
+        if ema.float_buffers:
+            src = self._on_device_of(live.float_buffers, ema.float_buffers)
+            if self.buffers == "average":
+                torch._foreach_lerp_(ema.float_buffers, src, 1.0 - d)
+            else:
+                torch._foreach_copy_(ema.float_buffers, src)
+        if ema.other_buffers:
+            torch._foreach_copy_(ema.other_buffers, self._on_device_of(live.other_buffers, ema.other_buffers))
+        self.num_averages += 1
+
+    @torch.no_grad()
+    def copy_to(self, model: nn.Module) -> None:
+        """Copy the averaged parameters and buffers into ``model`` in place (``Tensor.copy_``)."""
+        live = self._lists_for(model)
+        dst = live.all()
+        torch._foreach_copy_(dst, self._on_device_of(self._ema.all(), dst))
+
+    @contextmanager
+    def swapped(self, model: nn.Module) -> Iterator[nn.Module]:
+        """Context manager: ``model`` holds the averaged weights inside, its own weights after.
+
+        The raw parameters and buffers are cloned, the averaged ones copied in place
+        (so optimizers and hooks keep pointing at the same tensors), and the raw ones copied
+        back on exit, even when the block raises.  Yields ``model``.
+        """
+        live = self._lists_for(model)
+        dst = live.all()
+        with torch.no_grad():
+            saved = [t.detach().clone() for t in dst]
+        self.copy_to(model)
+        try:
+            yield model
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(dst, saved)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Averaged weights (``"module"``), counters, and the settings they were made with."""
+        return {
+            "module": self.module.state_dict(),
+            "num_updates": self.num_updates,
+            "num_averages": self.num_averages,
+            "decay": self.decay,
+            "warmup": self.warmup,
+            "every": self.every,
+            "buffers": self.buffers,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore weights and counters saved by :meth:`state_dict` (settings stay as constructed)."""
+        missing = [k for k in ("module", "num_updates", "num_averages") if k not in state_dict]
+        if missing:
+            raise ValueError(f"EMA state_dict lacks {missing}; expected the output of EMA.state_dict()")
+        self.module.load_state_dict(state_dict["module"])
+        self.num_updates = int(state_dict["num_updates"])
+        self.num_averages = int(state_dict["num_averages"])
+
+    def __repr__(self) -> str:
+        return (
+            f"EMA(decay={self.decay}, warmup={self.warmup}, every={self.every}, buffers={self.buffers!r}, "
+            f"num_updates={self.num_updates})"
+        )
