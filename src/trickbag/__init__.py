@@ -1,2 +1,95 @@
-"""trickbag: training tricks for PyTorch as correct, tested, composable parts."""
+"""trickbag: training tricks for PyTorch as correct, tested, composable parts, plus a small trainer.
+
+The public API is re-exported here and loaded lazily, so ``import trickbag`` (and the CLI) stays fast:
+
+>>> import trickbag
+>>> trickbag.EMA.__module__
+'trickbag.nn.ema'
+
+Areas: :mod:`trickbag.losses`, :mod:`trickbag.data`, :mod:`trickbag.nn`, :mod:`trickbag.optim`
+(the tricks), :mod:`trickbag.functional` (every pure function in one namespace), :mod:`trickbag.train`
+(the trainer), :mod:`trickbag.config` (recipes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # trainer
+    "Trainer": "trickbag.train.trainer",
+    "Plugin": "trickbag.train.plugin",
+    "Event": "trickbag.train.events",
+    "State": "trickbag.train.state",
+    "EarlyStopping": "trickbag.train.early_stopping",
+    "save_checkpoint": "trickbag.train.checkpoint",
+    "load_checkpoint": "trickbag.train.checkpoint",
+    # recipes and runtime
+    "Recipe": "trickbag.config",
+    "load_recipe": "trickbag.config",
+    "seed_everything": "trickbag.runtime",
+    "seed_worker": "trickbag.runtime",
+    "select_device": "trickbag.runtime",
+    "configure_determinism": "trickbag.runtime",
+    # losses
+    "smooth_targets": "trickbag.losses",
+    "soft_target_cross_entropy": "trickbag.losses",
+    "SoftTargetCrossEntropy": "trickbag.losses",
+    "focal_loss": "trickbag.losses",
+    "FocalLoss": "trickbag.losses",
+    "sigmoid_focal_loss": "trickbag.losses",
+    "class_balanced_weights": "trickbag.losses",
+    "distillation_loss": "trickbag.losses",
+    "DistillationLoss": "trickbag.losses",
+    "gradient_penalty": "trickbag.losses",
+    "l1_penalty": "trickbag.losses",
+    # data
+    "mixup": "trickbag.data",
+    "cutmix": "trickbag.data",
+    "MixupCutmix": "trickbag.data",
+    "cutout": "trickbag.data",
+    "one_hot": "trickbag.data",
+    "mean_std": "trickbag.data",
+    "tsn_indices": "trickbag.data",
+    "train_transforms": "trickbag.data",
+    "eval_transforms": "trickbag.data",
+    # nn
+    "EMA": "trickbag.nn",
+    "freeze": "trickbag.nn",
+    "unfreeze": "trickbag.nn",
+    "param_groups": "trickbag.nn",
+    "load_matching": "trickbag.nn",
+    "LoadReport": "trickbag.nn",
+    "init_weights": "trickbag.nn",
+    "BilinearPool": "trickbag.nn",
+    "count_parameters": "trickbag.nn",
+    "summary": "trickbag.nn",
+    "feature_extractor": "trickbag.nn",
+    # optim
+    "SAM": "trickbag.optim",
+    "disable_running_stats": "trickbag.optim",
+    "enable_running_stats": "trickbag.optim",
+    "build_scheduler": "trickbag.optim",
+    "scaled_lr": "trickbag.optim",
+    "plot_lr": "trickbag.optim",
+    "clip_gradients": "trickbag.optim",
+    "adaptive_clip_gradients": "trickbag.optim",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trickbag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
