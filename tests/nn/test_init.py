@@ -81,22 +81,32 @@ def test_generator_makes_it_reproducible():
 @pytest.mark.parametrize("block, last", [(BasicBlock, "bn2"), (Bottleneck, "bn3")])
 def test_zero_init_last_bn_makes_blocks_identity(block, last):
     torch.manual_seed(0)
-    model = ResNet(block, [1, 1, 1, 1], num_classes=3)
+    width = 8 * block.expansion
+    down = nn.Sequential(nn.Conv2d(width, 2 * width, 1, stride=2), nn.BatchNorm2d(2 * width))
+    # Small stand-in for a torchvision ResNet stage: a plain block, then a downsampling one.
+    model = nn.Sequential(block(width, 8), block(width, 16, stride=2, downsample=down))
     init_weights(model, zero_init_last_bn=True)
-    blocks = [m for m in model.modules() if isinstance(m, block)]
-    assert len(blocks) == 4
-    zeroed = {id(getattr(b, last).weight) for b in blocks}
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            expected = torch.zeros_like(m.weight) if id(m.weight) in zeroed else torch.ones_like(m.weight)
-            assert torch.equal(m.weight, expected)
-    # The residual branch now outputs 0: the block computes relu(shortcut(x)).
+    zeroed = {id(getattr(b, last).weight) for b in model}
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert len(bns) == 2 * (3 if block is Bottleneck else 2) + 1
+    for m in bns:
+        expected = torch.zeros_like(m.weight) if id(m.weight) in zeroed else torch.ones_like(m.weight)
+        assert torch.equal(m.weight, expected)
+    # The residual branch now outputs 0: each block computes relu(shortcut(x)).
     model.eval()
-    x = torch.randn(2, 64, 5, 5)
-    for b in (model.layer1[0], model.layer2[0]):
+    x = torch.randn(2, width, 6, 6)
+    for b in model:
         shortcut = b.downsample(x) if b.downsample is not None else x
         torch.testing.assert_close(b(x), torch.relu(shortcut))
         x = b(x)
+
+
+def test_zero_init_last_bn_on_torchvision_resnet():
+    model = ResNet(BasicBlock, [1, 1, 1, 1], num_classes=3)
+    init_weights(model, zero_init_last_bn=True)
+    for name, m in model.named_modules():
+        if isinstance(m, nn.BatchNorm2d):
+            assert m.weight.abs().sum().item() == (0.0 if name.endswith("bn2") else m.num_features), name
 
 
 def test_zero_init_calls_timm_style_hook():
