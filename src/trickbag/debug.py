@@ -1,10 +1,10 @@
-"""Debugging helpers: per-module output tracing, model summary and a short profiler run.
+"""Debugging helpers: per-module output tracing (shapes, dtypes, first NaN/Inf) and a short profiler run.
 
 * :func:`trace_shapes` runs one forward pass with a forward hook on every module and
   records each output tensor's shape, dtype, device, ``requires_grad`` and whether it
   holds NaN/Inf, flagging the first module (in execution order) whose output is not
   finite.  It is the module-level core of TorchSnooper, without line tracing.
-* :func:`summarize` returns torchinfo's table for a model and an example input.
+* (torchinfo's layer table is :func:`trickbag.nn.summary`.)
 * :func:`profile_steps` runs a training step a few times under :mod:`torch.profiler`,
   returns the top-ops table and writes a Chrome trace.
 """
@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ShapeRecord", "trace_shapes", "format_trace", "summarize", "ProfileResult", "profile_steps"]
+__all__ = ["ShapeRecord", "trace_shapes", "format_trace", "ProfileResult", "profile_steps"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,9 @@ def _call(model: nn.Module, example_input: Any) -> Any:
     return model(example_input)
 
 
-def trace_shapes(model: nn.Module, example_input: Any, *, file: TextIO | None = sys.stdout) -> list[ShapeRecord]:
+def trace_shapes(
+    model: nn.Module, example_input: Any, *, file: TextIO | None = None, quiet: bool = False
+) -> list[ShapeRecord]:
     """Run one forward pass and record every module's output shape, dtype, device, grad and NaN/Inf flags.
 
     Source: the module-level part of TorchSnooper (zasdfgbnm/TorchSnooper): a forward
@@ -127,10 +129,11 @@ def trace_shapes(model: nn.Module, example_input: Any, *, file: TextIO | None = 
     and ``model(**x)`` for a dict.  The pass runs in the model's current mode
     (train/eval) and grad mode; all hooks are removed afterwards, also when the forward
     raises -- in that case the table of the modules that did run is printed before the
-    exception propagates.  ``file=None`` prints nothing.
+    exception propagates.  The table goes to ``file`` (default: ``sys.stdout`` at call
+    time); ``quiet=True`` prints nothing.
 
     >>> model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
-    >>> recs = trace_shapes(model, torch.zeros(2, 4), file=None)
+    >>> recs = trace_shapes(model, torch.zeros(2, 4), quiet=True)
     >>> [(r.name, r.cls, r.shape) for r in recs]
     [('0', 'Linear', (2, 3)), ('1', 'ReLU', (2, 3)), ('(root)', 'Sequential', (2, 3))]
     """
@@ -138,6 +141,7 @@ def trace_shapes(model: nn.Module, example_input: Any, *, file: TextIO | None = 
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if file is not None and not hasattr(file, "write"):
         raise TypeError(f"file must be a writable text stream (e.g. sys.stdout) or None, got {type(file).__name__}")
+    out = None if quiet else (file if file is not None else sys.stdout)
 
     records: list[ShapeRecord] = []
     calls = [0]
@@ -180,34 +184,12 @@ def trace_shapes(model: nn.Module, example_input: Any, *, file: TextIO | None = 
             records[:] = [
                 ShapeRecord(**{**r.__dict__, "first_nonfinite": True}) if r.call == first_bad[0] else r for r in records
             ]
-        if file is not None:
-            print(format_trace(records), file=file)
+        if out is not None:
+            print(format_trace(records), file=out)
             if first_bad:
                 bad = next(r for r in records if r.first_nonfinite)
-                print(f"first NaN/Inf in the output of module {bad.name!r} ({bad.cls})", file=file)
+                print(f"first NaN/Inf in the output of module {bad.name!r} ({bad.cls})", file=out)
     return records
-
-
-def summarize(model: nn.Module, example_input: Any, *, depth: int = 3, device: str | torch.device | None = None) -> str:
-    """Return torchinfo's layer table (output shapes, parameter counts, mult-adds) as a string.
-
-    Thin wrapper over ``torchinfo.summary(model, input_data=example_input, depth=depth,
-    verbose=0)``; ``example_input`` is a tensor, a tuple/list of positional tensors or
-    a dict of keyword tensors.
-
-    >>> text = summarize(nn.Linear(4, 3), torch.zeros(2, 4))
-    >>> "Total params: 15" in text
-    True
-    """
-    import torchinfo
-
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise ValueError(f"depth must be an int >= 0, got {depth!r}")
-    data = list(example_input) if isinstance(example_input, tuple) else example_input
-    stats = torchinfo.summary(model, input_data=data, depth=depth, verbose=0, device=device)
-    return str(stats)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""trace_shapes / summarize / profile_steps against hand-derived expectations and torch's own ops."""
+"""trace_shapes / profile_steps against hand-derived expectations and torch's own ops."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from trickbag.debug import ShapeRecord, format_trace, profile_steps, summarize, trace_shapes
+from trickbag.debug import ShapeRecord, format_trace, profile_steps, trace_shapes
 
 
 class LogOfNegative(nn.Module):
@@ -35,7 +35,7 @@ def test_records_match_forward_in_execution_order():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Sequential(nn.Linear(7, 2), nn.Tanh()))
     x = torch.randn(3, 5)
-    recs = trace_shapes(model, x, file=None)
+    recs = trace_shapes(model, x, quiet=True)
     # post-order: a container finishes after its children
     assert [r.name for r in recs] == ["0", "1", "2.0", "2.1", "2", "(root)"]
     assert [r.cls for r in recs] == ["Linear", "ReLU", "Linear", "Tanh", "Sequential", "Sequential"]
@@ -53,11 +53,11 @@ def test_records_match_forward_in_execution_order():
 
 def test_requires_grad_false_under_no_grad_and_frozen_input():
     model = nn.Sequential(nn.ReLU())
-    recs = trace_shapes(model, torch.randn(2, 2), file=None)
+    recs = trace_shapes(model, torch.randn(2, 2), quiet=True)
     assert [r.requires_grad for r in recs] == [False, False]  # no parameters, input without grad
     lin = nn.Linear(2, 2)
     with torch.no_grad():
-        recs = trace_shapes(lin, torch.randn(2, 2), file=None)
+        recs = trace_shapes(lin, torch.randn(2, 2), quiet=True)
     assert recs[0].requires_grad is False
 
 
@@ -81,13 +81,22 @@ def test_first_nan_module_is_flagged_not_its_successors():
     assert "first NaN/Inf in the output of module '1' (LogOfNegative)" in text
 
 
+def test_default_output_is_the_current_stdout(capsys):
+    """sys.stdout is looked up at call time, not bound when the module was imported."""
+    trace_shapes(nn.Sequential(nn.Linear(2, 2)), torch.zeros(1, 2))
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["#", "module", "class"] and "Linear" in out
+    trace_shapes(nn.Sequential(nn.Linear(2, 2)), torch.zeros(1, 2), quiet=True)
+    assert capsys.readouterr().out == ""
+
+
 def test_inf_detected_separately_from_nan():
     class Blowup(nn.Module):
         def forward(self, x):
             return x / torch.zeros_like(x)  # +-inf for x != 0
 
     model = nn.Sequential(nn.Identity(), Blowup())
-    recs = trace_shapes(model, torch.ones(1, 3), file=None)
+    recs = trace_shapes(model, torch.ones(1, 3), quiet=True)
     rec = recs[1]
     assert rec.has_inf and not rec.has_nan and rec.first_nonfinite
     assert torch.isinf(torch.ones(1, 3) / 0).all()  # the reference the flag is built on
@@ -96,7 +105,7 @@ def test_inf_detected_separately_from_nan():
 def test_tuple_and_dict_outputs_give_one_record_per_tensor():
     model = TwoHeads()
     x = torch.randn(2, 4)
-    recs = [r for r in trace_shapes(model, x, file=None) if r.name == "(root)"]
+    recs = [r for r in trace_shapes(model, x, quiet=True) if r.name == "(root)"]
     assert [r.output for r in recs] == ["[0][0]", "[0][1]", "[1]['logits']"]
     assert [r.shape for r in recs] == [(2, 3), (2,), (2, 3)]
     assert [r.dtype for r in recs] == [torch.float32, torch.int64, torch.float64]
@@ -112,7 +121,7 @@ def test_hooks_removed_after_success_and_after_exception():
     # the partial table shows the module that did run
     assert "Linear" in out.getvalue() and "[2, 3]" in out.getvalue()
     ok = nn.Linear(2, 2)
-    trace_shapes(ok, torch.randn(1, 2), file=None)
+    trace_shapes(ok, torch.randn(1, 2), quiet=True)
     assert len(ok._forward_hooks) == 0
 
 
@@ -122,8 +131,8 @@ def test_input_forms_tuple_and_dict():
             return a + b
 
     a, b = torch.ones(2, 3), torch.ones(2, 3)
-    assert trace_shapes(Add(), (a, b), file=None)[0].shape == (2, 3)
-    assert trace_shapes(Add(), {"a": a, "b": b}, file=None)[0].shape == (2, 3)
+    assert trace_shapes(Add(), (a, b), quiet=True)[0].shape == (2, 3)
+    assert trace_shapes(Add(), {"a": a, "b": b}, quiet=True)[0].shape == (2, 3)
 
 
 def test_shared_module_called_twice_gets_two_calls():
@@ -135,7 +144,7 @@ def test_shared_module_called_twice_gets_two_calls():
         def forward(self, x):
             return self.fc(self.fc(x))
 
-    recs = trace_shapes(Twice(), torch.randn(1, 3), file=None)
+    recs = trace_shapes(Twice(), torch.randn(1, 3), quiet=True)
     assert [(r.call, r.name) for r in recs] == [(0, "fc"), (1, "fc"), (2, "(root)")]
 
 
@@ -149,19 +158,9 @@ def test_format_trace_table_columns():
 
 def test_invalid_arguments():
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
-        trace_shapes(lambda x: x, torch.zeros(1), file=None)
+        trace_shapes(lambda x: x, torch.zeros(1), quiet=True)
     with pytest.raises(TypeError, match="file must be"):
         trace_shapes(nn.Identity(), torch.zeros(1), file="out.txt")
-
-
-def test_summarize_counts_parameters():
-    model = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2))
-    text = summarize(model, torch.zeros(3, 6))
-    total = sum(p.numel() for p in model.parameters())
-    assert f"Total params: {total:,}" in text
-    assert "[3, 2]" in text  # output shape of the last layer
-    with pytest.raises(ValueError, match="depth"):
-        summarize(model, torch.zeros(3, 6), depth=-1)
 
 
 def test_profile_steps_runs_warmup_plus_steps_and_writes_trace(tmp_path):
