@@ -108,6 +108,7 @@ def video_info(path: PathLike) -> VideoInfo:
 
 def _read_frames(path: PathLike, indices: Sequence[int]) -> Tensor:
     """Decode the frames at ``indices`` (sorted or not, repeats allowed) as uint8 ``[T, 3, H, W]`` RGB."""
+    av = require("av", extra="video")
     container = _open(path)
     wanted = set(indices)
     last = max(indices)
@@ -122,7 +123,7 @@ def _read_frames(path: PathLike, indices: Sequence[int]) -> Tensor:
                 got[i] = previous
             if i >= last:
                 break
-    except Exception as exc:  # av.FFmpegError and friends while decoding a corrupt file
+    except av.FFmpegError as exc:  # a corrupt or truncated file
         raise DataError(f"error while decoding {str(path)!r}: {exc}") from exc
     finally:
         container.close()

@@ -161,3 +161,15 @@ def test_load_clip_errors(tmp_path, no_network):
         load_clip("ViT-B-32x", weights)
     with pytest.raises(CheckpointError, match="not found"):
         load_clip("ViT-B-32", tmp_path)  # a directory is not a weights file
+
+
+def test_missing_extra_names_it(monkeypatch, tmp_path):
+    import sys
+
+    from trickbag.errors import MissingExtraError
+
+    weights = tmp_path / "w.pt"
+    weights.write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "open_clip", None)
+    with pytest.raises(MissingExtraError, match=r"trickbag\[clip\]"):
+        load_clip("ViT-B-32", weights)

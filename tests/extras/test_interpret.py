@@ -131,3 +131,13 @@ def test_save_overlay_validation(tmp_path):
         save_overlay(torch.rand(2, 4, 4), img, tmp_path / "x.png")
     with pytest.raises(ValueError, match="not a matplotlib colormap"):
         save_overlay(img, img, tmp_path / "x.png", cmap="nope")
+
+
+def test_missing_extra_names_it(monkeypatch):
+    import sys
+
+    from trickbag.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "captum.attr", None)
+    with pytest.raises(MissingExtraError, match=r"trickbag\[interpret\]"):
+        saliency(nn.Linear(2, 2), torch.zeros(1, 2), 0)

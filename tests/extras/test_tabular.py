@@ -185,3 +185,14 @@ def test_correlation_heatmap_writes_png(frame, tmp_path):
         correlation_heatmap(frame, tmp_path / "x.png", method="cosine")
     with pytest.raises(TypeError, match="pandas DataFrame"):
         correlation_heatmap(frame.to_numpy(), tmp_path / "x.png")
+
+
+def test_missing_extra_names_it(monkeypatch):
+    import sys
+
+    from trickbag.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(MissingExtraError, match=r"trickbag\[tabular\]"):
+        bin_feature([1.0, 2.0], target=[0, 1])
+    bin_feature([1.0, 2.0])  # without a target, numpy and scikit-learn suffice

@@ -153,3 +153,13 @@ def test_dataset_validation(video, tmp_path):
         VideoFrames([(video, 0)], 2, train=False)[1]
     with pytest.raises(DataError, match="gone.mp4"):
         VideoFrames([(tmp_path / "gone.mp4", 0)], 2, train=False)[0]
+
+
+def test_missing_extra_names_it(monkeypatch, video):
+    import sys
+
+    from trickbag.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "av", None)  # makes `import av` fail
+    with pytest.raises(MissingExtraError, match=r"trickbag\[video\]"):
+        video_info(video)
