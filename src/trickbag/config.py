@@ -185,8 +185,149 @@ class DistConfig(_Section):
     timeout_s: float = Field(300.0, gt=0.0)
 
 
+# --------------------------------------------------------------------------- tricks: weights, model, evaluation
+def _needs_items(v: list, info: Any, what: str) -> list:
+    if info.data.get("enabled") and not v:
+        raise ValueError(f"list at least one {what} when the trick is enabled")
+    return v
+
+
+class FreezeConfig(_Section):
+    """Freeze parameters by name (transfer learning), optionally unfreezing them at a later epoch."""
+
+    enabled: bool = False
+    patterns: list[str] = Field(default_factory=list, validate_default=True)  # parameter-name globs, e.g. ["features.*"]
+    regex: bool = False  # patterns are regular expressions (re.fullmatch) instead of globs
+    bn_stats: bool = False  # also keep the running statistics of fully frozen BatchNorm layers fixed (eval mode)
+    unfreeze_epoch: Optional[int] = Field(None, ge=1)  # 0-based epoch at whose start they train again; None: never
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns(cls, v: list[str], info: Any) -> list[str]:
+        return _needs_items(v, info, "parameter-name pattern")
+
+
+class ParamGroupsConfig(_Section):
+    """Optimizer parameter groups: no weight decay on biases/norms, per-pattern learning-rate factors."""
+
+    enabled: bool = False
+    no_decay_bias_norm: bool = True  # biases, 1-D params and norm layers get weight_decay=0 (Goyal et al. 2017)
+    lr_scale: dict[str, float] = Field(default_factory=dict)  # {parameter-name glob: LR factor >= 0}, e.g. {"head.*": 10}
+
+    @field_validator("lr_scale")
+    @classmethod
+    def _scales(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: f for k, f in v.items() if not f >= 0}
+        if bad:
+            raise ValueError(f"every LR factor must be >= 0, got {bad}")
+        return v
+
+
+class LayerDecayConfig(_Section):
+    """Layer-wise learning-rate decay (ELECTRA, Clark et al. 2020; BEiT): earlier layers learn slower."""
+
+    enabled: bool = False
+    decay: float = Field(0.75, gt=0.0, le=1.0)  # LR factor per layer below the top one (BEiT/MAE fine-tuning: 0.65-0.75)
+    depth: int = Field(1, ge=1)  # name components that make a layer: 1 -> 'features', 2 -> 'features.0'
+
+
+class EMAConfig(_Section):
+    """Exponential moving average of the weights; evaluation and best.pt use the averaged weights."""
+
+    enabled: bool = False
+    decay: float = Field(0.9998, ge=0.0, le=1.0)  # per averaging update; time constant 1/(1-decay) updates (timm: 0.9998)
+    warmup: bool | int = True  # True: decay min(decay, (1+n)/(10+n)); int W: decay (1-exp(-n/W)); False: none
+    every: int = Field(1, ge=1)  # average every this many optimizer updates
+    buffers: Literal["copy", "average"] = "copy"  # BatchNorm running statistics: copied from the live model or averaged
+    eval_raw: bool = True  # also evaluate the raw weights each epoch: val/acc_raw, val/loss_raw
+
+    @field_validator("warmup")
+    @classmethod
+    def _warmup(cls, v: bool | int) -> bool | int:
+        if not isinstance(v, bool) and v < 1:
+            raise ValueError("must be true, false, or a number of averaging updates >= 1")
+        return v
+
+
+class SWAConfig(_Section):
+    """Stochastic weight averaging (Izmailov et al. 2018): average the weights of the last epochs at a constant LR."""
+
+    enabled: bool = False
+    start_epoch: Optional[int] = Field(None, ge=0)  # first epoch (0-based) of the averaging phase; None: start_fraction
+    start_fraction: float = Field(0.75, gt=0.0, lt=1.0)  # averaging starts after this fraction of train.epochs (paper: 0.75)
+    lr_factor: float = Field(0.5, gt=0.0)  # SWA learning rate = lr_factor x each param group's base LR
+    anneal_epochs: float = Field(1.0, ge=0.0)  # epochs to anneal from the current LR to the SWA LR (SWALR)
+    anneal_strategy: Literal["cos", "linear"] = "cos"
+    update_bn: bool = True  # recompute BatchNorm statistics of the averaged weights on the training data
+
+
+class MultiscaleConfig(_Section):
+    """Multi-scale / FixRes training (Touvron et al. 2019): resize training batches, fine-tune at the test size."""
+
+    enabled: bool = False
+    train_sizes: list[int] = Field(default_factory=list, validate_default=True)  # square training sizes in pixels; several: one drawn per batch
+    test_size: Optional[int] = Field(None, ge=4)  # evaluation size in pixels; None: the data's own size
+    finetune_epochs: int = Field(1, ge=0)  # last epochs trained at the test size (FixRes fine-tuning)
+    mode: Literal["bilinear", "bicubic", "nearest", "area"] = "bilinear"  # F.interpolate mode
+
+    @field_validator("train_sizes")
+    @classmethod
+    def _sizes(cls, v: list[int], info: Any) -> list[int]:
+        if any(s < 4 for s in v):
+            raise ValueError("every size must be >= 4 pixels")
+        return _needs_items(v, info, "training size")
+
+
+class ChannelsLastConfig(_Section):
+    """Channels-last (NHWC) memory format for the model and 4-D batches (faster convolutions on tensor cores)."""
+
+    enabled: bool = False
+
+
+class CompileConfig(_Section):
+    """torch.compile the model (off by default: compilation takes time up front)."""
+
+    enabled: bool = False
+    backend: str = "inductor"  # torch.compile backend; 'aot_eager' / 'eager' to debug
+    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    dynamic: Optional[bool] = None  # dynamic shapes; None lets torch decide
+    fullgraph: bool = False  # fail instead of falling back on graph breaks
+
+
+class TTAConfig(_Section):
+    """Test-time augmentation at evaluation: average the predictions on flipped inputs."""
+
+    enabled: bool = False
+    hflip: bool = True  # add the input flipped along the last dimension (width)
+    vflip: bool = False  # add the input flipped along the height (images [N, C, H, W] only)
+    average: Literal["probs", "logits"] = "probs"  # average softmax probabilities (output: their log) or logits
+
+
+class ProfileConfig(_Section):
+    """Profile a few optimizer updates with torch.profiler; Chrome trace and op table in <run>/profile/."""
+
+    enabled: bool = False
+    wait: int = Field(1, ge=0)  # updates run before the profiler starts
+    warmup: int = Field(1, ge=0)  # updates profiled and discarded (profiler warm-up)
+    steps: int = Field(3, ge=1)  # updates recorded
+    record_shapes: bool = False  # record input shapes of every op
+    profile_memory: bool = False  # record tensor allocations
+    with_stack: bool = False  # record Python stacks (large traces)
+
+
 class TricksConfig(_Section):
     """Training tricks switched on from the recipe (see ``trickbag tricks``)."""
+
+    freeze: FreezeConfig = Field(default_factory=FreezeConfig)
+    param_groups: ParamGroupsConfig = Field(default_factory=ParamGroupsConfig)
+    layer_decay: LayerDecayConfig = Field(default_factory=LayerDecayConfig)
+    multiscale: MultiscaleConfig = Field(default_factory=MultiscaleConfig)
+    channels_last: ChannelsLastConfig = Field(default_factory=ChannelsLastConfig)
+    compile: CompileConfig = Field(default_factory=CompileConfig)
+    tta: TTAConfig = Field(default_factory=TTAConfig)
+    ema: EMAConfig = Field(default_factory=EMAConfig)
+    swa: SWAConfig = Field(default_factory=SWAConfig)
+    profile: ProfileConfig = Field(default_factory=ProfileConfig)
 
 
 class Recipe(_Section):
