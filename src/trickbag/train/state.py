@@ -55,6 +55,9 @@ class State:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # plug-ins' shared scratch space
     #: ``save_checkpoint(path, mid_epoch=False, **extra)``: write the trainer's full state atomically
     save_checkpoint: Optional[Callable[..., Path]] = None
+    #: ``eval_loop(loader) -> {"loss", "acc", "n"}``: the evaluation loop alone (no events, no mode change),
+    #: for plug-ins that evaluate a second set of weights (EMA / SWA report the raw weights too)
+    eval_loop: Optional[Callable[[Any], dict[str, float]]] = None
 
     def stop(self, reason: str) -> None:
         """Ask the trainer to stop after the current epoch (or step), with a reason to report."""

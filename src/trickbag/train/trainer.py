@@ -163,6 +163,7 @@ class Trainer:
             dist=dist,
         )
         self.state.save_checkpoint = self.save_checkpoint
+        self.state.eval_loop = self._eval_loop
         self._epoch_sums = torch.zeros(3, dtype=torch.float64)
         self._epoch_done = False
         self._resume_batch_idx = 0
@@ -448,6 +449,11 @@ class Trainer:
         """Restore :meth:`state_dict` output; training continues where the checkpoint was taken."""
         s = self.state
         _unwrap(s.model).load_state_dict(checkpoint["model"])
+        # plug-ins first: one may change the optimizer's structure (unfreezing adds param groups)
+        states = checkpoint.get("plugins", {})
+        for p in self.plugins:
+            if p.key in states:
+                p.load_state_dict(states[p.key])
         s.optimizer.load_state_dict(checkpoint["optimizer"])
         if s.scheduler is not None and checkpoint.get("scheduler") is not None:
             s.scheduler.load_state_dict(checkpoint["scheduler"])
@@ -460,10 +466,6 @@ class Trainer:
         s.history = [dict(h) for h in checkpoint.get("history", [])]
         if s.history:
             s.metrics = dict(s.history[-1])
-        states = checkpoint.get("plugins", {})
-        for p in self.plugins:
-            if p.key in states:
-                p.load_state_dict(states[p.key])
         sampler = _find_sampler(s.train_loader)
         if checkpoint.get("sampler") is not None and hasattr(sampler, "load_state_dict"):
             sampler.load_state_dict(checkpoint["sampler"])
