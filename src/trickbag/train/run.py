@@ -112,6 +112,10 @@ def train_recipe(
         plugins.append(CSVLogger(run_dir / "metrics.csv", every_steps=recipe.log.every_steps))
         if recipe.log.tensorboard:
             plugins.append(TensorBoardLogger(run_dir / "tb", every_steps=recipe.log.every_steps))
+        if recipe.log.wandb:
+            from trickbag.train.tricks.loggers import WandbLogger
+
+            plugins.append(WandbLogger(run_dir, recipe_dict, every_steps=recipe.log.every_steps))
         if recipe.run.plots:
             plugins.append(Plots(run_dir))
         if recipe.run.progress and not quiet:

@@ -40,7 +40,8 @@ ORDER: list[str] = []
 INTERACTION_CHECKS: list[Callable[[Recipe], None]] = []
 
 #: modules that register tricks (imported on first use)
-_MODULES: list[str] = []
+_MODULES: list[str] = ["trickbag.train.tricks.model_tricks", "trickbag.train.tricks.eval_tricks",
+                      "trickbag.train.tricks.weights", "trickbag.train.tricks.loggers"]
 
 
 def register_trick(name: str, description: str) -> Callable:
@@ -93,7 +94,7 @@ def describe_tricks() -> str:
         if isinstance(model, type) and hasattr(model, "model_fields"):
             keys = []
             for k, f in model.model_fields.items():
-                default = f.default if f.default is not None or not f.is_required() else "required"
+                default = "required" if f.is_required() else f.get_default(call_default_factory=True)
                 keys.append(f"tricks.{name}.{k}={default!r}" if k != "enabled" else f"tricks.{name}.enabled=true")
             lines.append(" " * 19 + "  ".join(keys))
     return "\n".join(lines) if lines else "no recipe tricks are registered"
