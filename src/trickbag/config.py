@@ -398,8 +398,11 @@ def format_validation_error(err: ValidationError) -> str:
     typ = e["type"]
     if typ == "extra_forbidden":
         parent = _section_model(loc[:-1])
-        candidates = [f"{'.'.join(loc[:-1])}.{k}" if loc[:-1] else k for k in _schema_keys(parent)] if parent else []
-        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6) or difflib.get_close_matches(
+        # compare the last part within its section: whole dotted keys share the section prefix, which
+        # made any unknown key look close to some key of the same section
+        prefix = ".".join(loc[:-1])
+        names = difflib.get_close_matches(loc[-1], _schema_keys(parent), n=1, cutoff=0.6) if parent else []
+        close = [f"{prefix}.{n}" if prefix else n for n in names] or difflib.get_close_matches(
             key, _all_keys(), n=1, cutoff=0.75
         )
         if close:
