@@ -49,13 +49,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     if result.interrupted:
         print(f"trickbag: interrupted; continue with: trickbag train --resume {result.run_dir}", file=sys.stderr)
         return 130
+    from trickbag.train.nonfinite import STOP_PREFIX
+
+    if result.stop_reason and result.stop_reason.startswith(STOP_PREFIX):
+        print(f"trickbag: error: training stopped: {result.stop_reason}; the last good state is in "
+              f"{result.run_dir}/checkpoints/last.pt (trickbag train --resume {result.run_dir})", file=sys.stderr)
+        return 1
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from trickbag.train.run import evaluate_run
 
-    m = evaluate_run(Path(args.run), split=args.split, device=args.device)
+    m = evaluate_run(Path(args.run), split=args.split, device=args.device, trust_code=args.trust_model_code)
     print(f"{args.split} acc {m['acc']:.4f}  loss {m['loss']:.4f}  ({int(m['n'])} samples)")
     return 0
 
@@ -63,7 +69,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from trickbag.train.run import predict_image
 
-    ranked = predict_image(Path(args.checkpoint), Path(args.image), top=args.top)
+    ranked = predict_image(Path(args.checkpoint), Path(args.image), top=args.top, trust_code=args.trust_model_code)
     print(f"class {ranked[0][0]}  (p={ranked[0][1]:.4f})")
     for name, p in ranked:
         print(f"  {name:>12s}  {p:.4f}")
@@ -145,12 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT")
     e.add_argument("--split", choices=["test", "val", "train"], default="test")
     e.add_argument("--device", default="auto")
+    e.add_argument("--trust-model-code", action="store_true",
+                   help="allow a checkpoint whose recipe names model code (package.module:function) to run it")
     e.set_defaults(func=cmd_eval)
 
     pr = sub.add_parser("predict", help="classify one image with a checkpoint")
     pr.add_argument("checkpoint")
     pr.add_argument("image")
     pr.add_argument("--top", type=int, default=5)
+    pr.add_argument("--trust-model-code", action="store_true",
+                    help="allow a checkpoint whose recipe names model code (package.module:function) to run it")
     pr.set_defaults(func=cmd_predict)
 
     r = sub.add_parser("recipes", help="list the built-in recipes")
@@ -172,9 +182,24 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
+def _register_tools(sub: argparse._SubParsersAction) -> None:
+    from trickbag.tools_cli import register
+
+    register(sub)
+
+
+_EXTRA_COMMANDS.append(_register_tools)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    # `trickbag train --quiet a.b=1`: overrides may come after options
+    stray = [u for u in unknown if u.startswith("-") or not hasattr(args, "items")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if unknown:
+        args.items = list(args.items) + unknown
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -188,6 +213,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("trickbag: interrupted", file=sys.stderr)
         return 130
 
+
+import trickbag.experiments.cli  # noqa: E402,F401  (ablate, sweep, lr-find, report; light imports only)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -69,7 +70,7 @@ def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.Dist
         pin_memory=pin,
         drop_last=d.drop_last if train else False,
         worker_init_fn=runtime.seed_worker,
-        generator=runtime.make_generator(recipe.train.seed),
+        generator=runtime.make_generator(recipe.train.seed + dist.rank),  # worker seeds differ per rank
         persistent_workers=d.num_workers > 0,
     )
 
@@ -102,7 +103,9 @@ def optimizer_kwargs(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[
     return table[o.name]
 
 
-def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int) -> Any:
+def build_schedule(
+    recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int, notes: Optional[list[str]] = None
+) -> Any:
     """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted)."""
     from trickbag.optim import build_scheduler
 
@@ -110,10 +113,13 @@ def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_e
     total = steps_per_epoch * recipe.train.epochs
     warmup = int(round(sc.warmup_epochs * steps_per_epoch))
     if warmup >= total and sc.name not in ("constant", "plateau"):
-        raise RecipeError(
-            f"schedule.warmup_epochs={sc.warmup_epochs} covers the whole run ({recipe.train.epochs} epochs); "
-            "make it shorter than train.epochs"
-        )
+        # a quick `train.epochs=1` try of a recipe with warmup: keep half the run for the schedule
+        warmup = total // 2
+        if notes is not None:
+            notes.append(
+                f"schedule.warmup_epochs={sc.warmup_epochs} is as long as the run ({recipe.train.epochs} epochs); "
+                f"warmup shortened to {warmup} updates"
+            )
     kw: dict[str, Any] = {}
     if sc.name == "cosine":
         kw["min_lr"] = sc.min_lr
@@ -173,7 +179,9 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
             raise CheckpointError(f"model.weights={recipe.model.weights!r} matches no parameter of {recipe.model.name!r}: {report}")
     model.to(dev)
     if dist.distributed and recipe.dist.sync_bn:
-        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        from trickbag.train.distributed import convert_sync_batchnorm
+
+        model = convert_sync_batchnorm(model)  # torch's SyncBatchNorm, plus a CPU (gloo) path
     train_loader = make_loader(data.train, recipe, train=True, dist=dist, device=dev)
     if len(train_loader) == 0:
         raise RecipeError(
@@ -204,8 +212,13 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
             configure(ctx)
     if dist.distributed:
         ctx.model = wrap_ddp(ctx.model, dev)
+        from trickbag.train.distributed import seed_rank
+
+        # every rank built the same model from train.seed (and DDP broadcast rank 0's weights);
+        # from here on each rank draws its own augmentations / dropout masks
+        seed_rank(recipe.train.seed, dist.rank)
     ctx.optimizer = ctx.optimizer_factory(ctx.param_groups)
-    ctx.scheduler = build_schedule(recipe, ctx.optimizer, steps_per_epoch)
+    ctx.scheduler = build_schedule(recipe, ctx.optimizer, steps_per_epoch, ctx.notes)
     for t in tricks:
         after = getattr(t, "after_optimizer", None)
         if after is not None:
@@ -218,6 +231,11 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
             EarlyStop(recipe.train.monitor, recipe.train.mode, recipe.train.early_stopping_patience,
                       recipe.train.early_stopping_min_delta)
         )
+    from trickbag.train.nonfinite import NonFiniteGuard
+
+    # last, so that at LOSS it sees the loss every trick has finished changing
+    ctx.plugins.append(NonFiniteGuard(recipe.train.nonfinite, recipe.train.max_nonfinite,
+                                      out=sys.stderr if dist.is_main else None))
     trainer = Trainer(
         ctx.model,
         ctx.optimizer,
