@@ -168,6 +168,7 @@ class Trainer:
         self._epoch_done = False
         self._resume_batch_idx = 0
         self._resume_sums: Optional[list[float]] = None
+        self._resume_rng: Optional[dict[str, Any]] = None
         self._build_dispatch()
 
     # ------------------------------------------------------------------ plumbing
@@ -254,6 +255,7 @@ class Trainer:
         batches = iter(loader)
         for _ in range(skip_manually):  # a loader without a resumable sampler: replay to the position
             next(batches, None)
+        self._restore_rng()  # mid-epoch resume: after iter(loader), which draws from the global RNG
         for i, batch in enumerate(batches, start=start):
             s.batch_idx = i
             s.batch = _move(batch, self.device, non_blocking)
@@ -469,8 +471,17 @@ class Trainer:
         sampler = _find_sampler(s.train_loader)
         if checkpoint.get("sampler") is not None and hasattr(sampler, "load_state_dict"):
             sampler.load_state_dict(checkpoint["sampler"])
-        if checkpoint.get("rng") is not None:
-            runtime.set_rng_state(checkpoint["rng"])
+        self._resume_rng = checkpoint.get("rng")
+        if not self._resume_batch_idx:
+            self._restore_rng()
+        # else (mid-epoch): restored in _train_epoch right before the next batch is drawn, because
+        # creating the epoch's DataLoader iterator (and replaying a plain loader) consumes the global
+        # RNG after the checkpoint's state was captured in the interrupted run
+
+    def _restore_rng(self) -> None:
+        rng, self._resume_rng = self._resume_rng, None
+        if rng is not None:
+            runtime.set_rng_state(rng)
 
     def save_checkpoint(self, path: str | Path, *, mid_epoch: bool = False, **extra: Any) -> Path:
         """Write :meth:`state_dict` plus ``extra`` entries (e.g. the recipe) atomically to ``path``."""
