@@ -185,6 +185,98 @@ class DistConfig(_Section):
     timeout_s: float = Field(300.0, gt=0.0)
 
 
+# --------------------------------------------------------------------------- tricks: batch, loss, optimizer
+class LabelSmoothingConfig(_Section):
+    """Label smoothing (Szegedy et al. 2016): train on ``(1 - eps) * onehot + eps / C``."""
+
+    enabled: bool = False
+    eps: float = Field(0.1, ge=0.0, lt=1.0)  # probability mass spread evenly over all C classes (paper: 0.1)
+
+
+class MixConfig(_Section):
+    """Mixup and/or CutMix on every training batch (one section: both methods and the switch)."""
+
+    enabled: bool = False
+    mixup_alpha: float = Field(0.8, ge=0.0)  # Beta(a, a) of the mixup weight; 0 turns mixup off (DeiT: 0.8)
+    cutmix_alpha: float = Field(1.0, ge=0.0)  # Beta(a, a) of the CutMix area; 0 turns CutMix off (Yun et al.: 1.0)
+    prob: float = Field(1.0, ge=0.0, le=1.0)  # probability that a batch is mixed at all
+    switch_prob: float = Field(0.5, ge=0.0, le=1.0)  # probability of CutMix rather than mixup when both are on
+
+
+class CutoutConfig(_Section):
+    """Cutout (DeVries & Taylor 2017): blank one square per training image."""
+
+    enabled: bool = False
+    size: Optional[int] = Field(None, ge=1)  # square side in pixels; None: half the shorter image side (16 of 32)
+    prob: float = Field(1.0, ge=0.0, le=1.0)  # probability that an image gets a square
+
+
+class FocalConfig(_Section):
+    """Softmax focal loss (Lin et al. 2017) instead of cross-entropy."""
+
+    enabled: bool = False
+    gamma: float = Field(2.0, ge=0.0)  # focusing exponent on (1 - p); 0 is cross-entropy (paper: 2)
+    alpha: Optional[float | list[float]] = None  # C per-class balancing factors, or one value a for C=2: [1-a, a]
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha_range(cls, v: Optional[float | list[float]]) -> Optional[float | list[float]]:
+        if isinstance(v, list) and (not v or any(a < 0 for a in v)):
+            raise ValueError("must be a non-empty list of per-class factors >= 0")
+        if isinstance(v, float) and not 0.0 <= v <= 1.0:
+            raise ValueError("a single alpha must lie in [0, 1] (binary convention)")
+        return v
+
+
+class ClassBalancedConfig(_Section):
+    """Class-balanced loss weights from the effective number of samples (Cui et al. 2019)."""
+
+    enabled: bool = False
+    beta: float = Field(0.9999, ge=0.0, lt=1.0)  # w_c ~ (1 - beta) / (1 - beta^n_c); 0: no re-weighting (paper)
+
+
+class DistillationConfig(_Section):
+    """Knowledge distillation from a teacher network (Hinton et al. 2015)."""
+
+    enabled: bool = False
+    teacher: Optional[str] = None  # a trickbag run checkpoint (.pt) or 'package.module:function' returning the teacher
+    temperature: float = Field(4.0, gt=0.0)  # softmax temperature T of both networks (paper: 1-20)
+    alpha: float = Field(0.5, ge=0.0, le=1.0)  # weight of the distillation term; 1 - alpha on the usual loss
+
+
+class L1Config(_Section):
+    """L1 penalty on the trainable weights added to the loss."""
+
+    enabled: bool = False
+    weight: float = Field(1e-5, gt=0.0)  # lambda in loss + lambda * sum |w| (sum over all trainable parameters)
+
+
+class ClipConfig(_Section):
+    """Gradient clipping once per update: global norm, element value, or adaptive (AGC)."""
+
+    enabled: bool = False
+    mode: Literal["norm", "value", "agc"] = "norm"
+    max_norm: float = Field(1.0, gt=0.0)  # norm: largest global L2 norm of all gradients together
+    value: float = Field(1.0, gt=0.0)  # value: clamp every gradient element to [-value, value]
+    clip_factor: float = Field(0.01, gt=0.0)  # agc: largest ||grad|| / ||weight|| per unit (Brock et al. 2021: 0.01)
+    eps: float = Field(1e-3, gt=0.0)  # agc: floor of a unit's weight norm, so zero-initialised units can move
+    exclude_head: bool = True  # agc: leave the final classifier layer unclipped, as the paper does
+
+
+class GradNormConfig(_Section):
+    """Log the global gradient norm (before clipping) per update and per epoch."""
+
+    enabled: bool = False
+
+
+class SAMConfig(_Section):
+    """Sharpness-Aware Minimization (Foret et al. 2021) around the recipe's optimizer; ASAM with adaptive."""
+
+    enabled: bool = False
+    rho: Optional[float] = Field(None, gt=0.0)  # neighbourhood radius; None: 0.05 (SAM) or 0.5 (ASAM, Kwon et al. 2021)
+    adaptive: bool = False  # ASAM: the radius scales with |w| per element (scale-invariant sharpness)
+
+
 # --------------------------------------------------------------------------- tricks: weights, model, evaluation
 def _needs_items(v: list, info: Any, what: str) -> list:
     if info.data.get("enabled") and not v:
@@ -318,6 +410,16 @@ class ProfileConfig(_Section):
 class TricksConfig(_Section):
     """Training tricks switched on from the recipe (see ``trickbag tricks``)."""
 
+    label_smoothing: LabelSmoothingConfig = Field(default_factory=LabelSmoothingConfig)
+    mix: MixConfig = Field(default_factory=MixConfig)
+    cutout: CutoutConfig = Field(default_factory=CutoutConfig)
+    focal: FocalConfig = Field(default_factory=FocalConfig)
+    class_balanced: ClassBalancedConfig = Field(default_factory=ClassBalancedConfig)
+    distillation: DistillationConfig = Field(default_factory=DistillationConfig)
+    l1: L1Config = Field(default_factory=L1Config)
+    clip: ClipConfig = Field(default_factory=ClipConfig)
+    grad_norm: GradNormConfig = Field(default_factory=GradNormConfig)
+    sam: SAMConfig = Field(default_factory=SAMConfig)
     freeze: FreezeConfig = Field(default_factory=FreezeConfig)
     param_groups: ParamGroupsConfig = Field(default_factory=ParamGroupsConfig)
     layer_decay: LayerDecayConfig = Field(default_factory=LayerDecayConfig)
