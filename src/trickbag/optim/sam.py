@@ -71,6 +71,9 @@ class SAM(torch.optim.Optimizer):
     True
     """
 
+    #: trainers step it as ``step(closure)``; the closure re-runs forward + backward (second pass)
+    takes_closure = True
+
     def __init__(
         self,
         params: Iterable[torch.Tensor] | Iterable[dict[str, Any]],
