@@ -40,7 +40,8 @@ ORDER: list[str] = []
 INTERACTION_CHECKS: list[Callable[[Recipe], None]] = []
 
 #: modules that register tricks (imported on first use)
-_MODULES: list[str] = ["trickbag.train.tricks.model_tricks", "trickbag.train.tricks.eval_tricks",
+_MODULES: list[str] = ["trickbag.train.tricks.batch_loss", "trickbag.train.tricks.optim_tricks",
+                      "trickbag.train.tricks.model_tricks", "trickbag.train.tricks.eval_tricks",
                       "trickbag.train.tricks.weights", "trickbag.train.tricks.loggers"]
 
 
