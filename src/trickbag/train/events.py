@@ -8,8 +8,11 @@
         LOSS             state.loss may be replaced/added to: distillation, L1, penalties
                          (inside autocast, once per micro-batch and again in a closure pass)
         AFTER_BACKWARD   once per optimizer update; grads are final and unscaled: clipping, grad-norm logging
+                         (a closure optimizer such as SAM: again after the closure pass, on the
+                         gradients the update uses, with state.closure_pass=True)
         STEP             after optimizer.step(): EMA update, counters, step-level logging
-      EPOCH_END          state.metrics holds the epoch's train and val metrics
+      EPOCH_END          state.metrics holds the epoch's train and val metrics (plus what plug-ins put
+                         in state.extra["epoch_metrics"] during the epoch, e.g. train/grad_norm)
       EVAL_START         before evaluation: EMA weights swapped in, TTA installed
       EVAL_END           after evaluation (state.eval_metrics): swap back
     FIT_END
