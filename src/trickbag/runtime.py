@@ -128,7 +128,9 @@ def configure_determinism(deterministic: bool, benchmark: bool = False) -> None:
         )
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(deterministic)
+    if torch.are_deterministic_algorithms_enabled() != deterministic:
+        # only on a change: the call imports torch._inductor (seconds of start-up for every run)
+        torch.use_deterministic_algorithms(deterministic)
     torch.backends.cudnn.deterministic = deterministic
     torch.backends.cudnn.benchmark = benchmark
 
