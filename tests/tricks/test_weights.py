@@ -182,3 +182,20 @@ def test_swa_lr_average_bn_statistics_and_evaluation():
     # after fit the model holds the averaged weights
     for k, v in trainer.model.state_dict().items():
         torch.testing.assert_close(v, averaged[k], msg=k)
+
+
+def test_swa_resume_in_the_averaging_phase_continues_identically(tmp_path):
+    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.run import resume_run, train_recipe
+
+    common = [*BASE, "schedule.name=constant", "tricks.swa.enabled=true", "tricks.swa.start_epoch=1",
+              "tricks.swa.anneal_epochs=1", f"run.dir={tmp_path}"]
+    straight = train_recipe(load_recipe("digits", [*common, "train.epochs=3", "run.name=a"]), quiet=True)
+    staged = train_recipe(load_recipe("digits", [*common, "train.epochs=2", "run.name=b"]), quiet=True)
+    staged = resume_run(staged.run_dir, ["train.epochs=3"], quiet=True)  # resumes inside the SWA phase
+    a, b = (load_checkpoint(r.run_dir / "checkpoints" / "last.pt") for r in (straight, staged))
+    for key in ("model", "eval_model"):
+        assert set(a[key]) == set(b[key])
+        assert all(torch.equal(a[key][k], b[key][k]) for k in a[key]), key
+    assert [h["lr/group0"] for h in staged.history] == [h["lr/group0"] for h in straight.history]
+    assert [h["val/loss"] for h in staged.history] == [h["val/loss"] for h in straight.history]
