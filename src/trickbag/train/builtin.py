@@ -16,7 +16,7 @@ from trickbag.train.early_stopping import EarlyStopping
 from trickbag.train.plugin import Plugin
 from trickbag.train.state import State
 
-__all__ = ["Checkpointing", "EarlyStop", "CSVLogger", "TensorBoardLogger", "ProgressBar", "Plots", "list_checkpoints"]
+__all__ = ["Checkpointing", "EpochEndCheckpoint", "EarlyStop", "CSVLogger", "TensorBoardLogger", "ProgressBar", "Plots", "list_checkpoints"]
 
 _STEP_CKPT = re.compile(r"^step-(\d+)\.pt$")
 
@@ -53,6 +53,13 @@ class Checkpointing(Plugin):
     ``extra`` entries (e.g. the recipe) go into every checkpoint. If a plug-in puts a callable under
     ``state.extra["eval_model_state"]`` (EMA, SWA), its result is saved as ``eval_model``: the
     weights that were evaluated and that ``trickbag eval`` / ``predict`` use.
+
+    A checkpoint must be taken after every other plug-in has updated its state for that point:
+    add this plug-in last (``step-N.pt`` at STEP then follows the EMA update and the loggers), and
+    add :attr:`at_epoch_end` *first* (``trainer.add_plugin(ckpt.at_epoch_end, first=True)``):
+    EPOCH_END runs plug-ins in reverse order, so ``last.pt`` / ``best.pt`` are then written after
+    early stopping, the loggers and weight averaging have recorded the epoch. Without it they are
+    written at this plug-in's own EPOCH_END turn.
     """
 
     def __init__(
@@ -71,6 +78,9 @@ class Checkpointing(Plugin):
         self.extra = dict(extra or {})
         self.best: Optional[float] = None
         self.best_epoch: Optional[int] = None
+        self._mid_epoch = False  # updates were made since the last epoch end
+        #: companion plug-in that writes the epoch-end checkpoints after every other plug-in
+        self.at_epoch_end = EpochEndCheckpoint(self)
 
     def _save(self, state: State, name: str, *, mid_epoch: bool = False) -> Path:
         extra = dict(self.extra)
@@ -81,6 +91,9 @@ class Checkpointing(Plugin):
         return state.save_checkpoint(self.directory / name, mid_epoch=mid_epoch, **extra)
 
     def on_step(self, state: State) -> None:
+        self._mid_epoch = True
+        if state.step_skipped:  # a skipped update repeats the step number: no second step-N.pt
+            return
         if self.every_steps and state.step > 0 and state.step % self.every_steps == 0:
             self._save(state, f"step-{state.step:08d}.pt", mid_epoch=True)
             steps = sorted(p for p in self.directory.glob("step-*.pt") if _STEP_CKPT.match(p.name))
@@ -88,6 +101,13 @@ class Checkpointing(Plugin):
                 old.unlink(missing_ok=True)
 
     def on_epoch_end(self, state: State) -> None:
+        self._mid_epoch = False
+        if not self.at_epoch_end.attached:
+            self.save_epoch_end(state)
+
+    def save_epoch_end(self, state: State) -> None:
+        """Update the best value; write ``last.pt`` (and ``best.pt`` when the monitored metric improved)."""
+        self._mid_epoch = False
         value = state.metrics.get(self.monitor)
         improved = value is not None and _better(value, self.best, self.mode)
         if improved:
@@ -98,7 +118,8 @@ class Checkpointing(Plugin):
             self._save(state, "best.pt")
 
     def on_fit_end(self, state: State) -> None:
-        if state.should_stop and (state.stop_reason or "").startswith("interrupted"):
+        # stopped inside an epoch (signal, non-finite policy): save where it stopped, to resume there
+        if self._mid_epoch:
             self._save(state, "last.pt", mid_epoch=True)
 
     def state_dict(self) -> dict[str, Any]:
@@ -106,6 +127,24 @@ class Checkpointing(Plugin):
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
         self.best, self.best_epoch = sd["best"], sd["best_epoch"]
+
+
+class EpochEndCheckpoint(Plugin):
+    """Writes :class:`Checkpointing`'s epoch-end checkpoints; add it as the first plug-in (see there)."""
+
+    def __init__(self, owner: Checkpointing) -> None:
+        self.owner = owner
+        self.attached = False
+
+    @property
+    def key(self) -> str:
+        return "EpochEndCheckpoint"
+
+    def on_fit_start(self, state: State) -> None:
+        self.attached = True  # it is in the trainer: the owner leaves the epoch-end save to it
+
+    def on_epoch_end(self, state: State) -> None:
+        self.owner.save_epoch_end(state)
 
 
 class EarlyStop(Plugin):

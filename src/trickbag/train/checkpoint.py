@@ -9,18 +9,33 @@ pickle would run code is refused, never executed.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 
-from trickbag.errors import CheckpointError
+from trickbag.errors import CheckpointError, TrickbagError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "save_checkpoint", "load_checkpoint", "FAULT_HOOK"]
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "save_checkpoint",
+    "load_checkpoint",
+    "FAULT_HOOK",
+    "WriteError",
+    "check_state_fits",
+]
 
 #: test seam: called with the temporary path after the data is written and before the rename
+#: (raise OSError to simulate a full disk, or kill the process to simulate a crash mid-write)
 FAULT_HOOK: Optional[Callable[[Path], None]] = None
+
+
+class WriteError(TrickbagError, OSError):
+    """A run file (metrics, summary, recipe) could not be written; the previous version is intact."""
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -55,14 +70,31 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str) -> None:
     _fsync_dir(path.parent)
 
 
+def _write_or_explain(path: Path, write: Callable[[Any], None]) -> None:
+    try:
+        _atomic_write(path, write, "wb")
+    except WriteError:
+        raise
+    except OSError as exc:
+        raise WriteError(
+            f"could not write {str(path)!r}: {exc.strerror or exc}; the previous version of the file is intact"
+        ) from exc
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename)."""
-    _atomic_write(path, lambda fh: fh.write(data), "wb")
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); :class:`WriteError` on I/O errors."""
+    _write_or_explain(Path(path), lambda fh: fh.write(data))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    _atomic_write(path, lambda fh: fh.write(text.encode("utf-8")), "wb")
+    """Write ``text`` (UTF-8) to ``path`` atomically; :class:`WriteError` on I/O errors.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
+    >>> atomic_write_text(p, "one"); atomic_write_text(p, "two"); p.read_text()
+    'two'
+    """
+    _write_or_explain(Path(path), lambda fh: fh.write(text.encode("utf-8")))
 
 
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path:
@@ -85,24 +117,90 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path
     return path
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True``; one clear :class:`CheckpointError` for every failure."""
+def _explain_load_error(path: Path, exc: Exception) -> str:
+    """One line saying why ``torch.load(weights_only=True)`` failed on ``path``."""
+    msg = str(exc)
+    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", msg)
+    if unsafe:
+        return (
+            f"checkpoint {str(path)!r} was refused: its pickle calls {unsafe.group(1)!r}, which is not a tensor "
+            "or plain data and could run code when loaded (nothing from it was run)"
+        )
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = -1
+    if size == 0 or isinstance(exc, EOFError):
+        return f"checkpoint {str(path)!r} is empty or cut short (a crash while it was copied or written?)"
+    if "central directory" in msg or "PytorchStreamReader" in msg:
+        return f"checkpoint {str(path)!r} is truncated or corrupted (its zip archive is incomplete)"
+    if "Unsupported operand" in msg or "_use_new_zipfile_serialization" in msg or "invalid load key" in msg:
+        return f"{str(path)!r} is not a checkpoint written by torch.save"
+    first = (msg.strip().splitlines() or [type(exc).__name__])[0]
+    return f"checkpoint {str(path)!r} is not a readable checkpoint ({first[:120]})"
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu", *, mmap: bool = False) -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True``; one clear :class:`CheckpointError` for every failure.
+
+    ``mmap=True`` maps the tensors instead of reading them (cheap when only the counters are needed).
+    A file whose pickle names anything but tensors and plain data is refused before any of it runs.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "c.pt"
+    >>> _ = p.write_bytes(b"not a checkpoint")
+    >>> load_checkpoint(p)
+    Traceback (most recent call last):
+    ...
+    trickbag.errors.CheckpointError: '...c.pt' is not a checkpoint written by torch.save
+    """
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
     if path.is_dir():
         raise CheckpointError(f"checkpoint {str(path)!r} is a directory, not a file")
     try:
-        obj = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch warns about odd pickle protocols before refusing them
+            warnings.simplefilter("ignore", UserWarning)
+            obj = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as exc:  # torch raises many types for corrupt or unsafe files
-        text = str(exc).strip().splitlines()
-        first = text[0] if text else type(exc).__name__
-        if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "WeightsUnpickler" in str(exc):
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} was refused: it contains Python objects other than tensors "
-                "and plain data, which could run code when loaded"
-            ) from None
-        raise CheckpointError(f"checkpoint {str(path)!r} is not a readable checkpoint ({first[:120]})") from None
+        raise CheckpointError(_explain_load_error(path, exc)) from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"checkpoint {str(path)!r} holds a {type(obj).__name__}, not a checkpoint dict")
     return obj
+
+
+def _preview(items: list[str], limit: int = 4) -> str:
+    return ", ".join(items[:limit]) + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def check_state_fits(model: torch.nn.Module, state: Any, source: str) -> None:
+    """Raise one :class:`CheckpointError` naming missing / unexpected keys and shape mismatches.
+
+    ``source`` names where ``state`` (a model ``state_dict``) came from, for the message.
+
+    >>> check_state_fits(torch.nn.Linear(2, 3), torch.nn.Linear(2, 4).state_dict(), "checkpoint 'a.pt'")
+    Traceback (most recent call last):
+    ...
+    trickbag.errors.CheckpointError: checkpoint 'a.pt' does not fit the model (Linear): shapes differ: weight checkpoint [4, 2] vs model [3, 2], bias checkpoint [4] vs model [3]
+    """
+    name = type(model).__name__
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise CheckpointError(f"{source} holds no model weights (a dict of parameter names to tensors)")
+    own = model.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    shapes = [
+        f"{k} checkpoint {list(state[k].shape)} vs model {list(v.shape)}"
+        for k, v in own.items()
+        if isinstance(state.get(k), torch.Tensor) and state[k].shape != v.shape
+    ]
+    parts = []
+    if shapes:
+        parts.append(f"shapes differ: {_preview(shapes)}")
+    if missing:
+        parts.append(f"missing in the checkpoint: {_preview(missing)}")
+    if unexpected:
+        parts.append(f"not in the model: {_preview(unexpected)}")
+    if parts:
+        raise CheckpointError(f"{source} does not fit the model ({name}): " + "; ".join(parts))

@@ -23,7 +23,8 @@ from trickbag.config import Recipe, apply_overrides, parse_overrides, recipe_fro
 from trickbag.errors import CheckpointError, RecipeError, TrickbagError
 from trickbag.train.build import build, check_monitor, make_loader
 from trickbag.train.builtin import CSVLogger, Checkpointing, Plots, ProgressBar, TensorBoardLogger, list_checkpoints
-from trickbag.train.checkpoint import atomic_write_text, load_checkpoint
+from trickbag.train.checkpoint import WriteError, atomic_write_text, check_state_fits, load_checkpoint
+from trickbag.train.signals import GracefulInterrupt, kill_switch_from_env
 from trickbag.train.trainer import Trainer, _unwrap
 
 __all__ = ["RunResult", "train_recipe", "resume_run", "evaluate_run", "predict_image", "find_resume_checkpoint"]
@@ -53,33 +54,71 @@ def _say(msg: str, out: TextIO) -> None:
         print(msg, file=out, flush=True)
 
 
-def find_resume_checkpoint(run_dir: Path, out: TextIO = sys.stderr) -> tuple[Path, dict[str, Any]]:
-    """The newest readable checkpoint of ``run_dir``; unreadable ones are reported and skipped."""
+def _position(ckpt: dict[str, Any], path: Path) -> tuple[int, int, int]:
+    """(epoch, batch, update) a training checkpoint resumes at; CheckpointError if it has none."""
+    c = ckpt.get("counters")
+    try:
+        if "model" not in ckpt or not isinstance(c, dict):
+            raise KeyError("counters")
+        return int(c["epoch"]), int(c.get("batch_idx") or 0), int(c["step"])
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError(f"checkpoint {str(path)!r} is not a trickbag training checkpoint") from None
+
+
+def find_resume_checkpoint(run_dir: Path, out: Optional[TextIO] = None) -> tuple[Path, dict[str, Any]]:
+    """The readable checkpoint of ``run_dir`` furthest into training; unreadable ones are reported and skipped.
+
+    Candidates are ``step-N.pt`` and ``last.pt``; their recorded position (epoch, batch, update)
+    decides, not file times (a copied run directory loses those), so a truncated or corrupted
+    newest file makes the run fall back to the previous one.
+    """
+    out = out if out is not None else sys.stderr
     ckpt_dir = Path(run_dir) / "checkpoints"
     candidates = list_checkpoints(ckpt_dir)
     if not candidates:
         raise CheckpointError(f"{str(run_dir)!r} has no checkpoints to resume from (looked in {str(ckpt_dir)!r})")
     problems = []
-    for path in candidates:
+    best: Optional[tuple[tuple[int, ...], Path]] = None
+    for order, path in enumerate(candidates):  # newest file first: it wins ties
         try:
-            ckpt = load_checkpoint(path)
-            if "model" not in ckpt or "counters" not in ckpt:
-                raise CheckpointError(f"checkpoint {str(path)!r} is not a trickbag training checkpoint")
-            return path, ckpt
+            key = (*_position(load_checkpoint(path, mmap=True), path), -order)  # mapped: only counters are read
         except CheckpointError as exc:
             problems.append(str(exc))
-            _say(f"trickbag: {exc}; trying the previous checkpoint", out)
-    raise CheckpointError(f"no readable checkpoint in {str(ckpt_dir)!r}: {problems[-1]}")
+            _say(f"trickbag: skipping {exc}", out)
+            continue
+        if best is None or key > best[0]:
+            best = (key, path)
+    if best is None:
+        raise CheckpointError(f"no readable checkpoint in {str(ckpt_dir)!r}: {problems[-1]}")
+    path = best[1]
+    if problems:
+        _say(f"trickbag: falling back to {path}", out)
+    return path, load_checkpoint(path)
+
+
+def remove_stale_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the temporary files a crash mid-write left in ``run_dir`` (``.<name>.<random>.tmp``)."""
+    removed = []
+    for folder in (Path(run_dir), Path(run_dir) / "checkpoints"):
+        if folder.is_dir():
+            for p in folder.glob(".*.tmp"):
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed
 
 
 def train_recipe(
     recipe: Recipe,
     *,
     resume_dir: Optional[Path] = None,
-    out: TextIO = sys.stdout,
+    out: Optional[TextIO] = None,
     quiet: bool = False,
 ) -> RunResult:
-    """Train ``recipe`` into a new run directory (or continue ``resume_dir``); test best.pt; summarise."""
+    """Train ``recipe`` into a new run directory (or continue ``resume_dir``); test best.pt; summarise.
+
+    Messages go to ``out`` (default: ``sys.stdout`` at call time).
+    """
+    out = out if out is not None else sys.stdout
     dist = runtime.init_distributed(recipe.dist.backend, recipe.dist.timeout_s)
     main = dist.is_main
     ckpt: Optional[dict[str, Any]] = None
@@ -97,6 +136,7 @@ def train_recipe(
     trainer, ctx = build(recipe, run_dir=run_dir)
     check_monitor(recipe, ctx.val_loader is not None)
     if ckpt is not None:
+        check_state_fits(_unwrap(trainer.model), ckpt["model"], f"checkpoint {str(ckpt_path)!r}")
         try:
             trainer.load_state_dict(ckpt)
         except (RuntimeError, KeyError, ValueError) as exc:
@@ -132,12 +172,15 @@ def train_recipe(
         )
     for p in plugins:
         trainer.add_plugin(p)
+        if isinstance(p, Checkpointing):  # epoch-end checkpoints after every plug-in's EPOCH_END
+            trainer.add_plugin(p.at_epoch_end, first=True)
     if ckpt is not None:  # plug-ins added after load need their state too
         states = ckpt.get("plugins", {})
         for p in plugins:
             if p.key in states:
                 p.load_state_dict(states[p.key])
-        _say(f"resuming {run_dir} at epoch {trainer.state.epoch + 1}, update {trainer.state.step}", out)
+        _say(f"resuming {run_dir} from {ckpt_path.name} at epoch {trainer.state.epoch + 1}, "
+             f"update {trainer.state.step}", out)
     if main and not quiet:
         eff = recipe.data.batch_size * recipe.train.accumulate * dist.world_size
         _say(
@@ -149,8 +192,23 @@ def train_recipe(
         )
         for note in ctx.notes:
             _say(f"  {note}", out)
+    if main and ckpt is not None:
+        remove_stale_temporaries(run_dir)
+    interrupt = GracefulInterrupt(out=sys.stderr if main else None)
+    trainer.add_plugin(interrupt)
+    kill_switch = kill_switch_from_env()  # test seam: crash on purpose at a chosen point
+    if kill_switch is not None:
+        trainer.add_plugin(kill_switch)
+        kill_switch.install()
     t0 = time.perf_counter()
-    state = trainer.fit()
+    try:
+        with interrupt:
+            state = trainer.fit()
+    except (CheckpointError, WriteError) as exc:  # disk full, permission lost: say how to continue
+        raise type(exc)(f"{exc}; training stopped, continue with: trickbag train --resume {run_dir}") from None
+    finally:
+        if kill_switch is not None:
+            kill_switch.restore()
     wall = time.perf_counter() - t0
     interrupted = bool(state.stop_reason and state.stop_reason.startswith("interrupted"))
     test: dict[str, float] = {}
@@ -194,7 +252,11 @@ def format_summary(recipe: Recipe, r: RunResult, trainer: Trainer) -> str:
     if r.stop_reason:
         lines.append(f"stopped    {r.stop_reason}")
     if trainer.state.skipped_steps:
-        lines.append(f"skipped    {trainer.state.skipped_steps} updates (non-finite gradients / fp16 overflow)")
+        nonfinite = int(trainer.state.extra.get("nonfinite_skipped", 0))
+        overflow = trainer.state.skipped_steps - nonfinite
+        parts = [f"{nonfinite} non-finite loss/gradients"] if nonfinite else []
+        parts += [f"{overflow} fp16 overflow (normal, the GradScaler adapts)"] if overflow else []
+        lines.append(f"skipped    {trainer.state.skipped_steps} updates: {', '.join(parts)}")
     return "\n".join(lines)
 
 
@@ -231,18 +293,34 @@ def resume_run(run_dir: Path, overrides: list[str] | None = None, **kw: Any) -> 
     return train_recipe(recipe, resume_dir=run_dir, **kw)
 
 
-def _model_from_checkpoint(ckpt_path: Path) -> tuple[Recipe, torch.nn.Module, dict[str, Any], Any]:
+def _model_from_checkpoint(
+    ckpt_path: Path, *, trust_code: bool = False
+) -> tuple[Recipe, torch.nn.Module, dict[str, Any], Any]:
+    """Rebuild the model a run checkpoint names and load its weights.
+
+    The checkpoint's recipe is data from a file that may come from anywhere: a
+    ``package.module:function`` model name in it would import and run code, so it is refused unless
+    ``trust_code`` (``--trust-model-code`` on the command line) says the user trusts the file.
+    """
     from trickbag.data.sources import build_data
     from trickbag.models import build_model
 
     ckpt = load_checkpoint(ckpt_path)
     if "recipe" not in ckpt or "model" not in ckpt:
         raise CheckpointError(f"checkpoint {str(ckpt_path)!r} is not a trickbag run checkpoint (no recipe/model)")
+    if not isinstance(ckpt["recipe"], dict):
+        raise CheckpointError(f"checkpoint {str(ckpt_path)!r} has a malformed recipe entry")
     recipe = recipe_from_dict(ckpt["recipe"])
+    if ":" in recipe.model.name and not trust_code:
+        raise CheckpointError(
+            f"checkpoint {str(ckpt_path)!r} names model code {recipe.model.name!r}; building it would import and run "
+            "that code, so it is refused: pass --trust-model-code only if you trust where the file came from"
+        )
     data = build_data(recipe.data)
     model = build_model(recipe.model.name, data.input_shape, recipe.model.num_classes or data.num_classes,
                         **recipe.model.kwargs)
     weights = ckpt.get("eval_model") or ckpt["model"]
+    check_state_fits(model, weights, f"checkpoint {str(ckpt_path)!r}")
     try:
         model.load_state_dict(weights)
     except RuntimeError as exc:
@@ -252,13 +330,13 @@ def _model_from_checkpoint(ckpt_path: Path) -> tuple[Recipe, torch.nn.Module, di
     return recipe, model, ckpt, data
 
 
-def evaluate_run(path: Path, split: str = "test", device: str = "auto") -> dict[str, float]:
+def evaluate_run(path: Path, split: str = "test", device: str = "auto", *, trust_code: bool = False) -> dict[str, float]:
     """Metrics of a run's best.pt (or of a checkpoint file) on the recipe's ``split``."""
     path = Path(path)
     ckpt_path = path / "checkpoints" / "best.pt" if path.is_dir() else path
     if path.is_dir() and not ckpt_path.exists():
         raise CheckpointError(f"{str(path)!r} has no checkpoints/best.pt")
-    recipe, model, _, data = _model_from_checkpoint(ckpt_path)
+    recipe, model, _, data = _model_from_checkpoint(ckpt_path, trust_code=trust_code)
     ds = {"test": data.test, "val": data.val, "train": data.eval_train}.get(split)
     if ds is None:
         raise TrickbagError(f"split {split!r} is empty for this recipe; allowed: test, val, train")
@@ -269,7 +347,7 @@ def evaluate_run(path: Path, split: str = "test", device: str = "auto") -> dict[
     return t.evaluate(loader)
 
 
-def predict_image(ckpt_path: Path, image_path: Path, top: int = 5) -> list[tuple[str, float]]:
+def predict_image(ckpt_path: Path, image_path: Path, top: int = 5, *, trust_code: bool = False) -> list[tuple[str, float]]:
     """Class probabilities of one image under a run checkpoint, highest first."""
     from PIL import Image, UnidentifiedImageError
 
@@ -281,7 +359,7 @@ def predict_image(ckpt_path: Path, image_path: Path, top: int = 5) -> list[tuple
             img = im.copy()
     except (UnidentifiedImageError, OSError):
         raise TrickbagError(f"{str(image_path)!r} is not an image file PIL can read") from None
-    recipe, model, ckpt, data = _model_from_checkpoint(Path(ckpt_path))
+    recipe, model, ckpt, data = _model_from_checkpoint(Path(ckpt_path), trust_code=trust_code)
     if data.predict_transform is None:
         raise TrickbagError(f"data source {recipe.data.name!r} does not take images; predict works on image recipes")
     x = data.predict_transform(img).unsqueeze(0)

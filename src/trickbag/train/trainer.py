@@ -178,9 +178,14 @@ class Trainer:
             order = reversed(self.plugins) if event in REVERSED_EVENTS else self.plugins
             self._dispatch[event] = [getattr(p, "on_" + event.value) for p in order if p.handles(event)]
 
-    def add_plugin(self, plugin: Plugin) -> None:
-        """Append a plug-in (before :meth:`fit`)."""
-        self.plugins.append(plugin)
+    def add_plugin(self, plugin: Plugin, *, first: bool = False) -> None:
+        """Append a plug-in (before :meth:`fit`); ``first=True`` puts it before all others instead."""
+        if not isinstance(plugin, Plugin):
+            raise TypeError(f"plugin must be a trickbag Plugin instance, got {type(plugin).__name__}")
+        if first:
+            self.plugins.insert(0, plugin)
+        else:
+            self.plugins.append(plugin)
         self._build_dispatch()
 
     def _emit(self, event: Event) -> None:
@@ -211,14 +216,14 @@ class Trainer:
         s = self.state
         self._emit(Event.FIT_START)
         while s.epoch < s.max_epochs and not s.should_stop:
-            self._train_epoch()
-            if s.should_stop and s.stop_reason and s.stop_reason.startswith("interrupted"):
-                break
+            if not self._train_epoch():
+                break  # stopped mid-epoch: a checkpoint written now resumes inside this epoch
             s.epoch += 1
         self._emit(Event.FIT_END)
         return s
 
-    def _train_epoch(self) -> None:
+    def _train_epoch(self) -> bool:
+        """One epoch; False when a plug-in stopped the run mid-epoch (no evaluation, no EPOCH_END)."""
         s = self.state
         model, loader = s.model, s.train_loader
         sampler = _find_sampler(loader)
@@ -243,6 +248,7 @@ class Trainer:
         takes_closure = bool(getattr(s.optimizer, "takes_closure", False))
         # running sums on the device: loss x samples, correct, samples (no host sync per step)
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        upd = torch.zeros(3, dtype=torch.float64, device=self.device)  # this update's share, dropped if vetoed
         if self._resume_sums is not None:
             sums += torch.tensor(self._resume_sums, dtype=torch.float64, device=self.device)
             self._resume_sums = None
@@ -256,6 +262,7 @@ class Trainer:
         for _ in range(skip_manually):  # a loader without a resumable sampler: replay to the position
             next(batches, None)
         self._restore_rng()  # mid-epoch resume: after iter(loader), which draws from the global RNG
+        stopped = False
         for i, batch in enumerate(batches, start=start):
             s.batch_idx = i
             s.batch = _move(batch, self.device, non_blocking)
@@ -271,23 +278,27 @@ class Trainer:
                 s.scaler.scale(loss / group_size).backward()
             with torch.no_grad():
                 bs = y.shape[0]
-                sums[0] += loss.detach().double() * bs
+                upd[0] += loss.detach().double() * bs
                 if y.dim() == 1:
-                    sums[1] += (s.output.detach().argmax(1) == y).sum()
+                    upd[1] += (s.output.detach().argmax(1) == y).sum()
                 else:
                     hard_targets = False
-                sums[2] += bs
+                upd[2] += bs
             seen += int(x.shape[0])
             if takes_closure:
                 group.append((x, y))
             if not last_micro:
                 continue
             closure = self._make_closure(group, group_size) if takes_closure else None
-            self._optimizer_step(closure)
+            if not self._optimizer_step(closure):  # a vetoed (non-finite) update does not count
+                sums += upd
+            upd.zero_()
             group = []
             self._emit(Event.STEP)
             if s.should_stop:
+                stopped = True
                 break
+        sums += upd  # micro-batches of an unfinished update (loader of unknown length)
         elapsed = time.perf_counter() - t0
         totals = sums.tolist()
         n = max(totals[2], 1.0)
@@ -298,7 +309,8 @@ class Trainer:
         s.metrics["train/epoch_time_s"] = elapsed
         for gi, lr in enumerate(s.lrs()):
             s.metrics[f"lr/group{gi}"] = lr
-        interrupted = s.should_stop and (s.stop_reason or "").startswith("interrupted")
+        # a stop requested during the batch loop (signal, non-finite policy) leaves the epoch unfinished
+        interrupted = stopped
         if not interrupted and s.val_loader is not None and (s.epoch + 1) % self.eval_every == 0:
             val = self.evaluate(s.val_loader)
             s.metrics.update({f"val/{k}": v for k, v in val.items()})
@@ -314,6 +326,7 @@ class Trainer:
             finally:
                 self._epoch_done = False
         s.batch = s.output = s.loss = None
+        return not interrupted
 
     def _forward_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         s = self.state
@@ -343,21 +356,24 @@ class Trainer:
 
         return closure
 
-    def _optimizer_step(self, closure: Optional[Callable[[], torch.Tensor]]) -> None:
+    def _optimizer_step(self, closure: Optional[Callable[[], torch.Tensor]]) -> bool:
+        """Clip, step, schedule; True when a plug-in vetoed the update (``state.step_skipped`` at AFTER_BACKWARD)."""
         s = self.state
         scaler = s.scaler
         if scaler.is_enabled():
             scaler.unscale_(s.optimizer)
         s.step_skipped = False
         self._emit(Event.AFTER_BACKWARD)
+        if s.step_skipped:  # a plug-in vetoed this update (e.g. non-finite gradients)
+            s.optimizer.zero_grad(set_to_none=True)
+            if scaler.is_enabled():
+                scaler.update()  # unscale_ ran: close this iteration (halves the scale if grads were inf)
+            s.skipped_steps += 1
+            return True
         if self.clip is not None:
             s.grad_norm = torch.nn.utils.clip_grad_norm_(
                 [p for g in s.optimizer.param_groups for p in g["params"]], self.clip, foreach=True
             )
-        if s.step_skipped:  # a plug-in vetoed this update (e.g. non-finite gradients)
-            s.optimizer.zero_grad(set_to_none=True)
-            s.skipped_steps += 1
-            return
         if scaler.is_enabled():
             scale_before = scaler.get_scale()
             if closure is not None:
@@ -372,10 +388,11 @@ class Trainer:
         s.optimizer.zero_grad(set_to_none=True)
         if s.step_skipped:
             s.skipped_steps += 1
-            return
+            return False
         s.step += 1
         if s.scheduler is not None and not self._is_plateau():
             s.scheduler.step()
+        return False
 
     # ------------------------------------------------------------------ evaluation
     @torch.inference_mode()
