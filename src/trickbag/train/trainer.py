@@ -249,6 +249,8 @@ class Trainer:
         # running sums on the device: loss x samples, correct, samples (no host sync per step)
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         upd = torch.zeros(3, dtype=torch.float64, device=self.device)  # this update's share, dropped if vetoed
+        # views of upd: one in-place op per value and batch (indexing `upd[0] += v` costs three)
+        upd_loss, upd_correct, upd_n = upd[0], upd[1], upd[2]
         if self._resume_sums is not None:
             sums += torch.tensor(self._resume_sums, dtype=torch.float64, device=self.device)
             self._resume_sums = None
@@ -275,15 +277,15 @@ class Trainer:
             sync = contextlib.nullcontext() if last_micro or not hasattr(model, "no_sync") else model.no_sync()
             with sync:
                 loss = self._forward_loss(x, y)
-                s.scaler.scale(loss / group_size).backward()
+                s.scaler.scale(loss if group_size == 1 else loss / group_size).backward()
             with torch.no_grad():
                 bs = y.shape[0]
-                upd[0] += loss.detach().double() * bs
+                upd_loss.add_(loss.detach(), alpha=bs)  # computed in float64 (upd's dtype)
                 if y.dim() == 1:
-                    upd[1] += (s.output.detach().argmax(1) == y).sum()
+                    upd_correct.add_((s.output.detach().argmax(1) == y).sum())
                 else:
                     hard_targets = False
-                upd[2] += bs
+                upd_n.add_(bs)
             seen += int(x.shape[0])
             if takes_closure:
                 group.append((x, y))
