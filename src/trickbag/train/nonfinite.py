@@ -3,7 +3,10 @@
 A single non-finite value poisons the weights, the optimizer moments and every later step, and
 the run then trains on NaN for hours. :class:`NonFiniteGuard` looks at every optimizer update
 before it is applied (AFTER_BACKWARD) and vetoes it (``state.step_skipped = True``; the trainer
-then zeroes the gradients and does not step the optimizer or the LR schedule).
+then zeroes the gradients and does not step the optimizer or the LR schedule). The forward passes
+of a vetoed update have already moved the model's buffers (BatchNorm running statistics, which a
+NaN batch turns into NaN/inf for good): the guard copies the buffers before each update and puts
+them back on a veto, so a skipped update leaves the model exactly as it was.
 
 Cost: one host synchronisation per update. Loss finiteness is or-ed on the device over the
 update's micro-batches (at LOSS, no sync); gradient finiteness is the largest ``|g|`` over all
@@ -85,6 +88,15 @@ class NonFiniteGuard(Plugin):
         self.in_row = 0
         self.last_update: Optional[int] = None
         self._loss_bad: Optional[torch.Tensor] = None
+        self._buffers: list[torch.Tensor] = []
+        self._saved: list[torch.Tensor] = []
+        self._saved_valid = False  # the copy holds the buffers from before this update's forwards
+
+    def on_batch_start(self, state: State) -> None:
+        if self._saved_valid or not self._buffers:
+            return
+        torch._foreach_copy_(self._saved, self._buffers)  # no host sync; buffers are small
+        self._saved_valid = True
 
     def on_loss(self, state: State) -> None:
         if state.closure_pass or state.loss is None:  # a closure pass re-computes a checked update
@@ -95,6 +107,7 @@ class NonFiniteGuard(Plugin):
     def on_after_backward(self, state: State) -> None:
         if state.closure_pass:
             return
+        restore, self._saved_valid = self._saved_valid, False
         device = state.device
         loss_bad = self._loss_bad if self._loss_bad is not None else torch.zeros((), dtype=torch.bool, device=device)
         self._loss_bad = None
@@ -108,6 +121,8 @@ class NonFiniteGuard(Plugin):
             self.in_row = 0
             return
         state.step_skipped = True
+        if restore:
+            torch._foreach_copy_(self._buffers, self._saved)
         self.skipped += 1
         self.in_row += 1
         self.last_update = state.step + 1
@@ -127,6 +142,9 @@ class NonFiniteGuard(Plugin):
 
     def on_fit_start(self, state: State) -> None:
         self._loss_bad = None
+        self._buffers = [b for b in state.model.buffers()]
+        self._saved = [b.detach().clone() for b in self._buffers]
+        self._saved_valid = False
         if self.skipped:
             state.extra["nonfinite_skipped"] = self.skipped
 

@@ -1,0 +1,216 @@
+"""Non-finite loss or gradients: caught in the update where they appear; skip (counted, K in a row
+stops) or stop (checkpoint of the last good state); fp16 GradScaler overflow skips are not errors.
+
+References: a hand-written loop that simply leaves out the poisoned updates, and torch's own
+GradScaler behaviour for the fp16 case.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from trickbag.train.builtin import Checkpointing
+from trickbag.train.nonfinite import STOP_PREFIX, NonFiniteGuard
+from trickbag.train.plugin import Plugin
+from trickbag.train.trainer import Trainer
+
+from ._helpers import load, run_inprocess, write_recipe
+
+N, BATCH = 48, 8  # 6 updates per epoch
+
+
+class Poison(Plugin):
+    """Multiply the loss of chosen (epoch, batch) micro-batches by ``value`` (NaN or inf) at LOSS."""
+
+    def __init__(self, where: set[tuple[int, int]], value: float = float("nan")) -> None:
+        self.where, self.value = where, value
+
+    def on_loss(self, state):
+        if (state.epoch, state.batch_idx) in self.where:
+            state.loss = state.loss * self.value
+
+
+def _setup(seed: int = 0):
+    torch.manual_seed(seed)
+    x, y = torch.randn(N, 5), torch.randint(0, 3, (N,))
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    return x, y, model
+
+
+def _trainer(model, x, y, plugins, epochs=2, precision="32"):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 / (1.0 + 0.1 * k))
+    return Trainer(model, opt, DataLoader(TensorDataset(x, y), batch_size=BATCH), scheduler=sched,
+                   plugins=plugins, max_epochs=epochs, device="cpu", precision=precision)
+
+
+def _naive(model, x, y, skip: set[tuple[int, int]], epochs=2, stop_after=None):
+    """Hand-written loop: a skipped batch gets its forward pass but no update and no schedule step."""
+    model = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 / (1.0 + 0.1 * k))
+    loss_sums, updates = [], 0
+    for epoch in range(epochs):
+        total, count = 0.0, 0
+        for i in range(N // BATCH):
+            xb, yb = x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
+            if (epoch, i) in skip:
+                continue  # the guard restores the BatchNorm statistics this forward would have moved
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            sched.step()
+            total += float(loss.detach().double()) * BATCH
+            count += BATCH
+            updates += 1
+            if stop_after is not None and updates == stop_after:
+                return model, loss_sums, updates
+        loss_sums.append(total / count)
+    return model, loss_sums, updates
+
+
+def _assert_same_model(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_skip_policy_leaves_out_exactly_the_poisoned_updates(value):
+    x, y, model = _setup()
+    bad = {(0, 2), (1, 4)}
+    guard = NonFiniteGuard("skip", max_in_row=2, out=None)
+    t = _trainer(copy.deepcopy(model), x, y, [Poison(bad, value), guard])
+    state = t.fit()
+    ref, loss_means, updates = _naive(model, x, y, bad)
+    _assert_same_model(t.model, ref)
+    assert state.step == updates == 10 and state.skipped_steps == 2 and guard.skipped == 2
+    # epoch 1 made 5 updates, so epoch 2's 5th batch would have been update 10
+    assert guard.last_update == 10 and state.extra["nonfinite_skipped"] == 2
+    assert not state.should_stop
+    assert t.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 / (1 + 0.1 * updates), rel=0, abs=0)
+    # the skipped micro-batches do not turn the epoch's train/loss into NaN/inf
+    assert [h["train/loss"] for h in state.history] == pytest.approx(loss_means, rel=1e-12)
+
+
+def test_gradients_alone_are_checked_and_named(capsys):
+    class InfGrad(Plugin):
+        def on_after_backward(self, state):
+            if state.batch_idx == 2:  # the 3rd update
+                next(state.model.parameters()).grad[0, 0] = float("inf")
+
+    x, y, model = _setup()
+    guard = NonFiniteGuard("skip", out=sys.stderr)
+    t = _trainer(copy.deepcopy(model), x, y, [InfGrad(), guard], epochs=1)
+    state = t.fit()
+    assert guard.skipped == 1 and state.step == 5
+    assert "non-finite gradients at update 3 (epoch 1, batch 3): update skipped" in capsys.readouterr().err
+    ref, _, _ = _naive(model, x, y, {(0, 2)}, epochs=1)
+    _assert_same_model(t.model, ref)
+
+
+def test_stop_policy_checkpoints_the_last_good_state_and_names_the_update(tmp_path):
+    x, y, model = _setup()
+    ckpt = Checkpointing(tmp_path)
+    t = _trainer(copy.deepcopy(model), x, y, [Poison({(0, 3)}), NonFiniteGuard("stop", out=None), ckpt])
+    t.add_plugin(ckpt.at_epoch_end, first=True)
+    state = t.fit()
+    assert state.stop_reason == (f"{STOP_PREFIX} loss and gradients at update 4 (epoch 1, batch 4); "
+                                 "stopped by train.nonfinite=stop")
+    assert state.step == 3 and state.history == []
+    saved = load(tmp_path / "last.pt")
+    assert saved["counters"] == {**saved["counters"], "epoch": 0, "step": 3, "batch_idx": 4}
+    ref, _, _ = _naive(model, x, y, set(), stop_after=3)
+    for k, v in ref.state_dict().items():  # weights and BatchNorm statistics of update 3, all finite
+        assert torch.equal(saved["model"][k], v), k
+        assert torch.isfinite(saved["model"][k].float()).all()
+
+
+@pytest.mark.parametrize("bad, stops", [({(0, 1), (0, 2), (0, 3)}, True), ({(0, 1), (0, 2), (0, 4), (0, 5)}, False)])
+def test_skip_policy_stops_only_after_max_in_row_consecutive_bad_updates(bad, stops):
+    x, y, model = _setup()
+    guard = NonFiniteGuard("skip", max_in_row=3, out=None)
+    state = _trainer(copy.deepcopy(model), x, y, [Poison(bad), guard], epochs=1).fit()
+    assert state.should_stop is stops and guard.skipped == (3 if stops else 4)
+    if stops:
+        assert state.stop_reason.startswith(f"{STOP_PREFIX} loss and gradients in 3 updates in a row (last at update 2")
+        assert "train.max_nonfinite=3" in state.stop_reason
+
+
+def test_fp16_overflow_skips_are_counted_but_not_errors():
+    """GradScaler starting at 2**40 overflows fp16 gradients for a few updates and halves its scale
+    each time: the trainer counts those skips, the guard (stop on the first error) ignores them."""
+    x, y, model = _setup()
+    guard = NonFiniteGuard("stop", max_in_row=1, out=None)
+    t = _trainer(copy.deepcopy(model), x, y, [guard], epochs=1, precision="16")
+    t.state.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40)
+    state = t.fit()
+    overflow = state.skipped_steps
+    assert not state.should_stop and guard.skipped == 0
+    assert overflow >= 1 and state.step == N // BATCH - overflow
+    assert t.state.scaler.get_scale() == 2.0**40 * 0.5**overflow  # one halving per overflow skip
+
+
+def test_fp16_veto_closes_the_scaler_iteration():
+    """A vetoed fp16 update must still call scaler.update(): otherwise the next unscale_ fails with
+    'unscale_() has already been called on this optimizer since the last update()'."""
+    x, y, model = _setup()
+    guard = NonFiniteGuard("skip", out=None)
+    t = _trainer(copy.deepcopy(model), x, y, [Poison({(0, 1)}), guard], epochs=1, precision="16")
+    state = t.fit()
+    assert guard.skipped == 1 and state.step == N // BATCH - state.skipped_steps
+
+
+def test_one_host_read_per_update(monkeypatch):
+    """The guard reads device values once per optimizer update (one .tolist() of two flags)."""
+    reads = []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _original=original, _name=name, **kw):
+            if sys._getframe(1).f_code.co_filename.endswith("nonfinite.py"):
+                reads.append(_name)
+            return _original(self, *a, **kw)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    x, y, model = _setup()
+    state = _trainer(model, x, y, [Poison({(0, 2)}), NonFiniteGuard("skip", out=None)], epochs=1).fit()
+    monkeypatch.undo()
+    assert reads == ["tolist"] * (N // BATCH) and state.skipped_steps == 1
+
+
+def test_guard_validates_its_arguments():
+    with pytest.raises(ValueError, match="policy must be 'skip' or 'stop', got 'ignore'"):
+        NonFiniteGuard("ignore")
+    with pytest.raises(ValueError, match="max_in_row must be an int >= 1, got 0"):
+        NonFiniteGuard("skip", 0)
+
+
+@pytest.mark.parametrize("policy", ["stop", "skip"])
+def test_cli_run_that_diverges_stops_with_one_error_line_and_a_finite_checkpoint(tmp_path, capsys, policy):
+    """optim.lr=1e30: the 2nd update's forward overflows; the run stops, exit status 1."""
+    recipe = write_recipe(tmp_path)
+    run = tmp_path / "runs" / "nf"
+    rc, out, err = run_inprocess(["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=nf", "--quiet",
+                                  "optim.lr=1e30", f"train.nonfinite={policy}", "train.max_nonfinite=2"], capsys)
+    assert rc == 1
+    errors = [line for line in err.splitlines() if line.startswith("trickbag: error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert errors[0].startswith(f"trickbag: error: training stopped: {STOP_PREFIX} loss")
+    assert f"trickbag train --resume {run}" in errors[0]
+    saved = load(run / "checkpoints" / "last.pt")
+    assert saved["counters"]["step"] == 1
+    for k, v in saved["model"].items():
+        if v.is_floating_point():
+            assert torch.isfinite(v).all(), k
+    summary = (run / "summary.txt").read_text()
+    assert f"non-finite loss/gradients" in summary and math.isfinite(saved["counters"]["train_sums"][0])
