@@ -1,0 +1,79 @@
+"""Experiments over recipes: trick ablations, hyper-parameter sweeps, the LR range test, run reports.
+
+Each has a command (``trickbag ablate``, ``trickbag sweep``, ``trickbag lr-find``, ``trickbag report``)
+and a function; the functions are loaded lazily, so importing this package (and the CLI) is cheap:
+
+>>> import trickbag.experiments as ex
+>>> ex.paired_difference.__module__
+'trickbag.experiments.stats'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from trickbag.errors import TrickbagError
+
+__all__ = [
+    "ExperimentError",
+    "mean_sd",
+    "paired_difference",
+    "PairedDifference",
+    "parse_tricks",
+    "ablation_variants",
+    "run_ablation",
+    "AblationResult",
+    "load_space",
+    "run_sweep",
+    "SweepResult",
+    "PruningReporter",
+    "lr_find",
+    "LRFindResult",
+    "smooth_losses",
+    "suggest_lr",
+    "plot_lr_find",
+    "compare_runs",
+    "write_report",
+    "RunComparison",
+]
+
+
+class ExperimentError(TrickbagError, ValueError):
+    """Bad input to an experiment command (tricks, seeds, search space, run folders); CLI exit 2."""
+
+
+_EXPORTS: dict[str, str] = {
+    "mean_sd": "trickbag.experiments.stats",
+    "paired_difference": "trickbag.experiments.stats",
+    "PairedDifference": "trickbag.experiments.stats",
+    "parse_tricks": "trickbag.experiments.ablate",
+    "ablation_variants": "trickbag.experiments.ablate",
+    "run_ablation": "trickbag.experiments.ablate",
+    "AblationResult": "trickbag.experiments.ablate",
+    "load_space": "trickbag.experiments.sweep",
+    "run_sweep": "trickbag.experiments.sweep",
+    "SweepResult": "trickbag.experiments.sweep",
+    "PruningReporter": "trickbag.experiments.sweep",
+    "lr_find": "trickbag.experiments.lr_find",
+    "LRFindResult": "trickbag.experiments.lr_find",
+    "smooth_losses": "trickbag.experiments.lr_find",
+    "suggest_lr": "trickbag.experiments.lr_find",
+    "plot_lr_find": "trickbag.experiments.lr_find",
+    "compare_runs": "trickbag.experiments.report",
+    "write_report": "trickbag.experiments.report",
+    "RunComparison": "trickbag.experiments.report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trickbag.experiments' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
