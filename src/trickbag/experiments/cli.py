@@ -1,0 +1,211 @@
+"""Command-line entry points of the experiments: ``ablate``, ``sweep``, ``lr-find``, ``report``.
+
+Only argument parsing lives here (registered into :data:`trickbag.cli._EXTRA_COMMANDS`); the heavy
+modules are imported inside the command functions so that ``import trickbag.cli`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from trickbag.experiments import ExperimentError
+
+__all__ = ["register"]
+
+
+def _recipe_and_overrides(items: list[str]) -> tuple[str, list[str]]:
+    """``RECIPE key=value ...``; the recipe defaults to the built-in ``digits``."""
+    if items and "=" not in items[0]:
+        return items[0], list(items[1:])
+    return "digits", list(items)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from trickbag.experiments.ablate import run_ablation
+
+    recipe, overrides = _recipe_and_overrides(args.items)
+    res = run_ablation(
+        recipe,
+        args.tricks,
+        seeds=args.seeds,
+        mode=args.mode,
+        jobs=args.jobs,
+        out=args.out,
+        overrides=overrides,
+        metric=args.metric,
+    )
+    print(res.markdown)
+    print("\nwritten: " + ", ".join(str(p) for p in res.files))
+    if res.failed:
+        raise ExperimentError(
+            f"{len(res.failed)} cell(s) failed ({', '.join(res.failed[:3])}"
+            f"{', ...' if len(res.failed) > 3 else ''}): {res.cells[res.failed[0]]['message']}; "
+            f"logs in {res.out_dir / 'logs'}; rerun the same command to retry them"
+        )
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from trickbag.experiments.sweep import run_sweep
+
+    recipe, overrides = _recipe_and_overrides(args.items)
+    res = run_sweep(
+        recipe,
+        args.space,
+        sampler=args.sampler,
+        trials=args.trials,
+        storage=args.storage,
+        study_name=args.study_name,
+        resume=args.resume,
+        metric=args.metric,
+        direction=args.direction,
+        out=args.out,
+        overrides=overrides,
+        seed=args.seed,
+        pruner=args.pruner,
+    )
+    print(res.markdown)
+    print(f"\nbest: trial {res.best_trial} with {res.metric} = {res.best_value:.6g}; recipe: {res.best_recipe}")
+    print("written: " + ", ".join(str(p) for p in res.files))
+    return 0
+
+
+def cmd_lr_find(args: argparse.Namespace) -> int:
+    from trickbag.experiments.lr_find import lr_find_recipe
+
+    recipe, overrides = _recipe_and_overrides(args.items)
+    res, files = lr_find_recipe(
+        recipe, overrides, steps=args.steps, start=args.start, end=args.end, beta=args.beta,
+        diverge=args.diverge, rule=args.rule, out=args.out,
+    )
+    stop = f"stopped at lr {res.lrs[-1]:.3g} ({res.stop_reason})" if res.stop_reason else "ran all steps"
+    print(f"lr-find: {len(res.lrs)} steps from {res.lrs[0]:.3g} to {res.lrs[-1]:.3g}; {stop}")
+    print(f"suggested lr {res.suggestion:.3g}  (rule: {res.rule_text})")
+    print("written: " + ", ".join(str(p) for p in files))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from trickbag.experiments.report import write_report
+
+    comparison = write_report(args.runs, args.out)
+    print(comparison.markdown())
+    out = Path(args.out)
+    print("\nwritten: " + ", ".join(str(out / f) for f in ("table.md", "table.csv", "curves.png", "report.html")))
+    return 0
+
+
+# --------------------------------------------------------------------------- registration
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the experiment commands to the ``trickbag`` parser."""
+    a = sub.add_parser(
+        "ablate",
+        help="which tricks help: leave-one-out / add-one ablation over seeds, with confidence intervals",
+        description="Train every variant of RECIPE with the listed tricks switched on/off, over several seeds, "
+        "and compare each with the reference, seed by seed. ITEMS: [RECIPE] [key.sub=value ...]. "
+        "Rerunning with the same arguments resumes (finished cells are kept).",
+    )
+    a.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
+    a.add_argument("--tricks", required=True, help="comma-separated trick names or true/false recipe keys, "
+                   "e.g. mixup,ema,label_smoothing,data.augment")
+    a.add_argument("--seeds", type=_positive_int, default=3, help="seeds per variant (train.seed=0..N-1; default 3)")
+    a.add_argument("--mode", choices=["leave-one-out", "add-one"], default="leave-one-out",
+                   help="leave-one-out: all on, each off, all off (reference: all on); "
+                   "add-one: baseline and each alone (reference: baseline)")
+    a.add_argument("--jobs", type=_positive_int, default=1, help="runs trained at the same time (processes)")
+    a.add_argument("--out", help="ablation folder (default <run.dir>/ablate-<recipe>)")
+    a.add_argument("--metric", default="test/acc",
+                   help="test/<name> of best.pt, or a per-epoch key (last epoch); default test/acc")
+    a.set_defaults(func=cmd_ablate)
+
+    s = sub.add_parser(
+        "sweep",
+        help="hyper-parameter search with Optuna (grid / random / TPE), pruning, SQLite resume",
+        description="Search recipe keys given in a space YAML ({key: {type: float|log|int|categorical, low, high, "
+        "step, num, choices}}). ITEMS: [RECIPE] [key.sub=value ...]. Needs the 'sweep' extra (optuna).",
+    )
+    s.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
+    s.add_argument("--space", required=True, help="search space YAML file")
+    s.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
+    s.add_argument("--trials", type=_positive_int, default=20, help="trials run by this process (default 20)")
+    s.add_argument("--storage", help="Optuna storage URL or .db file (default sqlite:///<out>/sweep.db)")
+    s.add_argument("--study-name", help="study name (default <recipe>-sweep)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the study in the storage (or join it from another process)")
+    s.add_argument("--metric", default="val/acc", help="per-epoch metric to optimise (default val/acc)")
+    s.add_argument("--direction", choices=["maximize", "minimize"], help="default: minimize for */loss, else maximize")
+    s.add_argument("--pruner", choices=["median", "none"], default="median",
+                   help="median: stop a trial whose epoch value is worse than the median of earlier trials")
+    s.add_argument("--seed", type=int, default=0, help="sampler seed")
+    s.add_argument("--out", help="sweep folder (default <run.dir>/sweep-<study name>)")
+    s.set_defaults(func=cmd_sweep)
+
+    lf = sub.add_parser(
+        "lr-find",
+        help="LR range test (Smith 2017): loss vs exponentially growing LR, with a suggested LR",
+        description="Train RECIPE's model for a few hundred steps with the LR growing exponentially from --start "
+        "to --end, smooth the loss, stop on divergence, restore the model, suggest an LR and plot loss vs LR. "
+        "ITEMS: [RECIPE] [key.sub=value ...]",
+    )
+    lf.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
+    lf.add_argument("--steps", type=_positive_int, default=200, help="optimizer steps of the sweep (default 200)")
+    lf.add_argument("--start", type=_positive_float, default=1e-6, help="first LR (default 1e-6)")
+    lf.add_argument("--end", type=_positive_float, default=10.0, help="last LR (default 10)")
+    lf.add_argument("--beta", type=float, default=0.9, help="loss smoothing factor of the EMA (default 0.9)")
+    lf.add_argument("--diverge", type=_positive_float, default=4.0,
+                    help="stop when the smoothed loss exceeds this many times its minimum (default 4)")
+    lf.add_argument("--rule", choices=["steepest", "min10"], default="steepest",
+                    help="steepest: steepest descent of the smoothed loss vs log LR; min10: LR at the minimum / 10")
+    lf.add_argument("--out", help="folder for lr_find.png / lr_find.csv (default <run.dir>/lr-find-<recipe>)")
+    lf.set_defaults(func=cmd_lr_find)
+
+    r = sub.add_parser(
+        "report",
+        help="compare runs: recipe differences, best metrics, time; curves plot; self-contained HTML",
+        description="Compare run directories: one table (recipe keys that differ, best metrics, test accuracy, "
+        "time) and one overlaid curves plot, written as Markdown, CSV, PNG and a self-contained HTML page.",
+    )
+    r.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    r.add_argument("--out", default="report", help="folder for the report (default ./report)")
+    r.set_defaults(func=cmd_report)
+
+
+def _install(extra_commands: Optional[list] = None) -> None:
+    if extra_commands is None:
+        from trickbag import cli
+
+        extra_commands = cli._EXTRA_COMMANDS
+    if register not in extra_commands:
+        extra_commands.append(register)
+
+
+_install()
+
+if __name__ == "__main__":  # pragma: no cover
+    from trickbag.cli import main
+
+    sys.exit(main())
