@@ -53,9 +53,10 @@ def clip_gradients(
     * ``value=c``: :math:`g \leftarrow \operatorname{clamp}(g, -c, c)` (``clip_grad_value_``).
 
     Parameters whose ``.grad`` is ``None`` are skipped; any shapes are accepted.  ``foreach=None``
-    uses the fused multi-tensor kernels on CPU/CUDA and falls back elsewhere.  Returns the total
-    ``norm_type`` norm of the gradients *before* clipping, a 0-d tensor (0 if no gradient), for
-    logging in both modes.  With mixed precision, call ``scaler.unscale_(optimizer)`` first.
+    uses the fused multi-tensor kernels on CPU/CUDA and falls back elsewhere (value mode on the CPU:
+    one single-pass ``clamp_`` per tensor, half the memory traffic of the two multi-tensor passes).
+    Returns the total ``norm_type`` norm of the gradients *before* clipping, a 0-d tensor (0 if no
+    gradient), for logging in both modes.  With mixed precision, call ``scaler.unscale_(optimizer)`` first.
 
     >>> w = torch.nn.Parameter(torch.zeros(2))
     >>> w.grad = torch.tensor([3.0, 4.0])
@@ -84,6 +85,10 @@ def clip_gradients(
     clip_value = _positive(value, "value", fn)
     grads = [p.grad for p in params]
     total = torch.nn.utils.get_total_norm(grads, norm_type=float(norm_type), foreach=foreach)
+    if foreach is None and all(g.device.type == "cpu" for g in grads):
+        # on the CPU the multi-tensor clamp is two passes over memory (clamp_min_, then clamp_max_);
+        # one clamp_ per tensor is a single pass
+        foreach = False
     torch.nn.utils.clip_grad_value_(params, clip_value, foreach=foreach)
     return total
 
