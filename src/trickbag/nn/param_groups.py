@@ -122,9 +122,9 @@ def param_groups(
         if not callable(layer_id_fn):
             raise TypeError(f"layer_id_fn must be a callable name -> int, got {layer_id_fn!r}")
 
-    all_names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
     scales: list[tuple[str, float]] = []
     if lr_scale is not None:
+        all_names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
         if not isinstance(lr_scale, Mapping):
             raise TypeError(f"lr_scale must be a mapping {{glob pattern: factor}}, got {lr_scale!r}")
         for pattern, factor in lr_scale.items():
@@ -136,12 +136,22 @@ def param_groups(
                 raise ValueError(f"lr_scale pattern {pattern!r} matches no parameter name; names look like: {shown}")
             scales.append((pattern, factor))
 
+    # one walk over the module tree (it costs about as much as the grouping itself): the trainable
+    # parameters in named_parameters() order, each once, and which of them belong to a norm layer
+    split_decay = no_decay_bias_norm and weight_decay > 0
     no_decay_ids: set[int] = set()
-    for module in model.modules():
-        if isinstance(module, _NORM_TYPES):
-            no_decay_ids.update(id(p) for p in module.parameters(recurse=False))
-
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    seen: set[int] = set()
+    trainable: list[tuple[str, nn.Parameter]] = []
+    for prefix, module in model.named_modules():
+        is_norm = split_decay and isinstance(module, _NORM_TYPES)
+        for local, p in module._parameters.items():
+            if p is None or id(p) in seen:
+                continue
+            seen.add(id(p))
+            if is_norm:
+                no_decay_ids.add(id(p))
+            if p.requires_grad:
+                trainable.append((f"{prefix}.{local}" if prefix else local, p))
     if not trainable:
         raise ValueError("model has no trainable parameters (every parameter has requires_grad=False)")
 
@@ -156,13 +166,17 @@ def param_groups(
             layer_ids[name] = lid
         num_layers = max(layer_ids.values())
 
-    split_decay = no_decay_bias_norm and weight_decay > 0
     groups: dict[tuple, dict[str, Any]] = {}
     for name, param in trainable:
-        pattern, factor = next(((pat, f) for pat, f in scales if fnmatch.fnmatchcase(name, pat)), (None, 1.0))
+        pattern, factor = None, 1.0
+        for pat, f in scales:  # first matching pattern wins
+            if fnmatch.fnmatchcase(name, pat):
+                pattern, factor = pat, f
+                break
         lid = layer_ids.get(name)
         decays = not (
-            split_decay and (param.ndim <= 1 or name.rsplit(".", 1)[-1] == "bias" or id(param) in no_decay_ids)
+            split_decay
+            and (param.ndim <= 1 or name == "bias" or name.endswith(".bias") or id(param) in no_decay_ids)
         )
         key = (lid, pattern, decays)
         if key not in groups:
