@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 from trickbag import runtime
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import TensorDataset
-from trickbag.train.builtin import Checkpointing, EarlyStop
+from trickbag.train.builtin import Checkpointing, CSVLogger, EarlyStop, Plots, TensorBoardLogger
 from trickbag.train.checkpoint import load_checkpoint
 from trickbag.train.early_stopping import EarlyStopping
 from trickbag.train.events import Event
@@ -296,3 +296,31 @@ def test_early_stop_plugin_stops_the_run_and_reports_why():
     assert len(s.history) == expected_stop + 1 == 5
     assert s.stop_reason.startswith("early stopping: val/x did not improve for 3 evaluations")
     assert "best 0.7" in s.stop_reason
+
+
+class InfLossAt(Plugin):
+    def __init__(self, batch_idx):
+        self.batch_idx = batch_idx
+
+    def on_loss(self, state):
+        if state.batch_idx == self.batch_idx:
+            state.loss = state.loss * float("inf")
+
+
+def test_loggers_record_one_row_per_update_when_an_fp16_step_is_skipped(tmp_path):
+    """A skipped update keeps the previous step number: logging it again would duplicate that step."""
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    csv_logger, plots = CSVLogger(tmp_path / "m.csv", every_steps=1), Plots(tmp_path)
+    tb = TensorBoardLogger(tmp_path / "tb", every_steps=1)
+    t = simple_trainer(plugins=[InfLossAt(1), csv_logger, plots, tb], precision="16")
+    s = t.fit()
+    assert (s.step, s.skipped_steps) == (3, 1)
+    rows = [r for r in csv.DictReader((tmp_path / "m.csv").open()) if r["train/step_loss"]]
+    assert [int(r["step"]) for r in rows] == [1, 2, 3]
+    assert len(plots.lrs) == 3  # lr.png: one point per optimizer update
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("train/step_loss")] == [1, 2, 3]

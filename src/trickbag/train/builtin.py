@@ -181,6 +181,8 @@ class CSVLogger(Plugin):
         self.rows: list[dict[str, float]] = []
 
     def on_step(self, state: State) -> None:
+        if state.step_skipped:  # no update was made: the step number is the previous update's
+            return
         if state.step % self.every_steps == 0 and state.loss is not None:
             row = {"epoch": float(state.epoch), "step": float(state.step), "train/step_loss": float(state.loss.detach())}
             for i, lr in enumerate(state.lrs()):
@@ -226,6 +228,8 @@ class TensorBoardLogger(Plugin):
         self.writer = SummaryWriter(str(self.log_dir), purge_step=state.step if state.step else None)
 
     def on_step(self, state: State) -> None:
+        if state.step_skipped:  # no update was made: the step number is the previous update's
+            return
         if self.writer is not None and state.step % self.every_steps == 0 and state.loss is not None:
             self.writer.add_scalar("train/step_loss", float(state.loss.detach()), state.step)
             for i, lr in enumerate(state.lrs()):
@@ -310,7 +314,8 @@ class Plots(Plugin):
         self.lrs: list[list[float]] = []
 
     def on_step(self, state: State) -> None:
-        self.lrs.append(state.lrs())
+        if not state.step_skipped:  # one point per optimizer update
+            self.lrs.append(state.lrs())
 
     def on_fit_end(self, state: State) -> None:
         write_plots(self.directory, state.history, self.lrs)
