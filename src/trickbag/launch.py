@@ -1,0 +1,123 @@
+"""Start ``trickbag train`` under PyTorch's launcher (torchrun) on this machine: ``dist.nproc=N``.
+
+``trickbag train recipe.yaml dist.nproc=4`` runs the same command as::
+
+    python -m torch.distributed.run --nnodes 1 --nproc-per-node 4 \\
+        --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:0 --rdzv-id <random> --max-restarts 0 \\
+        -m trickbag train recipe.yaml dist.nproc=4 run.name=<fixed name>
+
+Port 0 on 127.0.0.1: torchrun's rendezvous store binds a free port chosen by the OS at bind time,
+and the workers reuse that store, so no port is picked in advance and then lost to another
+process (a race that a "find a free port, close it, pass it on" scheme has).
+
+Each worker sees ``LOCAL_RANK`` and trains as one rank of a DDP job; the recipe does not change.
+If a worker fails, torchrun stops the others and the launcher's exit status is non-zero. For
+several machines, call torchrun yourself (see ``docs/distributed.md``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Optional, Sequence
+
+from trickbag.errors import TrickbagError
+
+__all__ = ["torchrun_command", "launch_torchrun"]
+
+
+def torchrun_command(
+    recipe_name: Optional[str],
+    overrides: Sequence[str],
+    nproc: int,
+    *,
+    port: int = 0,
+    quiet: bool = False,
+    resume: Optional[str | os.PathLike] = None,
+    rdzv_id: Optional[str] = None,
+) -> list[str]:
+    """The argument list that runs ``trickbag train`` in ``nproc`` processes on this machine (no shell).
+
+    ``port=0`` (default) lets the OS pick a free port on 127.0.0.1 when torchrun's store binds it.
+
+    >>> cmd = torchrun_command("digits", ["train.epochs=1"], 2, rdzv_id="r1")
+    >>> cmd[1:3], cmd[cmd.index("--rdzv-endpoint") + 1], cmd[-4:]
+    (['-m', 'torch.distributed.run'], '127.0.0.1:0', ['trickbag', 'train', 'digits', 'train.epochs=1'])
+    """
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"nproc must be an int >= 1, got {nproc!r}")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
+        raise ValueError(f"port must be an int in [0, 65535] (0: any free port), got {port!r}")
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nnodes", "1",
+        "--nproc-per-node", str(nproc),
+        "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", f"127.0.0.1:{port}",
+        "--rdzv-id", rdzv_id or uuid.uuid4().hex,
+        "--max-restarts", "0",
+        "-m", "trickbag", "train",
+    ]
+    if quiet:
+        cmd.append("--quiet")
+    if resume is not None:
+        cmd += ["--resume", str(resume)]
+    if recipe_name is not None:
+        cmd.append(str(recipe_name))
+    cmd += [str(o) for o in overrides]
+    return cmd
+
+
+def launch_torchrun(
+    recipe_name: Optional[str],
+    overrides: Sequence[str],
+    nproc: int,
+    *,
+    quiet: bool = False,
+    resume: Optional[str | os.PathLike] = None,
+) -> int:
+    """Run ``trickbag train`` in ``nproc`` processes with torchrun on 127.0.0.1 (a free port); return its exit status.
+
+    The run name is fixed here (``run.name=...`` added when the recipe has none), so every worker
+    writes to, and reports, the same directory, and an existing run directory is refused before
+    any process starts. ``OMP_NUM_THREADS`` defaults to the CPU count divided by ``nproc``.
+    Ctrl-C reaches the workers (same process group); the launcher waits for them and returns 130.
+    """
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"dist.nproc must be an int >= 1, got {nproc!r}")
+    overrides = [str(o) for o in overrides]
+    if resume is None:
+        from trickbag.config import load_recipe
+
+        recipe = load_recipe(recipe_name, overrides)
+        if recipe.run.name is None:
+            # the format of trickbag.train.run.default_run_name, without importing torch in the launcher
+            recipe.run.name = f"{recipe.name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+            overrides.append(f"run.name={recipe.run.name}")
+        run_dir = Path(recipe.run.dir) / recipe.run.name
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise TrickbagError(
+                f"run directory {str(run_dir)!r} already exists; choose another run.name=..., "
+                f"or continue it with: trickbag train --resume {run_dir}"
+            )
+    cmd = torchrun_command(recipe_name, overrides, nproc, quiet=quiet, resume=resume)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        status = proc.wait()
+    except KeyboardInterrupt:  # the workers got the same SIGINT: let them save and exit
+        try:
+            proc.wait(timeout=60)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            proc.kill()
+            proc.wait()
+        return 130
+    if status not in (0, 130):
+        print(f"trickbag: error: the {nproc}-process job failed (torchrun exit status {status}); "
+              "the failing rank's error is printed above", file=sys.stderr)
+    return status
