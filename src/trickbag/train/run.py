@@ -25,6 +25,7 @@ from trickbag.train.build import build, check_monitor, make_loader
 from trickbag.train.builtin import CSVLogger, Checkpointing, Plots, ProgressBar, TensorBoardLogger, list_checkpoints
 from trickbag.train.checkpoint import WriteError, atomic_write_text, check_state_fits, load_checkpoint
 from trickbag.train.signals import GracefulInterrupt, kill_switch_from_env
+from trickbag.train.distributed import on_main, scaling_notes
 from trickbag.train.trainer import Trainer, _unwrap
 
 __all__ = ["RunResult", "train_recipe", "resume_run", "evaluate_run", "predict_image", "find_resume_checkpoint"]
@@ -96,6 +97,24 @@ def find_resume_checkpoint(run_dir: Path, out: Optional[TextIO] = None) -> tuple
     return path, load_checkpoint(path)
 
 
+def _new_run_dir(recipe: Recipe) -> Path:
+    name = recipe.run.name or default_run_name(recipe)
+    run_dir = Path(recipe.run.dir) / name
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise TrickbagError(
+            f"run directory {str(run_dir)!r} already exists; choose another run.name=..., "
+            f"or continue it with: trickbag train --resume {run_dir}"
+        )
+    return run_dir
+
+
+def _best_weights(best_path: Path) -> Optional[dict[str, Any]]:
+    if not best_path.exists():
+        return None
+    best = load_checkpoint(best_path)
+    return best.get("eval_model") or best["model"]
+
+
 def remove_stale_temporaries(run_dir: Path) -> list[Path]:
     """Delete the temporary files a crash mid-write left in ``run_dir`` (``.<name>.<random>.tmp``)."""
     removed = []
@@ -122,17 +141,13 @@ def train_recipe(
     dist = runtime.init_distributed(recipe.dist.backend, recipe.dist.timeout_s)
     main = dist.is_main
     ckpt: Optional[dict[str, Any]] = None
+    # under DDP rank 0 decides (run name, resume checkpoint) and hands the result to every rank:
+    # ranks agree, and no rank but 0 needs to see the run directory
     if resume_dir is not None:
         run_dir = Path(resume_dir)
-        ckpt_path, ckpt = find_resume_checkpoint(run_dir)
+        ckpt_path, ckpt = on_main(lambda: find_resume_checkpoint(run_dir))
     else:
-        name = recipe.run.name or default_run_name(recipe)
-        run_dir = Path(recipe.run.dir) / name
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise TrickbagError(
-                f"run directory {str(run_dir)!r} already exists; choose another run.name=..., "
-                f"or continue it with: trickbag train --resume {run_dir}"
-            )
+        run_dir = on_main(lambda: _new_run_dir(recipe))
     trainer, ctx = build(recipe, run_dir=run_dir)
     check_monitor(recipe, ctx.val_loader is not None)
     if ckpt is not None:
@@ -190,6 +205,9 @@ def train_recipe(
             f"{len(ctx.data.test) if ctx.data.test is not None else 0} test samples; effective batch {eff}",
             out,
         )
+        if dist.world_size > 1:
+            for line in scaling_notes(recipe.data.batch_size, recipe.train.accumulate, dist.world_size, recipe.optim.lr):
+                _say(f"  {line}", out)
         for note in ctx.notes:
             _say(f"  {note}", out)
     if main and ckpt is not None:
@@ -218,11 +236,9 @@ def train_recipe(
             best_value = p.best
     if not interrupted and ctx.test_loader is not None:
         best_path = run_dir / "checkpoints" / "best.pt"
-        if dist.distributed and torch.distributed.is_initialized():
-            torch.distributed.barrier()
-        if best_path.exists():
-            best = load_checkpoint(best_path, map_location=ctx.device)
-            _unwrap(trainer.model).load_state_dict(best.get("eval_model") or best["model"])
+        weights = on_main(lambda: _best_weights(best_path))  # rank 0 reads it; every rank gets it
+        if weights is not None:
+            _unwrap(trainer.model).load_state_dict(weights)
             state.predict = None
         test = {f"test/{k}": v for k, v in trainer.evaluate(ctx.test_loader).items()}
     result = RunResult(run_dir, state.history, best_value, test, wall, state.stop_reason, interrupted)

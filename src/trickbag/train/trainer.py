@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from trickbag import runtime
+from trickbag.train import distributed as _dist
 from trickbag.train.checkpoint import save_checkpoint
 from trickbag.train.events import REVERSED_EVENTS, Event
 from trickbag.train.plugin import Plugin
@@ -215,10 +216,12 @@ class Trainer:
         """Train for ``max_epochs`` (or until a plug-in stops the run); returns the final :class:`State`."""
         s = self.state
         self._emit(Event.FIT_START)
+        _dist.agree_stop(s)  # DDP: every rank stops when one rank asks to (no-op in one process)
         while s.epoch < s.max_epochs and not s.should_stop:
             if not self._train_epoch():
                 break  # stopped mid-epoch: a checkpoint written now resumes inside this epoch
             s.epoch += 1
+            _dist.agree_stop(s)  # e.g. a plug-in that decided at EPOCH_END on rank 0 only
         self._emit(Event.FIT_END)
         return s
 
@@ -297,10 +300,12 @@ class Trainer:
             upd.zero_()
             group = []
             self._emit(Event.STEP)
-            if s.should_stop:
+            if _dist.agree_stop(s):  # DDP: all ranks leave the loop at the same update, or none does
                 stopped = True
                 break
         sums += upd  # micro-batches of an unfinished update (loader of unknown length)
+        if _dist.is_distributed():  # train/loss and train/acc over the samples of every rank
+            torch.distributed.all_reduce(sums)
         elapsed = time.perf_counter() - t0
         totals = sums.tolist()
         n = max(totals[2], 1.0)
@@ -400,7 +405,10 @@ class Trainer:
     @torch.inference_mode()
     def _eval_loop(self, loader: Iterable) -> dict[str, float]:
         s = self.state
-        predict = s.predict or s.model
+        # the module inside DDP: DDP's forward may broadcast buffers, a collective that would hang
+        # when ranks hold a different number of evaluation batches (uneven shards)
+        predict = s.predict or (s.model.module if isinstance(s.model, torch.nn.parallel.DistributedDataParallel)
+                                else s.model)
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         non_blocking = bool(getattr(loader, "pin_memory", False))
         for batch in loader:
@@ -501,6 +509,8 @@ class Trainer:
         rng, self._resume_rng = self._resume_rng, None
         if rng is not None:
             runtime.set_rng_state(rng)
+            if self.state.dist.distributed:  # the checkpoint holds rank 0's RNG state: other ranks fork their own
+                _dist.reseed_after_resume(self.state.dist.rank)
 
     def save_checkpoint(self, path: str | Path, *, mid_epoch: bool = False, **extra: Any) -> Path:
         """Write :meth:`state_dict` plus ``extra`` entries (e.g. the recipe) atomically to ``path``."""
