@@ -135,7 +135,8 @@ def _noise(x: torch.Tensor) -> torch.Tensor:  # augmentation drawing from the gl
     return x + 0.1 * torch.randn_like(x)
 
 
-def build_run(tmp_path=None, *, max_epochs=2, n=40, bs=8, accumulate=2, plugins=(), sampler=True) -> Trainer:
+def build_run(tmp_path=None, *, max_epochs=2, n=40, bs=8, accumulate=2, plugins=(), sampler=True,
+              precision="32") -> Trainer:
     """A fresh trainer with a seeded resumable loader; different global RNG than any other build."""
     x, y = make_data(n)
     ds = TensorDataset(x, y, augment=_noise)
@@ -150,7 +151,7 @@ def build_run(tmp_path=None, *, max_epochs=2, n=40, bs=8, accumulate=2, plugins=
     steps_per_epoch = -(-(-(-n // bs)) // accumulate)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps_per_epoch * max_epochs)
     return Trainer(model, opt, train, val, scheduler=sched, plugins=list(plugins), max_epochs=max_epochs,
-                   accumulate=accumulate, device="cpu")
+                   accumulate=accumulate, device="cpu", precision=precision)
 
 
 @pytest.fixture
@@ -167,6 +168,8 @@ def assert_same_training(a: Trainer, b: Trainer) -> None:
     for k in sa:
         assert torch.equal(sa[k]["momentum_buffer"], sb[k]["momentum_buffer"])
     assert a.state.scheduler.last_epoch == b.state.scheduler.last_epoch
+    assert a.state.scaler.state_dict() == b.state.scaler.state_dict()
+    assert a.state.skipped_steps == b.state.skipped_steps
     assert (a.state.epoch, a.state.step) == (b.state.epoch, b.state.step)
     keys = ("epoch", "step", "train/loss", "train/acc", "val/loss", "val/acc", "lr/group0")
     assert [{k: h[k] for k in keys} for h in a.state.history] == [{k: h[k] for k in keys} for h in b.state.history]
@@ -212,6 +215,31 @@ def test_mid_epoch_checkpoint_resume_is_identical(tmp_path, deterministic, resum
 
     runtime.seed_everything(99)
     resumed = build_run(sampler=sampler)
+    resumed.load_state_dict(ckpt)
+    resumed.fit()
+    assert_same_training(full, resumed)
+
+
+class InfLossAt(Plugin):
+    """Makes the loss of micro-batch ``batch_idx`` infinite (in every epoch): an fp16 overflow."""
+
+    def __init__(self, batch_idx):
+        self.batch_idx = batch_idx
+
+    def on_loss(self, state):
+        if state.batch_idx == self.batch_idx:
+            state.loss = state.loss * float("inf")
+
+
+def test_fp16_mid_epoch_resume_restores_the_grad_scaler(tmp_path, deterministic):
+    runtime.seed_everything(0)
+    full = build_run(plugins=[InfLossAt(1), Checkpointing(tmp_path, every_steps=1, keep=100)], precision="16")
+    full.fit()
+    assert full.state.skipped_steps == 2 and full.state.scaler.get_scale() == 2.0**14  # halved twice
+    runtime.seed_everything(99)
+    resumed = build_run(plugins=[InfLossAt(1)], precision="16")
+    ckpt = load_checkpoint(tmp_path / "step-00000001.pt")  # mid epoch 1, after its overflow (scale 2**15)
+    assert ckpt["scaler"]["scale"] == 2.0**15
     resumed.load_state_dict(ckpt)
     resumed.fit()
     assert_same_training(full, resumed)
@@ -296,15 +324,6 @@ def test_early_stop_plugin_stops_the_run_and_reports_why():
     assert len(s.history) == expected_stop + 1 == 5
     assert s.stop_reason.startswith("early stopping: val/x did not improve for 3 evaluations")
     assert "best 0.7" in s.stop_reason
-
-
-class InfLossAt(Plugin):
-    def __init__(self, batch_idx):
-        self.batch_idx = batch_idx
-
-    def on_loss(self, state):
-        if state.batch_idx == self.batch_idx:
-            state.loss = state.loss * float("inf")
 
 
 def test_loggers_record_one_row_per_update_when_an_fp16_step_is_skipped(tmp_path):
