@@ -59,8 +59,9 @@ def test_metrics_csv_has_one_row_per_epoch_matching_the_history(full_run):
     assert len(epoch_rows) == 2 == len(result.history)
     for row, h in zip(epoch_rows, result.history):
         assert int(row["epoch"]) == h["epoch"] and int(row["step"]) == h["step"]
-        for key in ("train/loss", "val/acc", "lr/group0"):
+        for key in ("train/loss", "train/acc", "val/loss", "val/acc", "lr/group0", "train/samples_per_s"):
             assert float(row[key]) == pytest.approx(h[key], rel=1e-5)
+        assert h["train/samples_per_s"] > 0
     step_rows = [r for r in rows if r.get("train/step_loss")]
     assert [int(r["step"]) for r in step_rows] == list(range(2, int(result.history[-1]["step"]) + 1, 2))
 
@@ -161,3 +162,18 @@ def test_evaluate_run_without_best_checkpoint(tmp_path):
     (tmp_path / "r").mkdir()
     with pytest.raises(CheckpointError, match="best.pt"):
         evaluate_run(tmp_path / "r")
+
+
+def test_recipe_early_stopping_stops_and_reports_the_reason(tmp_path):
+    """Monitor the learning rate, which a cosine schedule lowers after warmup: with patience 1 the run
+    stops one epoch after the peak, and best.pt is the peak epoch."""
+    recipe = tiny(tmp_path, "train.epochs=5", "train.early_stopping_patience=1", "train.monitor=lr/group0",
+                  "schedule.name=cosine", "schedule.warmup_epochs=1", "log.tensorboard=false", "run.plots=false")
+    result = train_recipe(recipe, quiet=True)
+    lrs = [h["lr/group0"] for h in result.history]
+    assert lrs[1] < lrs[0]  # the schedule's shape the test relies on
+    assert len(result.history) == 2
+    assert result.stop_reason.startswith("early stopping: lr/group0 did not improve for 1 evaluations")
+    assert f"stopped    {result.stop_reason}" in (result.run_dir / "summary.txt").read_text()
+    assert load_checkpoint(result.run_dir / "checkpoints/best.pt")["counters"]["epoch"] == 1
+    assert result.best == pytest.approx(lrs[0])

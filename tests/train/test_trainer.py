@@ -343,3 +343,26 @@ def test_loggers_record_one_row_per_update_when_an_fp16_step_is_skipped(tmp_path
     acc = EventAccumulator(str(tmp_path / "tb"))
     acc.Reload()
     assert [e.step for e in acc.Scalars("train/step_loss")] == [1, 2, 3]
+
+
+def test_epoch_metrics_report_lr_of_every_param_group_throughput_and_sample_weighted_loss():
+    x, y = make_data(30)  # batches of 8, 8, 8, 6: the mean must weight by batch size
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
+                           {"params": model[2].parameters(), "lr": 0.01}], lr=0.5)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    seen = []
+
+    class RecordLoss(Plugin):
+        def on_loss(self, state):
+            _, yb = state.batch
+            seen.append((float(state.loss.detach()), int((state.output.argmax(1) == yb).sum()), len(yb)))
+
+    t = Trainer(model, opt, DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8), scheduler=sched,
+                plugins=[RecordLoss()], device="cpu")
+    m = t.fit().history[0]
+    assert m["lr/group0"] == pytest.approx(0.1 * 0.5**4) and m["lr/group1"] == pytest.approx(0.01 * 0.5**4)
+    assert m["train/samples_per_s"] > 0 and m["train/epoch_time_s"] > 0
+    assert [b for _, _, b in seen] == [8, 8, 8, 6]
+    assert m["train/loss"] == pytest.approx(sum(l * b for l, _, b in seen) / 30, rel=1e-6)
+    assert m["train/acc"] == pytest.approx(sum(c for _, c, _ in seen) / 30)
