@@ -54,7 +54,7 @@ def clip_gradients(
 
     Parameters whose ``.grad`` is ``None`` are skipped; any shapes are accepted.  ``foreach=None``
     uses the fused multi-tensor kernels on CPU/CUDA and falls back elsewhere (value mode on the CPU:
-    one single-pass ``clamp_`` per tensor, half the memory traffic of the two multi-tensor passes).
+    each gradient's norm and clamp back to back, while the tensor is still in cache).
     Returns the total ``norm_type`` norm of the gradients *before* clipping, a 0-d tensor (0 if no
     gradient), for logging in both modes.  With mixed precision, call ``scaler.unscale_(optimizer)`` first.
 
@@ -84,11 +84,15 @@ def clip_gradients(
         return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=float(norm_type), foreach=foreach)
     clip_value = _positive(value, "value", fn)
     grads = [p.grad for p in params]
+    if foreach is None and all(g.device.type == "cpu" and g.layout == torch.strided for g in grads):
+        # CPU: norm and clamp each tensor while it is still in cache (torch's multi-tensor path reads
+        # every gradient three times: norm, clamp_min_, clamp_max_)
+        norms = []
+        for g in grads:
+            norms.append(torch.linalg.vector_norm(g, float(norm_type)))
+            g.clamp_(-clip_value, clip_value)
+        return torch.linalg.vector_norm(torch.stack(norms), float(norm_type))
     total = torch.nn.utils.get_total_norm(grads, norm_type=float(norm_type), foreach=foreach)
-    if foreach is None and all(g.device.type == "cpu" for g in grads):
-        # on the CPU the multi-tensor clamp is two passes over memory (clamp_min_, then clamp_max_);
-        # one clamp_ per tensor is a single pass
-        foreach = False
     torch.nn.utils.clip_grad_value_(params, clip_value, foreach=foreach)
     return total
 
