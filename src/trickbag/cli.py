@@ -18,7 +18,8 @@ __all__ = ["main", "build_parser"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # "trickbag: error: ..." for sub-commands too (self.prog is then "trickbag eval")
+        self.exit(2, f"trickbag: error: {message} (see {self.prog} --help)\n")
 
 
 def _split_recipe_and_overrides(items: list[str]) -> tuple[Optional[str], list[str]]:

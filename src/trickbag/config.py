@@ -81,6 +81,14 @@ class DataConfig(_Section):
             raise ValueError("every std must be > 0")
         return v
 
+    @field_validator("mean", "std")
+    @classmethod
+    def _one_per_channel(cls, v: Optional[list[float]]) -> Optional[list[float]]:
+        # images are read as RGB or grayscale: any other count would be broadcast silently
+        if v is not None and len(v) not in (1, 3):
+            raise ValueError("give 3 values (RGB images) or 1 (grayscale)")
+        return v
+
 
 class ModelConfig(_Section):
     """Which network to train."""

@@ -20,7 +20,7 @@ from trickbag import runtime
 from trickbag.config import Recipe
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import DataSplits, build_data
-from trickbag.errors import RecipeError, TrickbagError
+from trickbag.errors import DataError, RecipeError, TrickbagError
 from trickbag.models import build_model
 from trickbag.train.plugin import Plugin
 from trickbag.train.trainer import Trainer
@@ -156,6 +156,7 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
     tricks = build_tricks(recipe)  # validates the tricks section before any data is touched
     runtime.seed_everything(recipe.train.seed)
     data = build_data(recipe.data)
+    probe_first_samples(data)  # a data set its transforms cannot handle fails now, not mid-run
     num_classes = recipe.model.num_classes or data.num_classes
     if num_classes < data.num_classes:
         raise RecipeError(
@@ -255,6 +256,45 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
         eval_every=recipe.train.eval_every,
     )
     return trainer, ctx
+
+
+def _sample_name(ds: Any, i: int) -> str:
+    """`` (file ...)`` for an ImageFolder sample (also inside a Subset), else ``""``."""
+    while hasattr(ds, "indices") and hasattr(ds, "dataset"):  # torch Subset
+        ds, i = ds.dataset, ds.indices[i]
+    samples = getattr(ds, "samples", None)
+    try:
+        return f" (file {samples[i][0]!r})" if samples else ""
+    except (IndexError, TypeError, KeyError):
+        return ""
+
+
+def probe_first_samples(data: DataSplits) -> None:
+    """Load the first sample of every split through its transforms; raise one :class:`DataError` if that fails.
+
+    Catches, before anything is written, what would otherwise stop the first epoch with a
+    traceback: image modes PIL cannot convert, a normalisation with the wrong number of channels,
+    unreadable files, training samples whose shape differs from the data source's ``input_shape``.
+    """
+    for split in ("train", "val", "test"):
+        ds = getattr(data, split, None)
+        if ds is None or len(ds) == 0:
+            continue
+        try:
+            x = ds[0][0]
+        except TrickbagError:
+            raise
+        except Exception as exc:  # PIL, torchvision and shape errors all mean "this data cannot be used"
+            reason = (str(exc).strip().splitlines() or [""])[0][:160]
+            raise DataError(
+                f"data: the first {split} sample{_sample_name(ds, 0)} cannot be loaded: {type(exc).__name__}: {reason}"
+            ) from None
+        shape = tuple(getattr(x, "shape", ()))
+        if split == "train" and shape != tuple(data.input_shape):
+            raise DataError(
+                f"data: the first training sample{_sample_name(ds, 0)} has shape {list(shape)}, but the data source "
+                f"gives the model input shape {list(data.input_shape)}; check data.mean/std (one value per channel)"
+            )
 
 
 def wrap_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:

@@ -92,8 +92,6 @@ class Checkpointing(Plugin):
 
     def on_step(self, state: State) -> None:
         self._mid_epoch = True
-        if state.step_skipped:  # a skipped update repeats the step number: no second step-N.pt
-            return
         if self.every_steps and state.step > 0 and state.step % self.every_steps == 0:
             self._save(state, f"step-{state.step:08d}.pt", mid_epoch=True)
             steps = sorted(p for p in self.directory.glob("step-*.pt") if _STEP_CKPT.match(p.name))

@@ -127,17 +127,18 @@ def _explain_load_error(path: Path, exc: Exception) -> str:
             "or plain data and could run code when loaded (nothing from it was run)"
         )
     try:
-        size = path.stat().st_size
-    except OSError:
-        size = -1
-    if size == 0 or isinstance(exc, EOFError):
-        return f"checkpoint {str(path)!r} is empty or cut short (a crash while it was copied or written?)"
-    if "central directory" in msg or "PytorchStreamReader" in msg:
-        return f"checkpoint {str(path)!r} is truncated or corrupted (its zip archive is incomplete)"
-    if "Unsupported operand" in msg or "_use_new_zipfile_serialization" in msg or "invalid load key" in msg:
-        return f"{str(path)!r} is not a checkpoint written by torch.save"
-    first = (msg.strip().splitlines() or [type(exc).__name__])[0]
-    return f"checkpoint {str(path)!r} is not a readable checkpoint ({first[:120]})"
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        return f"checkpoint {str(path)!r} cannot be read: {err.strerror or err}"
+    if not head:
+        return f"checkpoint {str(path)!r} is empty (a crash while it was copied or written?)"
+    if head == b"PK\x03\x04":  # torch.save's zip format
+        return f"checkpoint {str(path)!r} is truncated or corrupted (its zip archive cannot be read)"
+    if head[:1] == b"\x80":  # a pickle: torch's legacy format, or pickle.dump
+        return (f"checkpoint {str(path)!r} is a Python pickle that torch cannot load as plain tensors and data "
+                "(weights_only=True); nothing from it was run")
+    return f"{str(path)!r} is not a checkpoint written by torch.save"
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu", *, mmap: bool = False) -> dict[str, Any]:

@@ -85,13 +85,15 @@ def find_resume_checkpoint(run_dir: Path, out: Optional[TextIO] = None) -> tuple
             key = (*_position(load_checkpoint(path, mmap=True), path), -order)  # mapped: only counters are read
         except CheckpointError as exc:
             problems.append(str(exc))
-            _say(f"trickbag: skipping {exc}", out)
             continue
         if best is None or key > best[0]:
             best = (key, path)
     if best is None:
-        raise CheckpointError(f"no readable checkpoint in {str(ckpt_dir)!r}: {problems[-1]}")
+        note = f"{len(problems)} unreadable files, the first: " if len(problems) > 1 else ""
+        raise CheckpointError(f"no readable checkpoint in {str(ckpt_dir)!r} ({note}{problems[0]})")
     path = best[1]
+    for problem in problems:
+        _say(f"trickbag: skipping {problem}", out)
     if problems:
         _say(f"trickbag: falling back to {path}", out)
     return path, load_checkpoint(path)
@@ -295,7 +297,9 @@ def _load_run_recipe(run_dir: Path, overrides: list[str]) -> Recipe:
     path = Path(run_dir) / "recipe.yaml"
     if not path.is_file():
         raise TrickbagError(f"{str(run_dir)!r} is not a trickbag run directory (no recipe.yaml)")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    from trickbag.config import _read_yaml  # safe_load; a damaged file is one RecipeError line
+
+    data = _read_yaml(path)
     data = apply_overrides(data, parse_overrides(overrides))
     return recipe_from_dict(data)
 
