@@ -55,9 +55,11 @@ RESULTS = "ablation.json"
 
 #: tricks known under another name: (overrides to switch on, overrides to switch off)
 ALIASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "mixup": (("tricks.mix.enabled=true", "tricks.mix.cutmix_alpha=0"), ("tricks.mix.enabled=false",)),
-    "cutmix": (("tricks.mix.enabled=true", "tricks.mix.mixup_alpha=0"), ("tricks.mix.enabled=false",)),
-}
+    "mixup": (("tricks.mix.enabled=true", "tricks.mix.cutmix_alpha=0"),
+              ("tricks.mix.enabled=false", "tricks.mix.cutmix_alpha=0")),
+    "cutmix": (("tricks.mix.enabled=true", "tricks.mix.mixup_alpha=0"),
+               ("tricks.mix.enabled=false", "tricks.mix.mixup_alpha=0")),
+}  # the other alpha is pinned both ways, so on/off variants differ in the switch only
 
 
 # --------------------------------------------------------------------------- tricks and variants
