@@ -139,3 +139,31 @@ def test_checkpoint_without_training_position_is_skipped(tmp_path, counters, cap
     path, ckpt = find_resume_checkpoint(tmp_path)
     assert path.name == "step-00000004.pt"
     assert "step-00000009.pt" in capsys.readouterr().err
+
+
+def test_epoch_end_checkpoint_holds_the_state_every_plugin_recorded_for_that_epoch(tmp_path):
+    """EPOCH_END runs plug-ins in reverse order; ``last.pt`` must still include what early stopping
+    and the CSV logger recorded for the epoch (written by ``Checkpointing.at_epoch_end``, placed first)."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from trickbag.train.builtin import Checkpointing, CSVLogger, EarlyStop
+    from trickbag.train.trainer import Trainer
+
+    from ._helpers import differences
+
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 4), torch.randint(0, 2, (32,))
+    model = torch.nn.Linear(4, 2)
+    early = EarlyStop("val/acc", "max", patience=5)
+    csv = CSVLogger(tmp_path / "metrics.csv")
+    ckpt = Checkpointing(tmp_path / "ckpt")
+    loader = DataLoader(TensorDataset(x, y), batch_size=8)
+    t = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), loader, loader,
+                plugins=[early, csv, ckpt], max_epochs=2, device="cpu")
+    t.add_plugin(ckpt.at_epoch_end, first=True)
+    t.fit()
+    saved = load(tmp_path / "ckpt" / "last.pt")
+    assert saved["plugins"]["EarlyStop"] == early.state_dict()
+    assert differences(saved["plugins"]["CSVLogger"], csv.state_dict()) == []
+    assert len(saved["plugins"]["CSVLogger"]["rows"]) == 2  # both epochs' rows
