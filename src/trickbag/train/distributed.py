@@ -60,20 +60,22 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-_CONTROL_GROUP: Any = None
+_CONTROL_GROUP: tuple[Any, Any] = (None, None)  # (default group it belongs to, gloo group)
 
 
 def _control_group() -> Any:
     """A CPU (gloo) group for small control messages, so a flag never costs a GPU sync.
 
-    Collective on first use under NCCL (``new_group`` must be called by every rank).
+    Collective on first use under NCCL (``new_group`` must be called by every rank); made again
+    if the default group was destroyed and initialised anew.
     """
     global _CONTROL_GROUP
     if dist.get_backend() == "gloo":
         return None  # the default group already works on CPU tensors
-    if _CONTROL_GROUP is None:
-        _CONTROL_GROUP = dist.new_group(backend="gloo")
-    return _CONTROL_GROUP
+    world = dist.group.WORLD
+    if _CONTROL_GROUP[0] is not world:
+        _CONTROL_GROUP = (world, dist.new_group(backend="gloo"))
+    return _CONTROL_GROUP[1]
 
 
 def barrier() -> None:
