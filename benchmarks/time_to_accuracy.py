@@ -1,0 +1,187 @@
+"""Time to accuracy on MNIST-1D: the ``mnist1d`` recipe vs the MNIST-1D paper's CNN recipe, same process.
+
+* ``recipe``: ``trickbag.train.run.train_recipe`` on the built-in ``mnist1d`` recipe with
+  ``train.seed=<seed>`` (run directory in a temporary folder; progress bar, plots and TensorBoard
+  off: they are fixed costs unrelated to learning).  Accuracy: the run's test accuracy (best.pt on
+  the 1000 test signals).  Wall time: the whole ``train_recipe`` call (data, model, training,
+  validation, checkpoints, test).
+* ``paper CNN``: Greydanus 2020, "Scaling down deep learning" (MNIST-1D): the 3-conv network below,
+  Adam (lr 1e-2, weight decay 0), batch 100, 6000 steps taking consecutive batches of the 4000
+  training signals (the paper's ``train_model`` loop), test accuracy of the final weights.  Wall time:
+  model + training + test (no intermediate evaluations, so the baseline is not slowed down).
+
+Both use the same generated data set (the ``mnist1d`` data source: 4000 training and 1000 test
+signals of length 40; the recipe holds part of the training signals out for validation, the paper
+recipe trains on all 4000).  Seeds alternate which variant runs first.  Target: recipe mean
+accuracy >= 99.0 % at <= 0.5x the paper recipe's wall time.
+
+Run: ``.venv/bin/python benchmarks/time_to_accuracy.py [--seeds 5] [--quick] [--threads 1]``
+(``--quick``: 2 seeds, 600 baseline steps and 3 recipe epochs: checks that it runs, the numbers mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from trickbag.config import builtin_recipes, load_recipe  # noqa: E402
+from trickbag.data.sources import build_data  # noqa: E402
+from trickbag.train.run import train_recipe  # noqa: E402
+
+PAPER = {"lr": 1e-2, "weight_decay": 0.0, "batch_size": 100, "steps": 6000}
+TARGET_ACC = 0.990
+TARGET_TIME_RATIO = 0.5
+
+
+class PaperCNN(nn.Module):
+    """The MNIST-1D paper's CNN: three strided Conv1d + ReLU, then one Linear on the flattened features.
+
+    Shapes for a 40-long signal: [N, 1, 40] -> conv(k5, s2, p1) [N, 25, 19] -> conv(k3, s2, p1) [N, 25, 10]
+    -> conv(k3, s2, p1) [N, 25, 5] -> flatten [N, 125] -> linear [N, 10].
+    """
+
+    def __init__(self, channels: int = 25, length: int = 40, num_classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(1, channels, 5, stride=2, padding=1)
+        self.conv2 = nn.Conv1d(channels, channels, 3, stride=2, padding=1)
+        self.conv3 = nn.Conv1d(channels, channels, 3, stride=2, padding=1)
+        out = length
+        for k in (5, 3, 3):
+            out = (out + 2 - k) // 2 + 1
+        self.linear = nn.Linear(channels * out, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.view(-1, 1, x.shape[-1])
+        h = self.conv3(self.conv2(self.conv1(x).relu()).relu()).relu()
+        return self.linear(h.flatten(1))
+
+
+def check_paper_shapes() -> None:
+    """The feature map is 25 x 5 = 125 on 40-long inputs, as in the paper (Linear(125, 10))."""
+    m = PaperCNN()
+    x = torch.zeros(2, 1, 40)
+    h = m.conv3(m.conv2(m.conv1(x)))
+    if tuple(h.shape) != (2, 25, 5) or m.linear.in_features != 125 or tuple(m(x).shape) != (2, 10):
+        raise SystemExit(f"paper CNN shapes are wrong: features {tuple(h.shape)}, linear in {m.linear.in_features}")
+
+
+def paper_run(x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, y_test: torch.Tensor,
+              seed: int, steps: int) -> dict[str, float]:
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    model = PaperCNN(length=x_train.shape[-1])
+    opt = torch.optim.Adam(model.parameters(), PAPER["lr"], weight_decay=PAPER["weight_decay"])
+    bs, n = PAPER["batch_size"], len(x_train)
+    for step in range(steps):
+        bix = (step * bs) % n  # the paper's loop: consecutive batches, no shuffling
+        x, y = x_train[bix:bix + bs], y_train[bix:bix + bs]
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    model.eval()
+    with torch.inference_mode():
+        acc = (model(x_test).argmax(1) == y_test).float().mean().item()
+    return {"acc": acc, "seconds": time.perf_counter() - t0}
+
+
+def recipe_run(name: str, seed: int, extra: list[str]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="trickbag-tta-") as tmp, open(os.devnull, "w") as devnull:
+        recipe = load_recipe(name, [f"train.seed={seed}", f"run.dir={tmp}", f"run.name=seed{seed}",
+                                    "run.progress=false", "run.plots=false", "log.tensorboard=false", *extra])
+        t0 = time.perf_counter()
+        result = train_recipe(recipe, out=devnull, quiet=True)
+        seconds = time.perf_counter() - t0
+    return {"acc": result.test["test/acc"], "seconds": seconds, "fit_seconds": result.wall_time_s,
+            "epochs": len(result.history)}
+
+
+def _mean_sd(xs: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    m = statistics.mean(xs) * scale
+    sd = statistics.stdev(xs) * scale if len(xs) > 1 else float("nan")
+    return f"{m:.{digits}f} ± {sd:.{digits}f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per variant (default 5)")
+    parser.add_argument("--quick", action="store_true", help="2 seeds, 600 baseline steps, 3 recipe epochs")
+    parser.add_argument("--recipe", default="mnist1d", help="recipe name or YAML path (default: mnist1d)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error("--seeds must be >= 1")
+    seeds = list(range(2 if args.quick else args.seeds))
+    steps = 600 if args.quick else PAPER["steps"]
+    extra = ["train.epochs=3"] if args.quick else []
+    if args.recipe == "mnist1d" and "mnist1d" not in builtin_recipes():
+        raise SystemExit("the built-in 'mnist1d' recipe does not exist yet; pass --recipe PATH")
+    C.setup(args, "Time to accuracy on MNIST-1D: mnist1d recipe vs the paper's CNN recipe")
+    check_paper_shapes()
+
+    recipe = load_recipe(args.recipe)
+    data = build_data(recipe.data)
+    x_train = torch.cat([data.train.x, data.val.x]) if data.val is not None else data.train.x
+    y_train = torch.cat([data.train.y, data.val.y]) if data.val is not None else data.train.y
+    x_test, y_test = data.test.x, data.test.y
+    print(f"recipe: {args.recipe} ({recipe.model.name}, {recipe.optim.name} lr {recipe.optim.lr}, "
+          f"batch {recipe.data.batch_size}, {recipe.train.epochs} epochs{' (quick: 3)' if args.quick else ''}); "
+          f"{len(data.train)} train / {len(data.val) if data.val is not None else 0} val / {len(y_test)} test")
+    print(f"paper CNN: Adam lr {PAPER['lr']}, wd {PAPER['weight_decay']}, batch {PAPER['batch_size']}, {steps} steps "
+          f"on {len(y_train)} training signals; seeds {seeds}")
+    if args.quick:
+        print("QUICK MODE: a smoke run; the numbers below are not the benchmark")
+    print(flush=True)
+
+    runs: dict[str, list[dict[str, Any]]] = {"recipe": [], "paper CNN": []}
+    for seed in seeds:
+        order = ["recipe", "paper CNN"] if seed % 2 == 0 else ["paper CNN", "recipe"]
+        for name in order:
+            if name == "recipe":
+                r = recipe_run(args.recipe, seed, extra)
+            else:
+                r = paper_run(x_train, y_train, x_test, y_test, seed, steps)
+            runs[name].append(r)
+            print(f"  seed {seed} {name:9s} acc {100 * r['acc']:.2f} %  {r['seconds']:.1f} s", file=sys.stderr, flush=True)
+
+    base_t = [r["seconds"] for r in runs["paper CNN"]]
+    rows = []
+    for name, rs in runs.items():
+        accs, t = [r["acc"] for r in rs], [r["seconds"] for r in rs]
+        ratio = C.ratios(t, base_t)
+        rows.append([
+            name,
+            _mean_sd(accs, 100.0),
+            " ".join(f"{100 * a:.1f}" for a in accs),
+            _mean_sd(t, 1.0, 1),
+            _mean_sd([r.get("fit_seconds", r["seconds"]) for r in rs], 1.0, 1),
+            "1 (reference)" if name == "paper CNN" else f"{C.median(ratio):.2f}",
+        ])
+    print(C.markdown_table(["variant", "test acc % (mean ± sd)", "per seed", "wall s (mean ± sd)",
+                            "of which training s", "wall ratio (median of seed pairs)"], rows))
+    print("\nwall: the whole run (recipe: train_recipe with data, checkpoints, test; paper CNN: model, 6000"
+          " steps, test); training: Trainer.fit only (paper CNN: the same as wall).")
+    accs = [r["acc"] for r in runs["recipe"]]
+    ratio = C.median(C.ratios([r["seconds"] for r in runs["recipe"]], base_t))
+    ok_acc, ok_time = statistics.mean(accs) >= TARGET_ACC, ratio <= TARGET_TIME_RATIO
+    print(f"\ntarget: recipe mean accuracy >= {100 * TARGET_ACC:.1f} %: {'met' if ok_acc else 'MISSED'} "
+          f"({100 * statistics.mean(accs):.2f} %); wall time <= {TARGET_TIME_RATIO}x the paper recipe: "
+          f"{'met' if ok_time else 'MISSED'} ({ratio:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

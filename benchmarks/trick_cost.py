@@ -1,0 +1,201 @@
+"""Trick cost: per-step time of the default recipe with each recipe trick on vs off, side by side.
+
+For every trick registered in ``trickbag.train.tricks`` the ``digits`` recipe is built with
+``tricks.<name>.enabled=true`` (plus the few settings a trick needs, listed in ``EXTRA``) and trained
+for ``--epochs`` epochs by ``trickbag.train.build.build`` + ``Trainer.fit`` (no loggers, no checkpoints).
+A small timing plug-in, added last, measures the batch loop of every epoch after the first (the
+first one pays one-time costs such as ``torch.compile``): from EPOCH_START to EVAL_START, wall and
+CPU time, divided by the number of batches.  The whole ``fit`` (evaluation and fit-end work
+included, e.g. TTA, EMA raw-weight evaluation, SWA's BatchNorm pass) is reported as well.
+
+Runs alternate in one process as ``off, t1, off, t2, off, ...`` (trick order rotated each round); a
+trick's ratio in a round is its time over the mean of the two ``off`` runs around it; the table shows
+the median over rounds.  Expected: SAM ~2x (two forward/backward passes per update); every other
+trick <= 1.05x.  Tricks in the recipe schema without a registered plug-in, or whose build fails,
+are listed as not measured, with the reason.
+
+Run: ``.venv/bin/python benchmarks/trick_cost.py [--rounds 3] [--epochs 2] [--only sam,ema] [--threads 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+import torch  # noqa: E402
+
+from trickbag.config import TricksConfig, load_recipe  # noqa: E402
+from trickbag.errors import TrickbagError  # noqa: E402
+from trickbag.models import SmallCNN  # noqa: E402
+from trickbag.train.build import build  # noqa: E402
+from trickbag.train.plugin import Plugin  # noqa: E402
+
+#: what a trick needs besides enabled=true to run on the digits recipe (8x8 images, SmallCNN)
+EXTRA: dict[str, list[str]] = {
+    "distillation": ["tricks.distillation.teacher=trick_cost:teacher"],
+    "freeze": ["tricks.freeze.patterns=[features.0.*]"],
+    "multiscale": ["tricks.multiscale.train_sizes=[6,8,10]", "tricks.multiscale.finetune_epochs=0"],
+}
+NOTES: dict[str, str] = {
+    "distillation": "teacher: a second SmallCNN (one extra forward per batch, no backward)",
+    "freeze": "first conv block frozen (fewer gradients: may be faster)",
+    "multiscale": "batches resized to 6/8/10 px (mean pixel count ~ 8x8)",
+    "sam": "two forward/backward passes per update",
+    "profile": "profiles 5 updates of epoch 0 only; see the fit column",
+    "tta": "evaluation-time only; see the fit column",
+    "compile": "first epoch (compilation) not in the step column",
+    "swa": "averaging starts in the last epoch",
+}
+TARGETS = {"sam": (1.5, 2.5)}  # expected range; every other trick: <= 1.05
+DEFAULT_TARGET = 1.05
+
+
+def teacher() -> torch.nn.Module:
+    """Distillation teacher for the benchmark: an untrained SmallCNN of the student's size (digits: 1x8x8, 10 classes)."""
+    return SmallCNN(1, 10)
+
+
+class StepTimer(Plugin):
+    """Wall / CPU time of the batch loops of epochs >= ``skip`` (EPOCH_START to EVAL_START or EPOCH_END)."""
+
+    def __init__(self, skip: int) -> None:
+        self.skip = skip
+        self.wall = self.cpu = 0.0
+        self.batches = 0
+        self._mark: Optional[tuple[float, float]] = None
+
+    def on_epoch_start(self, state: Any) -> None:
+        self._mark = (time.perf_counter(), time.process_time()) if state.epoch >= self.skip else None
+
+    def _close(self, state: Any) -> None:
+        if self._mark is not None:
+            self.wall += time.perf_counter() - self._mark[0]
+            self.cpu += time.process_time() - self._mark[1]
+            self.batches += state.batches_per_epoch
+            self._mark = None
+
+    def on_eval_start(self, state: Any) -> None:
+        self._close(state)
+
+    def on_epoch_end(self, state: Any) -> None:
+        self._close(state)
+
+
+def run(overrides: list[str], epochs: int) -> dict[str, float]:
+    recipe = load_recipe("digits", [f"train.epochs={epochs}", *overrides])
+    with tempfile.TemporaryDirectory(prefix="trickbag-cost-") as tmp:
+        trainer, _ = build(recipe, run_dir=Path(tmp))
+        timer = StepTimer(skip=1)
+        trainer.add_plugin(timer)
+        t0 = time.perf_counter()
+        trainer.fit()
+        fit = time.perf_counter() - t0
+    if not timer.batches:
+        raise RuntimeError("no epoch was timed")
+    return {"seconds": timer.wall / timer.batches, "cpu": timer.cpu / timer.batches, "fit": fit}
+
+
+def trick_names() -> tuple[list[str], list[str]]:
+    """(registered tricks in plug-in order, schema sections without a registered plug-in)."""
+    from trickbag.train import tricks as T
+
+    T._load()
+    registered = [n for n in T.ORDER if n in TricksConfig.model_fields]
+    missing = [n for n in TricksConfig.model_fields if n not in T.TRICKS]
+    return registered, missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=2, help="epochs per run; the first is not timed (default 2)")
+    parser.add_argument("--only", default="", help="comma-separated trick names (default: all registered)")
+    C.add_common_args(parser, rounds=3, warmup=1)
+    args = parser.parse_args(argv)
+    if args.epochs < 2 or args.rounds < 1:
+        parser.error("--epochs must be >= 2 (the first epoch is not timed) and --rounds >= 1")
+    C.setup(args, "Trick cost: per-step time of the digits recipe with each trick on vs off")
+    names, missing = trick_names()
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            parser.error(f"--only: {unknown} are not registered tricks; registered: {', '.join(names)}")
+        names = wanted
+
+    # validate each trick's build once (also the warm-up of its code paths)
+    failed: dict[str, str] = {}
+    ok: list[str] = []
+    print("checking that every trick builds and runs ...", file=sys.stderr, flush=True)
+    for _ in range(args.warmup):
+        run([], args.epochs)
+    for name in names:
+        try:
+            run([f"tricks.{name}.enabled=true", *EXTRA.get(name, [])], args.epochs)
+            ok.append(name)
+        except (TrickbagError, RuntimeError, ValueError, TypeError, ImportError) as exc:
+            failed[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
+    print(f"{len(ok)} tricks measured, {args.rounds} rounds of off/on alternation, {args.epochs} epochs per run "
+          f"(epoch 1.. timed)", flush=True)
+
+    off_runs: list[list[dict[str, float]]] = []
+    on_runs: dict[str, list[dict[str, float]]] = {n: [] for n in ok}
+    pair_ratios: dict[str, list[tuple[float, float, float]]] = {n: [] for n in ok}
+    for r in range(args.rounds):
+        order = ok[r % len(ok):] + ok[: r % len(ok)] if ok else []
+        before = run([], args.epochs)
+        offs = [before]
+        for name in order:
+            on = run([f"tricks.{name}.enabled=true", *EXTRA.get(name, [])], args.epochs)
+            after = run([], args.epochs)
+            offs.append(after)
+            on_runs[name].append(on)
+            pair_ratios[name].append(tuple(on[k] / ((before[k] + after[k]) / 2) for k in ("seconds", "cpu", "fit")))
+            print(f"  round {r + 1}/{args.rounds} {name:16s} step x{pair_ratios[name][-1][0]:.3f} (wall) "
+                  f"x{pair_ratios[name][-1][1]:.3f} (CPU)", file=sys.stderr, flush=True)
+            before = after
+        off_runs.append(offs)
+
+    all_off = [o for offs in off_runs for o in offs]
+    rows = [["off (recipe as is)", f"{1000 * C.median(o['seconds'] for o in all_off):.1f}",
+             f"{1000 * C.median(o['cpu'] for o in all_off):.1f}", "1", "", "1", "1", "", "", ""]]
+    for name in ok:
+        pr = pair_ratios[name]
+        wall, cpu, fit = ([p[i] for p in pr] for i in range(3))
+        lo, hi = TARGETS.get(name, (0.0, DEFAULT_TARGET))
+        target = f"{lo:g}-{hi:g}" if lo else f"<= {hi:g}"
+        met = " / ".join("yes" if lo <= C.median(x) <= hi else "NO" for x in (wall, cpu))
+        rows.append([
+            name,
+            f"{1000 * C.median(o['seconds'] for o in on_runs[name]):.1f}",
+            f"{1000 * C.median(o['cpu'] for o in on_runs[name]):.1f}",
+            f"{C.median(wall):.3f}",
+            C.spread(wall),
+            f"{C.median(cpu):.3f}",
+            f"{C.median(fit):.3f}",
+            target,
+            met,
+            NOTES.get(name, ""),
+        ])
+    print()
+    print(C.markdown_table(["trick", "wall ms/step", "CPU ms/step", "step ratio (wall)", "range", "step ratio (CPU)",
+                            "fit ratio (wall)", "expected", "met (wall / CPU)", "note"], rows))
+    not_measured = [(n, f"build/run failed: {msg}") for n, msg in failed.items()]
+    not_measured += [(n, "no plug-in registered yet") for n in missing]
+    if not_measured:
+        print("\nnot measured:")
+        for n, why in not_measured:
+            print(f"- {n}: {why}")
+    print("\nstep: the batch loop of epochs >= 1 (EPOCH_START to EVAL_START) / batches; ratio: on / mean of the two"
+          " neighbouring off runs, median over rounds. fit: the whole Trainer.fit (evaluation included).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
