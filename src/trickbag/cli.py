@@ -31,7 +31,6 @@ def _split_recipe_and_overrides(items: list[str]) -> tuple[Optional[str], list[s
 # --------------------------------------------------------------------------- commands
 def cmd_train(args: argparse.Namespace) -> int:
     from trickbag.config import load_recipe
-    from trickbag.train.run import resume_run, train_recipe
 
     recipe_name, overrides = _split_recipe_and_overrides(args.items)
     if args.resume:
@@ -39,13 +38,20 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise TrickbagError(
                 f"--resume takes the recipe from the run directory; drop {recipe_name!r} (overrides are allowed)"
             )
+        from trickbag.config import load_run_recipe
+
+        recipe = load_run_recipe(Path(args.resume), overrides)
+    else:
+        recipe = load_recipe(recipe_name, overrides)  # bad input fails here, before the heavy imports
+    if recipe.dist.nproc > 1 and "LOCAL_RANK" not in os.environ:
+        from trickbag.launch import launch_torchrun
+
+        return launch_torchrun(recipe_name, overrides, recipe.dist.nproc, quiet=args.quiet, resume=args.resume)
+    from trickbag.train.run import resume_run, train_recipe
+
+    if args.resume:
         result = resume_run(Path(args.resume), overrides, quiet=args.quiet)
     else:
-        recipe = load_recipe(recipe_name, overrides)
-        if recipe.dist.nproc > 1 and "LOCAL_RANK" not in os.environ:
-            from trickbag.launch import launch_torchrun
-
-            return launch_torchrun(recipe_name, overrides, recipe.dist.nproc)
         result = train_recipe(recipe, quiet=args.quiet)
     if result.interrupted:
         print(f"trickbag: interrupted; continue with: trickbag train --resume {result.run_dir}", file=sys.stderr)

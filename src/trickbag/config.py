@@ -649,3 +649,15 @@ def load_recipe(name_or_path: str | None = None, overrides: list[str] | None = N
 def recipe_to_yaml(recipe: Recipe) -> str:
     """The fully resolved recipe as YAML (every default written out)."""
     return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
+
+
+def load_run_recipe(run_dir: str | Path, overrides: list[str] | None = None) -> Recipe:
+    """The resolved recipe saved in a run directory, with overrides applied (for ``--resume``)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RecipeError(f"--resume {str(run_dir)!r}: no such run directory")
+    path = run_dir / "recipe.yaml"
+    if not path.is_file():
+        raise RecipeError(f"{str(run_dir)!r} is not a trickbag run directory (no recipe.yaml)")
+    data = apply_overrides(_read_yaml(path), parse_overrides(list(overrides or [])))
+    return recipe_from_dict(data)

@@ -124,3 +124,16 @@ def test_unwritable_directory_is_a_checkpoint_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(CheckpointError, match="could not write"):
         save_checkpoint(blocker / "sub" / "c.pt", {"a": 1})  # parent is a file: mkdir fails
+
+
+def test_atomic_files_get_the_mode_a_plain_open_would(tmp_path):
+    import os
+
+    from trickbag.train.checkpoint import atomic_write_text
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    atomic = tmp_path / "atomic.txt"
+    atomic_write_text(atomic, "x")
+    assert (atomic.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777)
+    assert os.access(atomic, os.R_OK)

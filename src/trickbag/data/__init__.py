@@ -8,8 +8,16 @@ from trickbag.data.cutout import cutout
 from trickbag.data.encoding import one_hot
 from trickbag.data.mix import MixupCutmix, cutmix, mixup
 from trickbag.data.stats import mean_std
-from trickbag.data.transforms import eval_transforms, train_transforms
 from trickbag.data.video_sampling import tsn_indices
+
+
+def __getattr__(name: str):
+    # the presets import torchvision: load them only when asked, so `import trickbag.data` stays light
+    if name in ("train_transforms", "eval_transforms"):
+        from trickbag.data import transforms
+
+        return getattr(transforms, name)
+    raise AttributeError(f"module 'trickbag.data' has no attribute {name!r}")
 
 __all__ = [
     "MixupCutmix",

@@ -77,17 +77,8 @@ def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.Dist
 
 def build_optimizer(recipe: Recipe, param_groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
     """The recipe's optimizer over ``param_groups`` (group keys override the recipe's values)."""
-    o = recipe.optim
-    if o.name == "sgd":
-        return torch.optim.SGD(param_groups, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-                               weight_decay=o.weight_decay)
-    if o.name == "adamw":
-        return torch.optim.AdamW(param_groups, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
-    if o.name == "adam":
-        return torch.optim.Adam(param_groups, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
-    if o.name == "rmsprop":
-        return torch.optim.RMSprop(param_groups, lr=o.lr, momentum=o.momentum, eps=o.eps, weight_decay=o.weight_decay)
-    raise RecipeError(f"optim.name={o.name!r} is not supported")  # pragma: no cover - schema forbids it
+    cls, kwargs = optimizer_kwargs(recipe)
+    return cls(param_groups, **kwargs)
 
 
 def optimizer_kwargs(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:

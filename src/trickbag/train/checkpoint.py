@@ -38,6 +38,15 @@ class WriteError(TrickbagError, OSError):
     """A run file (metrics, summary, recipe) could not be written; the previous version is intact."""
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -58,6 +67,8 @@ def _atomic_write(path: Path, write: Callable[[Any], None], mode: str) -> None:
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, mode) as fh:
+            # mkstemp creates 0600; give the file the mode a plain open() would (0666 minus the umask)
+            os.fchmod(fh.fileno(), 0o666 & ~_UMASK)
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

@@ -294,14 +294,9 @@ def model_summary(ctx: Any) -> str:
 
 
 def _load_run_recipe(run_dir: Path, overrides: list[str]) -> Recipe:
-    path = Path(run_dir) / "recipe.yaml"
-    if not path.is_file():
-        raise TrickbagError(f"{str(run_dir)!r} is not a trickbag run directory (no recipe.yaml)")
-    from trickbag.config import _read_yaml  # safe_load; a damaged file is one RecipeError line
+    from trickbag.config import load_run_recipe
 
-    data = _read_yaml(path)
-    data = apply_overrides(data, parse_overrides(overrides))
-    return recipe_from_dict(data)
+    return load_run_recipe(run_dir, overrides)
 
 
 def resume_run(run_dir: Path, overrides: list[str] | None = None, **kw: Any) -> RunResult:

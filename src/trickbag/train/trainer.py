@@ -291,7 +291,7 @@ class Trainer:
                 upd_n.add_(bs)
             seen += int(x.shape[0])
             if takes_closure:
-                group.append((x, y))
+                group.append(s.batch)
             if not last_micro:
                 continue
             closure = self._make_closure(group, group_size) if takes_closure else None
@@ -314,6 +314,8 @@ class Trainer:
             s.metrics["train/acc"] = totals[1] / n
         s.metrics["train/samples_per_s"] = seen / elapsed if elapsed > 0 else float("nan")
         s.metrics["train/epoch_time_s"] = elapsed
+        # per-epoch values collected by plug-ins (floats or 0-d tensors, read once here)
+        s.metrics.update({k: float(v) for k, v in (s.extra.pop("epoch_metrics", None) or {}).items()})
         for gi, lr in enumerate(s.lrs()):
             s.metrics[f"lr/group{gi}"] = lr
         # a stop requested during the batch loop (signal, non-finite policy) leaves the epoch unfinished
@@ -350,13 +352,21 @@ class Trainer:
             s.closure_pass = True
             try:
                 total = torch.zeros((), device=self.device)
-                for j, (x, y) in enumerate(group):
+                for j, batch in enumerate(group):
+                    s.batch = batch  # LOSS plug-ins (distillation) see this micro-batch, not the last one
+                    x, y = batch[0], batch[1]
                     last = j == len(group) - 1
                     sync = contextlib.nullcontext() if last or not hasattr(s.model, "no_sync") else s.model.no_sync()
                     with sync:
                         loss = self._forward_loss(x, y)
                         (loss / group_size).backward()
                     total = total + loss.detach() / group_size
+                # these are the gradients the update uses: clip and log them too (closure_pass is True)
+                self._emit(Event.AFTER_BACKWARD)
+                if self.clip is not None:
+                    s.grad_norm = torch.nn.utils.clip_grad_norm_(
+                        [p for g in s.optimizer.param_groups for p in g["params"]], self.clip, foreach=True
+                    )
                 return total
             finally:
                 s.closure_pass = False
