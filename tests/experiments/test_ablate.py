@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import re
 import subprocess
@@ -190,6 +189,22 @@ def test_killed_ablation_resumes_and_table_comes_from_the_runs(tmp_path):
     exact = np.array([cells["all_s0"]["metric"], cells["all_s1"]["metric"]])
     assert f"{exact.mean():.4f} ± {exact.std(ddof=1):.4f}" in md
     assert (out / "ablation.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_systematic_failure_stops_early_and_is_reported_in_one_line(tmp_path, capsys):
+    """Every cell would fail the same way (data file missing): stop after two, not after all six."""
+    out = tmp_path / "abl"
+    args = ["ablate", "data.name=csv", f"data.root={tmp_path / 'missing.csv'}", "model.name=mlp",
+            "log.tensorboard=false", "--tricks", "ema", "--seeds", "3", "--out", str(out)]
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert "stopping: the first cells of this run all failed" in captured.err
+    assert err[-1].startswith("trickbag: error: 2 cell(s) failed (all_s0, baseline_s0): ")
+    assert "missing.csv" in err[-1] and "trickbag: error: trickbag: error" not in err[-1]
+    cells = json.loads((out / "ablation.json").read_text())["cells"]
+    assert sorted(cells) == ["all_s0", "baseline_s0"] and all(c["status"] == "failed" for c in cells.values())
+    assert "| all " in captured.out and "—" in captured.out  # the (empty) table is still written
 
 
 # --------------------------------------------------------------------------- command-line errors

@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, TextIO
 
@@ -369,6 +369,8 @@ def format_table(rows: Sequence[dict[str, Any]], metric: str, reference: str, co
     for r in rows:
         if r["delta"] is None:
             delta = "(reference)"
+        elif math.isnan(r["delta"]):
+            delta = "—"
         elif r["ci_low"] is None or math.isnan(r["ci_low"]):
             delta = f"{r['delta']:+.4f} [n < 2]"
         else:
@@ -447,7 +449,7 @@ def _last_line(path: Path) -> str:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "(no log)"
-    return lines[-1] if lines else "(empty log)"
+    return lines[-1].removeprefix("trickbag: error: ") if lines else "(empty log)"
 
 
 def run_ablation(
@@ -461,7 +463,7 @@ def run_ablation(
     overrides: Sequence[str] = (),
     metric: str = "test/acc",
     confidence: float = 0.95,
-    stream: TextIO = sys.stderr,
+    stream: Optional[TextIO] = None,
 ) -> AblationResult:
     """Run (or finish) an ablation of ``tricks`` on ``recipe`` and write its table, CSV and chart.
 
@@ -475,10 +477,11 @@ def run_ablation(
         overrides: ``key.sub=value`` applied to every variant before the trick switches.
         metric: ``test/<name>`` (best.pt on the test split) or a per-epoch key (value at the last epoch).
         confidence: coverage of the paired interval.
-        stream: where progress lines go.
+        stream: where progress lines go (default: ``sys.stderr`` at call time).
     """
     from trickbag.config import load_recipe, recipe_to_yaml
 
+    stream = stream if stream is not None else sys.stderr
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ExperimentError(f"--seeds must be an integer >= 1 (number of seeds per variant), got {seeds!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -570,33 +573,41 @@ def run_ablation(
 
     ran: list[str] = []
     t_start = time.perf_counter()
-    if todo:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(run_cell, v, s): (v, s) for v, s in todo}
-            try:
-                for fut in as_completed(futures):
-                    v, s = futures[fut]
-                    name = cell_name(v, s)
-                    cells[name] = fut.result()
-                    save()
-                    ran.append(name)
-                    k = len(ran)
-                    eta = (time.perf_counter() - t_start) / k * (len(todo) - k)
-                    rec = cells[name]
-                    if rec["status"] == "done":
-                        what = f"{metric} {rec['metric']:.4f}, {rec['wall_time_s']:.1f} s"
-                    else:
-                        what = f"FAILED ({rec['message']}; log {rec['log']})"
-                    print(f"[{done_before + k}/{total}] {v.name} seed {s}: {what}; ETA {_fmt_eta(eta)}",
+    pending = list(todo)
+    stopping = False
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        running: dict[Any, tuple[Variant, int]] = {}
+        while pending or running:
+            while pending and not stopping and len(running) < jobs:  # at most `jobs` cells started at a time
+                v, s = pending.pop(0)
+                running[pool.submit(run_cell, v, s)] = (v, s)
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                v, s = running.pop(fut)
+                name = cell_name(v, s)
+                cells[name] = rec = fut.result()
+                save()
+                ran.append(name)
+                k = len(ran)
+                eta = (time.perf_counter() - t_start) / k * (len(todo) - k)
+                if rec["status"] == "done":
+                    what = f"{metric} {rec['metric']:.4f}, {rec['wall_time_s']:.1f} s"
+                else:
+                    what = f"FAILED ({rec['message']}; log {rec['log']})"
+                print(f"[{done_before + k}/{total}] {v.name} seed {s}: {what}; ETA {_fmt_eta(eta)}",
+                      file=stream, flush=True)
+                failures = sum(cells[c]["status"] == "failed" for c in ran)
+                if not stopping and failures == k and failures >= min(2, len(todo)):
+                    # a systematic problem (a typo in --metric, a broken recipe): do not spend every cell on it
+                    stopping = True
+                    print("stopping: the first cells of this run all failed; fix the cause and rerun",
                           file=stream, flush=True)
-                    if kill_after and k >= kill_after:
-                        if hasattr(signal, "SIGKILL"):
-                            os.kill(os.getpid(), signal.SIGKILL)
-                        os._exit(137)  # pragma: no cover - platforms without SIGKILL
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+                if kill_after and k >= kill_after:
+                    if hasattr(signal, "SIGKILL"):
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    os._exit(137)  # pragma: no cover - platforms without SIGKILL
     rows = ablation_rows(variants, seed_list, cells, reference, confidence)
     table = format_table(rows, metric, reference, confidence)
     header = [

@@ -361,7 +361,7 @@ def run_sweep(
     seed: int = 0,
     pruner: Literal["median", "none"] = "median",
     startup_trials: int = 2,
-    stream: TextIO = sys.stderr,
+    stream: Optional[TextIO] = None,
 ) -> SweepResult:
     """Run ``trials`` trials of a sweep (new study, or more trials of an existing one with ``resume``).
 
@@ -381,6 +381,7 @@ def run_sweep(
     from trickbag.config import load_recipe, recipe_to_yaml
     from trickbag.experiments.report import atomic_write_text, csv_text, markdown_table
 
+    stream = stream if stream is not None else sys.stderr
     optuna = _optuna()
     if sampler not in ("grid", "random", "tpe"):
         raise ExperimentError(f"--sampler {sampler!r} is not allowed; allowed: grid, random, tpe")
