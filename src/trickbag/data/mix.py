@@ -201,6 +201,8 @@ def mixup(
 
 
 # --------------------------------------------------------------------------- cutmix
+_SCATTER_BYTES = 4 << 20  # boxes of this many bytes or more are scattered in place (see cutmix)
+
 def _cutmix_box(
     spatial: tuple[int, ...], lam: float, center: object, generator: torch.Generator | None
 ) -> tuple[tuple[slice, ...], float]:
@@ -299,11 +301,13 @@ def cutmix(
     box, lam = _cutmix_box(tuple(x.shape[2:]), lam, center, generator)
     x_mixed = x.clone()
     index = (slice(None), slice(None), *box)
-    if sampled:  # scatter each box to its place through the inverse permutation: no temporary copy
+    if sampled and x[index].numel() * x.element_size() >= _SCATTER_BYTES:
+        # a large box: scatter it to its places through the inverse permutation, no temporary copy
+        # (a fresh multi-MiB temporary costs more in page faults than the copy itself)
         inverse = torch.empty_like(perm)
         inverse[perm] = torch.arange(n, device=perm.device)
         x_mixed[index].index_copy_(0, inverse, x[index])
-    else:  # any partner indices (repeats allowed): gather the boxes, not the whole permuted batch
+    else:  # gather the partners' boxes (not the whole permuted batch); any indices, repeats allowed
         x_mixed[index] = torch.index_select(x[index], 0, perm)
     targets = targets.to(x.device)
     y_soft = torch.index_select(targets, 0, perm).lerp_(targets, lam)
