@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import typing
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -28,6 +29,7 @@ from trickbag.errors import RecipeError
 __all__ = [
     "Recipe",
     "DataConfig",
+    "BinConfig",
     "ModelConfig",
     "OptimConfig",
     "ScheduleConfig",
@@ -50,6 +52,13 @@ class _Section(BaseModel):
 
 
 # --------------------------------------------------------------------------- sections
+class BinConfig(_Section):
+    """How one CSV feature column is binned (``trickbag.tabular.bin_feature``) before it reaches the model."""
+
+    method: Literal["width", "quantile", "tree"] = "quantile"  # equal width, equal frequency, or decision-tree splits on the label
+    n_bins: int = Field(10, ge=1, le=1000)  # at most this many bins (ties / tree leaves may give fewer); n_bins + 1 inputs
+
+
 class DataConfig(_Section):
     """Where the data comes from and how it is batched."""
 
@@ -73,6 +82,18 @@ class DataConfig(_Section):
     num_samples: Optional[int] = Field(None, ge=10)  # fake / mnist1d: samples to generate
     num_classes: Optional[int] = Field(None, ge=2)  # fake
     shape: Optional[list[int]] = None  # fake: per-sample shape, e.g. [3, 32, 32]
+    # csv: {feature column: {method, n_bins}}; edges fitted on the training split only, each binned column
+    # replaced in place by one-hot bin indicators plus a last "missing" indicator (empty or NaN cells allowed)
+    bins: dict[str, BinConfig] = Field(default_factory=dict)
+
+    @field_validator("bins")
+    @classmethod
+    def _bins_for_csv(cls, v: dict[str, BinConfig], info: Any) -> dict[str, BinConfig]:
+        if v and info.data.get("name", "csv") != "csv":
+            raise ValueError(f"binning applies to data.name=csv only, not {info.data.get('name')!r}")
+        if any(not k.strip() for k in v):
+            raise ValueError("every key must be a CSV column name")
+        return v
 
     @field_validator("std")
     @classmethod
@@ -472,11 +493,16 @@ def _schema_keys(model: type[BaseModel]) -> list[str]:
 
 def _section_model(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     model: type[BaseModel] = Recipe
-    for part in loc:
-        field = model.model_fields.get(str(part))
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
         if field is None:
             return None
         ann = field.annotation
+        value_type = typing.get_args(ann)[-1] if typing.get_origin(ann) is dict else None
+        if isinstance(value_type, type) and issubclass(value_type, BaseModel) and parts:
+            parts.pop(0)  # a mapping of sections (data.bins.<column>): skip the key
+            ann = value_type
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             model = ann
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv as _csv
 import dataclasses
+import difflib
 import hashlib
 import math
 import os
@@ -101,7 +102,13 @@ def _tensor_splits(
     test: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
     classes: Optional[list[str]] = None,
     normalise: bool = True,
+    encode: Optional[Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]]] = None,
 ) -> DataSplits:
+    """Split ``x [N, ...]`` / ``y [N]`` (stratified), normalise with training statistics, wrap as datasets.
+
+    ``encode(train_rows)`` returns a row-wise input transform fitted on the training rows only (e.g.
+    bin edges); it is applied to every split before normalisation.
+    """
     yn = y.numpy()
     if test is None:
         rest, test_idx = _split_indices(yn, cfg.test_fraction, cfg.split_seed)
@@ -111,6 +118,9 @@ def _tensor_splits(
         x_test, y_test = test
     tr_idx_local, val_idx_local = _split_indices(yn[rest], cfg.val_fraction, cfg.split_seed + 1)
     tr, va = rest[tr_idx_local], rest[val_idx_local]
+    if encode is not None:
+        transform = encode(tr)
+        x, x_test = transform(x), transform(x_test)
     x_tr, y_tr = x[tr], y[tr]
     if normalise:  # statistics of the training part only
         dims = [0] + list(range(2, x.dim()))
@@ -222,6 +232,15 @@ def _csv_source(cfg: Any) -> DataSplits:
     if missing:
         raise DataError(f"data.feature_columns {missing} are not columns of {cfg.root!r}; columns: {', '.join(header)}")
     fi = [header.index(f) for f in feats]
+    for name in cfg.bins:
+        if name not in feats:
+            close = difflib.get_close_matches(name, feats, n=1)
+            what = "the label column" if name == cfg.label_column else "not a feature column"
+            hint = f" (did you mean {close[0]!r}?)" if close and name != cfg.label_column else ""
+            raise DataError(
+                f"data.bins names {name!r}, which is {what} of {cfg.root!r}{hint}; feature columns: {', '.join(feats)}"
+            )
+    binned = {feats.index(name) for name in cfg.bins}  # these may hold empty / NaN cells (own indicator)
     xs, labels = [], []
     for r, row in enumerate(rows[1:], start=2):
         if not row or all(not c.strip() for c in row):
@@ -229,12 +248,14 @@ def _csv_source(cfg: Any) -> DataSplits:
         if len(row) != len(header):
             raise DataError(f"{cfg.root!r} line {r}: {len(row)} fields, expected {len(header)}")
         try:
-            vals = [float(row[i]) for i in fi]
+            vals = [math.nan if j in binned and not row[i].strip() else float(row[i]) for j, i in enumerate(fi)]
         except ValueError:
             raise DataError(f"{cfg.root!r} line {r}: a feature is not a number: {[row[i] for i in fi]}") from None
-        if not all(math.isfinite(v) for v in vals):
-            bad = feats[next(j for j, v in enumerate(vals) if not math.isfinite(v))]
-            raise DataError(f"{cfg.root!r} line {r}: feature {bad!r} is NaN or infinite; clean or impute it first")
+        bad_j = next((j for j, v in enumerate(vals) if math.isinf(v) or (math.isnan(v) and j not in binned)), None)
+        if bad_j is not None:
+            raise DataError(
+                f"{cfg.root!r} line {r}: feature {feats[bad_j]!r} is NaN or infinite; clean or impute it first"
+            )
         xs.append(vals)
         labels.append(row[li].strip())
     if all(_is_int(v) for v in labels):
@@ -252,8 +273,61 @@ def _csv_source(cfg: Any) -> DataSplits:
         y = torch.tensor([classes.index(v) for v in labels])
     if len(set(y.tolist())) < 2:
         raise DataError(f"{cfg.root!r}: the label column has fewer than 2 classes")
-    x = torch.tensor(xs, dtype=torch.float32)
-    return _tensor_splits(x.unsqueeze(1), y, cfg, augment=None, classes=classes)
+    x = torch.tensor(xs, dtype=torch.float32).unsqueeze(1)  # [N, 1, F]
+    encode = _bin_columns(x, y, cfg, feats) if cfg.bins else None
+    return _tensor_splits(x, y, cfg, augment=None, classes=classes, encode=encode)
+
+
+def _bin_columns(
+    x: torch.Tensor, y: torch.Tensor, cfg: Any, feats: list[str]
+) -> Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]]:
+    """``data.bins``: fit each column's edges on the training rows, then one-hot the bin codes of every row.
+
+    ``x``: ``[N, 1, F]`` raw features (NaN allowed in binned columns), ``y``: ``[N]`` class indices.
+    Returns ``encode(train_rows)`` for :func:`_tensor_splits`; its transform maps ``[n, 1, F]`` to
+    ``[n, 1, F']``, each binned column replaced in place by ``n_bins + 1`` indicators: one per bin of
+    ``trickbag.tabular.Binning.transform`` (values outside the training range go to the first or
+    last bin) and a last one for a missing value.  ``method: tree`` splits on the label with a
+    ``DecisionTreeClassifier(max_leaf_nodes=n_bins)``, which handles any number of classes.
+    """
+    from torch.nn.functional import one_hot
+
+    from trickbag import tabular
+
+    columns = {feats.index(name): (name, spec) for name, spec in cfg.bins.items()}
+
+    def encode(train_rows: np.ndarray) -> Callable[[torch.Tensor], torch.Tensor]:
+        fitted: dict[int, tabular.Binning] = {}
+        y_tr = y[train_rows].numpy()
+        for j, (name, spec) in columns.items():
+            v = x[train_rows, 0, j].double().numpy()
+            known = ~np.isnan(v)
+            if not known.any():
+                raise DataError(
+                    f"data.bins: column {name!r} of {cfg.root!r} has no value in the training split; fill it in or "
+                    "remove it from data.bins"
+                )
+            if spec.method == "tree":  # tabular.bin_feature(target=) takes a binary label only (for WoE)
+                edges = tabular._tree_edges(v[known], y_tr[known], spec.n_bins, 1, 0)
+                b = tabular.Binning("tree", edges, codes=np.empty(0, dtype=np.int64))
+                fitted[j] = dataclasses.replace(b, codes=b.transform(v))
+            else:
+                fitted[j] = tabular.bin_feature(v, spec.method, spec.n_bins)
+
+        def transform(t: torch.Tensor) -> torch.Tensor:
+            parts = []
+            for j in range(t.shape[-1]):
+                col = t[:, 0, j]
+                if j in fitted:
+                    codes = torch.from_numpy(fitted[j].transform(col.double().numpy()))
+                    parts.append(one_hot(codes, fitted[j].n_bins + 1).to(t.dtype))
+                else:
+                    parts.append(col[:, None])
+            return torch.cat(parts, dim=1).unsqueeze(1)
+
+        return transform
+
+    return encode
 
 
 def _is_int(v: str) -> bool:
