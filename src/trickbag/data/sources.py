@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
-from trickbag.errors import DataError
+from trickbag.errors import DataError, TrickbagError
 
 __all__ = ["DataSplits", "build_data", "TensorDataset", "cache_dir"]
 
@@ -341,6 +341,66 @@ def _is_int(v: str) -> bool:
 _IMG_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
+def _to_mode(img: Any, mode: str) -> Any:
+    """Convert a PIL image to ``mode`` ("RGB" or "L") for the transforms.
+
+    16-bit greyscale (``I;16*``) is scaled to 8 bits, ``round(v / 257)``, where PIL's own conversion
+    would clip every value above 255 to white; palette images with transparency go through RGBA
+    (what PIL asks for). Modes PIL cannot convert (e.g. LAB to L) raise its ``ValueError``.
+    """
+    from PIL import Image
+
+    if img.mode.startswith("I;16"):
+        img = Image.fromarray(np.round(np.asarray(img, dtype=np.float64) / 257.0).astype(np.uint8))
+    elif img.mode == "P" and "transparency" in img.info:
+        img = img.convert("RGBA")
+    return img.convert(mode)
+
+
+class _UnreadableSample(DataError):
+    """An image sample that cannot be loaded; one line naming the file, also from a DataLoader worker."""
+
+    def __init__(self, message: str) -> None:
+        # a worker's error is re-raised as ``cls("Caught ... Original Traceback ...")``: keep our last line
+        last = message.rstrip().splitlines()[-1] if message.strip() else ""
+        prefix = f"{type(self).__module__}.{type(self).__qualname__}: "
+        if message.startswith("Caught ") and last.startswith(prefix):
+            message = last[len(prefix) :]
+        super().__init__(message)
+
+
+class _ImageSplit(Subset):
+    """A split of an ImageFolder whose unreadable samples raise a one-line :class:`DataError` naming the file."""
+
+    def __init__(self, folder: Dataset, indices: Sequence[int], split: str) -> None:
+        super().__init__(folder, indices)
+        self.split = split
+
+    @classmethod
+    def of(cls, ds: Optional[Dataset], split: str) -> Optional["_ImageSplit"]:
+        if ds is None:
+            return None
+        if isinstance(ds, Subset):
+            return cls(ds.dataset, ds.indices, split)
+        return cls(ds, range(len(ds)), split)
+
+    def __getitem__(self, i: int):
+        try:
+            return self.dataset[self.indices[i]]
+        except TrickbagError:
+            raise
+        except Exception as exc:  # PIL (truncated, not an image, unknown mode), OS and transform errors
+            path = self.dataset.samples[self.indices[i]][0]
+            which = f"the first {self.split} sample" if i == 0 else f"{self.split} sample {i}"
+            reason = (str(exc).strip().splitlines() or [""])[0][:160]
+            raise _UnreadableSample(
+                f"data: {which} (file {path!r}) cannot be loaded: {type(exc).__name__}: {reason}"
+            ) from None
+
+    def __getitems__(self, indices: list[int]) -> list:
+        return [self[i] for i in indices]
+
+
 def _imagefolder(cfg: Any) -> DataSplits:
     from torchvision.datasets import ImageFolder
 
@@ -364,9 +424,8 @@ def _imagefolder(cfg: Any) -> DataSplits:
     def loader(path: str):
         from PIL import Image
 
-        with open(path, "rb") as fh:
-            img = Image.open(fh)
-            return img.convert("RGB" if rgb else "L")
+        with Image.open(path) as img:  # by path: PIL's errors then name the file, not a file object
+            return _to_mode(img, "RGB" if rgb else "L")
 
     def folder(p: Path, transform) -> ImageFolder:
         try:
@@ -406,6 +465,8 @@ def _imagefolder(cfg: Any) -> DataSplits:
         classes = train_full.classes
     if len(train) == 0:
         raise DataError(f"data.root={cfg.root!r}: the training split is empty")
+    train, eval_train = _ImageSplit.of(train, "train"), _ImageSplit.of(eval_train, "train")
+    val, test = _ImageSplit.of(val, "val"), _ImageSplit.of(test, "test")
     counts = np.bincount(ys[tr], minlength=len(classes)).tolist()
     return DataSplits(
         train=train,
@@ -415,7 +476,7 @@ def _imagefolder(cfg: Any) -> DataSplits:
         input_shape=(len(mean), size, size),
         class_counts=counts,
         classes=list(classes),
-        predict_transform=lambda img: t_eval(img.convert("RGB" if rgb else "L")),
+        predict_transform=lambda img: t_eval(_to_mode(img, "RGB" if rgb else "L")),
         eval_train=eval_train,
     )
 
