@@ -87,15 +87,20 @@ def _naive_features(cols: dict[str, np.ndarray], train_ids: np.ndarray) -> tuple
     return np.concatenate(out, axis=1), layout
 
 
-def _raw(x: torch.Tensor) -> tuple[np.ndarray, float, float]:
-    """Undo ``(f - m) / s`` from the two values the indicator columns take; returns (features, m, s)."""
-    x = x.reshape(len(x), -1).double().numpy()
-    lo, hi = x[:, 1:].min(), x[:, 1:].max()
-    s = 1.0 / (hi - lo)
-    m = -lo * s
-    raw = x * s + m
+def _raw(x: torch.Tensor, splits) -> tuple[np.ndarray]:
+    """Undo the source's per-column affine standardisation, read off by probing it with 0 and 1.
+
+    (The standardisation itself is checked against training-row statistics in the test above; here
+    only the binning matters.)
+    """
+    shape = x.shape[1:]
+    zero = splits.normalise(torch.zeros(1, *shape)).reshape(-1).double()
+    one = splits.normalise(torch.ones(1, *shape)).reshape(-1).double()
+    std = 1.0 / (one - zero)
+    mean = -zero * std
+    raw = (x.reshape(len(x), -1).double() * std + mean).numpy()
     np.testing.assert_allclose(raw[:, 1:], np.round(raw[:, 1:]), atol=1e-4)  # indicators: 0 or 1 only
-    return raw, m, s
+    return (raw,)
 
 
 def _recipe(csv: Path, tmp_path: Path, *extra: str):
@@ -122,20 +127,22 @@ def test_model_inputs_are_naive_bins_of_training_rows(tmp_path):
         handle.remove()
     assert (result.run_dir / "checkpoints" / "best.pt").is_file()
 
-    raw, m, s = _raw(torch.cat([x for _, x in seen]))
-    ids = np.round(raw[:, 0]).astype(int)
-    is_train = np.concatenate([np.full(len(x), t) for t, x in seen])
+    x = torch.cat([x for _, x in seen]).reshape(-1, seen[0][1][0].numel()).double().numpy()
+    # the id column is standardised too, but stays monotonic: its rank among the N rows is the id
+    uniq = np.unique(np.round(x[:, 0], 6))
+    assert len(uniq) == N  # every row was fed to the model (train, val and test)
+    ids = np.searchsorted(uniq, np.round(x[:, 0], 6))
+    is_train = np.concatenate([np.full(len(t), tr) for tr, t in seen])
     train_ids = np.unique(ids[is_train])
     assert len(train_ids) == 72 == is_train.sum()  # 100 rows - 20 test - 8 val, each trained on once
-    assert set(range(N)) - set(train_ids.tolist()) <= set(ids[~is_train].tolist())  # val and test evaluated
 
     expected, layout = _naive_features(cols, train_ids)
-    assert raw.shape[1] == expected.shape[1]  # id + (4+1) + (<=4 + 1) + (<=3 + 1) inputs
-    np.testing.assert_allclose(raw, expected[ids], atol=1e-4)
-    # the one normalisation (mean/std over all inputs) comes from the training rows as well
+    assert x.shape[1] == expected.shape[1]  # id + (4+1) + (<=4 + 1) + (<=3 + 1) inputs
+    # each column standardised with the mean and std of the training rows only
     train_rows = torch.tensor(expected[train_ids])
-    assert m == pytest.approx(train_rows.mean().item(), rel=1e-4)
-    assert s == pytest.approx(train_rows.std().item(), rel=1e-4)
+    mean = train_rows.mean(0).numpy()
+    std = train_rows.std(0).clamp_min(1e-8).numpy()
+    np.testing.assert_allclose(x, ((expected - mean) / std)[ids], atol=1e-4)
     # every method made several bins; a missing b has its own indicator
     assert [layout[k].stop - layout[k].start for k in "abc"] == [5, 5, 4]
     np.testing.assert_array_equal(expected[:, layout["b"]][:, -1], np.isnan(cols["b"]))
@@ -145,9 +152,9 @@ def test_edges_do_not_depend_on_validation_or_test_rows(tmp_path):
     cols = _columns()
     recipe = _recipe(_write(tmp_path / "d.csv", cols), tmp_path / "runs")
     before = build_data(recipe.data)
-    train_ids = np.round(_raw(before.train.x)[0][:, 0]).astype(int)
-    test_id = int(np.round(_raw(before.test.x)[0][0, 0]))
-    val_id = int(np.round(_raw(before.val.x)[0][-1, 0]))
+    train_ids = np.round(_raw(before.train.x, before)[0][:, 0]).astype(int)
+    test_id = int(np.round(_raw(before.test.x, before)[0][0, 0]))
+    val_id = int(np.round(_raw(before.val.x, before)[0][-1, 0]))
 
     changed = {k: v.copy() for k, v in cols.items()}
     for i, (a, b, c) in ((test_id, (1e6, -1e6, 1e6)), (val_id, (-1e6, 1e6, -1e6))):
@@ -157,7 +164,7 @@ def test_edges_do_not_depend_on_validation_or_test_rows(tmp_path):
     assert torch.equal(before.train.x, after.train.x)  # same edges, same training inputs
     expected, layout = _naive_features(changed, train_ids)
     for split in ("train", "val", "test"):
-        raw = _raw(getattr(after, split).x)[0]
+        raw = _raw(getattr(after, split).x, after)[0]
         np.testing.assert_allclose(raw, expected[np.round(raw[:, 0]).astype(int)], atol=1e-4)
     # the extreme values fall into the first / last training bin, not into bins of their own
     for name, codes in (("a", [3, 0]), ("b", [0, 3]), ("c", [2, 0])):

@@ -103,6 +103,7 @@ def _tensor_splits(
     classes: Optional[list[str]] = None,
     normalise: bool = True,
     encode: Optional[Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]]] = None,
+    per_feature: bool = False,
 ) -> DataSplits:
     """Split ``x [N, ...]`` / ``y [N]`` (stratified), normalise with training statistics, wrap as datasets.
 
@@ -122,8 +123,8 @@ def _tensor_splits(
         transform = encode(tr)
         x, x_test = transform(x), transform(x_test)
     x_tr, y_tr = x[tr], y[tr]
-    if normalise:  # statistics of the training part only
-        dims = [0] + list(range(2, x.dim()))
+    if normalise:  # statistics of the training part only: per channel, or per feature (tabular columns)
+        dims = [0] if per_feature else [0] + list(range(2, x.dim()))
         mean = x_tr.mean(dim=dims, keepdim=True)[0]
         std = x_tr.std(dim=dims, keepdim=True)[0].clamp_min(1e-8)
         norm = lambda t: (t - mean) / std  # noqa: E731
@@ -275,7 +276,8 @@ def _csv_source(cfg: Any) -> DataSplits:
         raise DataError(f"{cfg.root!r}: the label column has fewer than 2 classes")
     x = torch.tensor(xs, dtype=torch.float32).unsqueeze(1)  # [N, 1, F]
     encode = _bin_columns(x, y, cfg, feats) if cfg.bins else None
-    return _tensor_splits(x, y, cfg, augment=None, classes=classes, encode=encode)
+    # columns have their own units: standardise each one with its training mean and std
+    return _tensor_splits(x, y, cfg, augment=None, classes=classes, encode=encode, per_feature=True)
 
 
 def _bin_columns(
