@@ -262,7 +262,11 @@ def lightning_available() -> bool:
 
 
 def run_lightning(s: Setup, rss: C.PeakRSS) -> dict[str, Any]:  # pragma: no cover - needs lightning
+    import logging
+
     import lightning as L
+
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)  # no GPU/TPU banner, tips, "max_epochs reached"
 
     class Module(L.LightningModule):
         def __init__(self, model, opt, sched):

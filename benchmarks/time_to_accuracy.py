@@ -15,7 +15,7 @@ signals of length 40; the recipe holds part of the training signals out for vali
 recipe trains on all 4000).  Seeds alternate which variant runs first.  Target: recipe mean
 accuracy >= 99.0 % at <= 0.5x the paper recipe's wall time.
 
-Run: ``.venv/bin/python benchmarks/time_to_accuracy.py [--seeds 5] [--quick] [--threads 1]``
+Run: ``.venv/bin/python benchmarks/time_to_accuracy.py [--seeds 5] [--quick] [--threads 1] [--profile]``
 (``--quick``: 2 seeds, 600 baseline steps and 3 recipe epochs: checks that it runs, the numbers mean nothing).
 """
 
@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 seeds, 600 baseline steps, 3 recipe epochs")
     parser.add_argument("--recipe", default="mnist1d", help="recipe name or YAML path (default: mnist1d)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print a cProfile (by own time) of one recipe run and of one paper-CNN run")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
@@ -180,7 +182,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntarget: recipe mean accuracy >= {100 * TARGET_ACC:.1f} %: {'met' if ok_acc else 'MISSED'} "
           f"({100 * statistics.mean(accs):.2f} %); wall time <= {TARGET_TIME_RATIO}x the paper recipe: "
           f"{'met' if ok_time else 'MISSED'} ({ratio:.2f}x)")
+    if args.profile:
+        print("\n## cProfile of one recipe run (seed 0), by own time\n")
+        print(_profile(lambda: recipe_run(args.recipe, 0, extra)))
+        print("\n## cProfile of one paper-CNN run (seed 0), by own time\n")
+        print(_profile(lambda: paper_run(x_train, y_train, x_test, y_test, 0, steps)))
     return 0
+
+
+def _profile(fn: Any, top: int = 20) -> str:
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    fn()
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    return buf.getvalue()
 
 
 if __name__ == "__main__":
