@@ -165,6 +165,7 @@ class TrainConfig(_Section):
     deterministic: bool = False
     benchmark: bool = False  # cudnn.benchmark
     device: str = "auto"
+    threads: Optional[int] = Field(None, ge=1)  # CPU intra-op threads (None: torch's default); small models: 1
     monitor: str = "val/acc"  # metric for best.pt and early stopping
     mode: Literal["max", "min"] = "max"
     early_stopping_patience: Optional[int] = Field(None, ge=1)  # epochs without improvement

@@ -84,7 +84,7 @@ def test_predict_classifies_a_png_like_the_model_does(run_dir):
     recipe = recipe_from_dict(ckpt["recipe"])
     data = build_data(recipe.data)
     model = build_model(recipe.model.name, data.input_shape, data.num_classes, **recipe.model.kwargs)
-    model.load_state_dict(ckpt["model"])
+    model.load_state_dict(ckpt.get("eval_model") or ckpt["model"])  # the weights predict uses (EMA here)
     model.eval()
     x = data.normalise(torch.tensor(img, dtype=torch.float32).view(1, 1, 8, 8) / 16.0)
     with torch.no_grad():

@@ -140,6 +140,9 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
 
     dist = runtime.dist_info()
     runtime.configure_determinism(recipe.train.deterministic, recipe.train.benchmark)
+    if recipe.train.threads is not None:
+        # tiny models gain nothing from intra-op threads, and lose a lot when a core is busy elsewhere
+        torch.set_num_threads(recipe.train.threads)
     dev = runtime.select_device(device or recipe.train.device, local_rank=dist.local_rank)
     if recipe.train.precision == "16" and dev.type == "cpu":
         # fp16 autocast on CPU is slow and GradScaler's CPU support varies; bf16 is the CPU analogue

@@ -22,9 +22,15 @@ _STEP_CKPT = re.compile(r"^step-(\d+)\.pt$")
 
 
 def _better(value: float, best: Optional[float], mode: str) -> bool:
+    """Whether ``value`` should replace ``best`` for best.pt: better, or equal (a later epoch wins a tie).
+
+    Accuracy on a small validation split is coarse (one image of 144 is 0.7 %), so ties are common;
+    of two checkpoints with the same score, the later one has trained longer at a lower learning
+    rate and is the better pick.
+    """
     if not math.isfinite(value):
         return False
-    return best is None or (value > best if mode == "max" else value < best)
+    return best is None or (value >= best if mode == "max" else value <= best)
 
 
 def list_checkpoints(ckpt_dir: Path) -> list[Path]:
