@@ -256,9 +256,11 @@ def format_summary(recipe: Recipe, r: RunResult, trainer: Trainer) -> str:
     m = r.final
     mode = recipe.train.mode
     lines = [f"run        {r.run_dir}"]
-    vals = [h["val/acc"] for h in r.history if "val/acc" in h]
+    vals = [(int(h["epoch"]) + 1, h["val/acc"]) for h in r.history if "val/acc" in h]
     if vals:
-        lines.append(f"val acc    best {max(vals):.4f} (epoch {vals.index(max(vals)) + 1}), final {vals[-1]:.4f}")
+        top = max(v for _, v in vals)
+        best_epoch = [e for e, v in vals if v == top][-1]  # ties go to the later epoch, like best.pt
+        lines.append(f"val acc    best {top:.4f} (epoch {best_epoch}), final {vals[-1][1]:.4f}")
     if r.best is not None and recipe.train.monitor != "val/acc":
         lines.append(f"best {recipe.train.monitor} = {r.best:.6g} ({mode})")
     if "train/loss" in m:
