@@ -20,35 +20,17 @@ from trickbag.train.build import build
 from trickbag.train.checkpoint import load_checkpoint
 from trickbag.train.events import Event
 from trickbag.train.plugin import Plugin
+
+from _tiny import Hook, build_run, tiny_base
 from trickbag.train.tricks import check_interactions
 
-BASE = [
-    "data.name=fake", "data.num_samples=96", "data.batch_size=16", "train.epochs=2", "train.device=cpu",
-    "log.tensorboard=false", "run.progress=false", "run.plots=false", "schedule.warmup_epochs=0",
-    "model.kwargs={width: 8}", "optim.lr=0.1",
-]
+BASE = tiny_base(epochs=2)
 UNFREEZE = ["tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=1",
             "tricks.param_groups.enabled=true", "tricks.param_groups.lr_scale={'features.*': 0.1}"]
 
 
-class Hook(Plugin):
-    """A plug-in made of the given ``on_<event>`` callables."""
-
-    def __init__(self, **handlers):
-        self._events = set(handlers)
-        for event, fn in handlers.items():
-            setattr(self, "on_" + event, fn)
-
-    def handles(self, event: Event) -> bool:
-        return event.value in self._events
-
-
 def _run(*overrides, hook=None):
-    recipe = load_recipe("digits", [*BASE, *overrides])
-    trainer, ctx = build(recipe)
-    if hook is not None:
-        trainer.add_plugin(hook)
-    return trainer, ctx, recipe
+    return build_run(BASE, *overrides, hook=hook)
 
 
 def _train_dir(tmp_path, name, *overrides):

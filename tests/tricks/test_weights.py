@@ -14,34 +14,15 @@ from trickbag.models import build_model
 from trickbag.train.build import build
 from trickbag.train.events import Event
 from trickbag.train.plugin import Plugin
+
+from _tiny import Hook, build_run, tiny_base
 from trickbag.train.tricks.weights import EMAPlugin, SWAPlugin
 
-#: a tiny run: fake data (4 classes, [1, 8, 8], ~69 training samples in batches of 16), a narrow BN CNN
-BASE = [
-    "data.name=fake", "data.num_samples=96", "data.batch_size=16", "train.epochs=2", "train.device=cpu",
-    "log.tensorboard=false", "run.progress=false", "run.plots=false", "schedule.warmup_epochs=0",
-    "model.kwargs={width: 8}", "optim.lr=0.1",
-]
-
-
-class Hook(Plugin):
-    """A plug-in made of the given ``on_<event>`` callables."""
-
-    def __init__(self, **handlers):
-        self._events = set(handlers)
-        for event, fn in handlers.items():
-            setattr(self, "on_" + event, fn)
-
-    def handles(self, event: Event) -> bool:
-        return event.value in self._events
+BASE = tiny_base(epochs=2)
 
 
 def _run(*overrides, hook=None):
-    recipe = load_recipe("digits", [*BASE, *overrides])
-    trainer, ctx = build(recipe)
-    if hook is not None:
-        trainer.add_plugin(hook)
-    return trainer, ctx, recipe
+    return build_run(BASE, *overrides, hook=hook)
 
 
 def _snapshot(model):
