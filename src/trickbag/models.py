@@ -1,9 +1,10 @@
 """Built-in models and the model factory used by recipes.
 
-``model.name`` may be a built-in (``digits_cnn``, ``small_cnn``, ``signal_cnn``, ``mlp``), a
-torchvision classification model (``resnet18``, ``mobilenet_v3_small``, ...; random init or local
-weights via ``model.weights``), or ``package.module:function`` — your own code, which is imported and
-called, so only name code you trust.
+``model.name`` may be a built-in (``digits_cnn``, ``small_cnn``, ``signal_cnn``,
+``fast_signal_cnn``, ``mlp``), a torchvision classification model (``resnet18``,
+``mobilenet_v3_small``, ...; random init or local weights via ``model.weights``), or
+``package.module:function`` — your own code, which is imported and called, so only name code you
+trust.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from torch import nn
 
 from trickbag.errors import RecipeError
 
-__all__ = ["SmallCNN", "SignalCNN", "MLP", "build_model", "BUILTIN_MODELS"]
+__all__ = ["SmallCNN", "SignalCNN", "FastSignalCNN", "MLP", "build_model", "BUILTIN_MODELS"]
 
 
 def _conv_bn(cin: int, cout: int, conv: type[nn.Module], bn: type[nn.Module]) -> nn.Sequential:
@@ -78,6 +79,61 @@ class SignalCNN(nn.Module):
         return self.head(self.dropout(self.features(x)))
 
 
+class FastSignalCNN(nn.Module):
+    """A small, fast 1-D BatchNorm CNN for short signals ``[N, C, L]`` (MNIST-1D) → logits ``[N, K]``.
+
+    Four convolutions, each followed by BatchNorm and ReLU: a kernel-5 stem with ``width``
+    channels at full resolution and a 2x max-pool, a kernel-3 convolution to ``2 * width`` at
+    ``L/2``, a kernel-3 stride-2 one to ``4 * width`` at ``L/4`` (the MNIST-1D paper's CNN,
+    Greydanus 2020, downsamples with strides too) and a 1x1 convolution there; then global max
+    pooling over positions (a digit can sit anywhere in the signal: its strongest response
+    counts) and one linear layer.  Built for a small compute budget: at width 32 on 40-long
+    signals, 0.54 M multiply-adds per signal (``SignalCNN``: 0.74 M) and one layer at full
+    resolution instead of two (on MNIST-1D, a wider receptive field at ``L/4`` or a strided stem
+    gave no more accuracy per second of training).
+
+    >>> FastSignalCNN(1, 10)(torch.zeros(2, 1, 40)).shape
+    torch.Size([2, 10])
+    >>> w = 32  # conv weights (no biases) + BatchNorm scales/shifts + linear head
+    >>> convs = 1 * w * 5 + w * 2 * w * 3 + 2 * w * 4 * w * 3 + 4 * w * 4 * w
+    >>> sum(p.numel() for p in FastSignalCNN(1, 10, width=w).parameters()) == convs + 2 * 11 * w + 4 * w * 10 + 10
+    True
+    """
+
+    def __init__(
+        self, in_channels: int = 1, num_classes: int = 10, width: int = 32, dropout: float = 0.0, pool: str = "max"
+    ) -> None:
+        super().__init__()
+        if pool not in ("max", "avg"):
+            raise ValueError(f"pool must be 'max' or 'avg', got {pool!r}")
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"width must be an int >= 1, got {width!r}")
+        w = width
+
+        def conv(cin: int, cout: int, k: int, stride: int) -> nn.Sequential:
+            return nn.Sequential(
+                nn.Conv1d(cin, cout, k, stride=stride, padding=k // 2, bias=False),
+                nn.BatchNorm1d(cout),
+                nn.ReLU(inplace=True),
+            )
+
+        self.pool = pool
+        self.features = nn.Sequential(
+            conv(in_channels, w, 5, 1),
+            nn.MaxPool1d(2),  # L -> L/2
+            conv(w, 2 * w, 3, 1),
+            conv(2 * w, 4 * w, 3, 2),  # L/2 -> L/4
+            conv(4 * w, 4 * w, 1, 1),
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(4 * w, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.features(x)  # [N, 4w, L/4]
+        h = h.max(dim=-1).values if self.pool == "max" else h.mean(dim=-1)
+        return self.head(self.dropout(h))
+
+
 class MLP(nn.Module):
     """A multi-layer perceptron on flattened inputs → logits ``[N, K]``.
 
@@ -110,6 +166,7 @@ BUILTIN_MODELS: dict[str, Callable[..., nn.Module]] = {
     "digits_cnn": lambda shape, k, **kw: SmallCNN(shape[0], k, **kw),
     "small_cnn": lambda shape, k, **kw: SmallCNN(shape[0], k, **kw),
     "signal_cnn": lambda shape, k, **kw: SignalCNN(shape[0], k, **kw),
+    "fast_signal_cnn": lambda shape, k, **kw: FastSignalCNN(shape[0], k, **kw),
     "mlp": lambda shape, k, **kw: MLP(_numel(shape), k, **kw),
 }
 
