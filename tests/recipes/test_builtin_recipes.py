@@ -1,0 +1,234 @@
+"""Built-in recipes: each loads, validates and documents its tricks, and each trains one tiny epoch.
+
+The tiny runs shrink the data or the epochs with overrides; what they check is what the recipe
+promises (frozen backbone, 10x head LR, FixRes sizes, a teacher in the loss, the tricks it switches
+on), against values computed here from the recipe or the input files.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from trickbag.config import builtin_recipes, load_recipe, recipe_from_dict, recipe_to_yaml
+from trickbag.data.sources import build_data
+from trickbag.errors import RecipeError
+from trickbag.train.build import build
+from trickbag.train.checkpoint import load_checkpoint
+from trickbag.train.run import train_recipe
+from trickbag.train.tricks import check_interactions
+
+SHIPPED = {"digits", "digits-tricks", "mnist1d", "imagefolder-finetune", "distill"}
+QUIET = ["run.progress=false", "run.plots=false", "log.tensorboard=false"]
+
+
+def run(name: str, tmp_path, *overrides: str, run_name: str = "r"):
+    recipe = load_recipe(name, [*QUIET, f"run.dir={tmp_path}", f"run.name={run_name}", *overrides])
+    out = io.StringIO()
+    return recipe, train_recipe(recipe, out=out), out.getvalue()
+
+
+# --------------------------------------------------------------------------- every recipe: load, validate, document
+def test_the_recipes_of_the_issue_are_shipped():
+    assert SHIPPED <= set(builtin_recipes())
+
+
+def _trick_blocks(text: str) -> dict[str, str]:
+    """``{trick name: its lines}`` of the ``tricks:`` section of a recipe file (2-space indented keys)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("tricks:"))
+    blocks: dict[str, list[str]] = {}
+    current = None
+    for line in lines[start + 1:]:
+        if line and not line.startswith(" "):
+            break  # next top-level section
+        m = re.match(r"^  ([a-z_]+):", line)
+        if m:
+            current = m.group(1)
+            blocks[current] = []
+        if current is not None:
+            blocks[current].append(line)
+    return {k: "\n".join(v) for k, v in blocks.items()}
+
+
+@pytest.mark.parametrize("name", sorted(builtin_recipes()))
+def test_recipe_loads_validates_and_round_trips(name):
+    path = builtin_recipes()[name]
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert next(iter(raw)) == "description" and raw["description"].strip(), "description: must be the first key"
+    recipe = load_recipe(name)
+    assert recipe.name == name and recipe.description == raw["description"]
+    assert recipe_from_dict(yaml.safe_load(recipe_to_yaml(recipe))) == recipe
+    for trick, cfg in (raw.get("tricks") or {}).items():  # what the file switches on is on
+        assert getattr(recipe.tricks, trick).enabled == bool(cfg.get("enabled", False)), trick
+    check_interactions(recipe)  # no refused combination of tricks
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED - {"digits"}))
+def test_every_trick_in_the_recipe_file_says_what_it_is_for(name):
+    text = builtin_recipes()[name].read_text(encoding="utf-8")
+    blocks = _trick_blocks(text)
+    assert blocks, "the recipe switches on no trick"
+    for trick, block in blocks.items():
+        assert "#" in block, f"tricks.{trick} in {name}.yaml has no comment saying what it is for"
+
+
+# --------------------------------------------------------------------------- digits, digits-tricks
+def test_digits_trains_one_epoch(tmp_path):
+    recipe, result, _ = run("digits", tmp_path, "train.epochs=1")
+    assert len(result.history) == 1 and result.test["test/n"] == 360  # 20 % of the 1797 digits
+    assert result.test["test/acc"] > 0.3  # 3x chance after one epoch: it learns
+
+
+def test_digits_tricks_trains_one_epoch_with_its_tricks_on(tmp_path):
+    recipe, result, printed = run("digits-tricks", tmp_path, "train.epochs=1")
+    h = result.history[-1]
+    # EMA evaluated (and the raw weights too), gradient norm logged, mixup + smoothing folded once
+    assert {"val/acc", "val/acc_raw", "train/grad_norm"} <= set(h)
+    assert "folded into the mixed targets" in printed
+    ckpt = load_checkpoint(result.run_dir / "checkpoints" / "last.pt")
+    assert {"ema", "mix"} <= set(ckpt["plugins"]) and "eval_model" in ckpt
+    groups = ckpt["optimizer"]["param_groups"]  # no weight decay on biases / BatchNorm
+    assert sorted(g["weight_decay"] for g in groups) == [0.0, recipe.optim.weight_decay]
+    assert result.test["test/acc"] > 0.3
+
+
+# --------------------------------------------------------------------------- mnist1d
+@pytest.fixture()
+def small_mnist1d(tmp_path, monkeypatch):
+    """MNIST-1D generated with 300 signals into a cache inside tmp_path (nothing written elsewhere)."""
+    monkeypatch.setenv("TRICKBAG_CACHE", str(tmp_path / "cache"))
+    return ["data.num_samples=300"]
+
+
+def test_mnist1d_trains_one_epoch(tmp_path, small_mnist1d):
+    recipe, result, _ = run("mnist1d", tmp_path, *small_mnist1d, "train.epochs=1")
+    assert recipe.model.name == "fast_signal_cnn" and len(result.history) == 1
+    assert result.test["test/n"] == 60  # the generator's own 20 % test split of 300 signals
+    assert 0.0 <= result.test["test/acc"] <= 1.0 and np.isfinite(result.history[-1]["train/loss"])
+    # no validation split: every training signal trains, best.pt follows the training loss
+    assert "val/acc" not in result.history[-1] and recipe.train.monitor == "train/loss"
+    assert (result.run_dir / "checkpoints" / "best.pt").is_file()
+
+
+def _shifted(x: torch.Tensor, k: int) -> torch.Tensor:
+    """``x`` ([C, L]) moved right by ``k`` samples (left if negative), the emptied end zero-filled."""
+    out = torch.zeros_like(x)
+    if k >= 0:
+        out[:, k:] = x[:, : x.shape[1] - k]
+    else:
+        out[:, :k] = x[:, -k:]
+    return out
+
+
+def test_mnist1d_augmentation_shifts_training_signals_by_at_most_one_sample(small_mnist1d):
+    recipe = load_recipe("mnist1d", small_mnist1d)
+    data = build_data(recipe.data)
+    torch.manual_seed(0)
+    seen = set()
+    for i in range(len(data.train)):
+        x_aug, y = data.train[i]
+        x, y0 = data.eval_train[i]  # the same signal without augmentation
+        assert int(y) == int(y0)
+        matches = [k for k in (-1, 0, 1) if torch.equal(x_aug, _shifted(x, k))]
+        assert matches, f"training signal {i} is not a shift of the original by -1, 0 or +1"
+        seen.update(matches)
+    assert seen == {-1, 0, 1}  # all three shifts occur
+    assert all(torch.equal(data.test[i][0], data.test[i][0]) for i in range(len(data.test)))  # test: never shifted
+    plain = build_data(load_recipe("mnist1d", [*small_mnist1d, "data.augment=false"]).data)
+    assert all(torch.equal(plain.train[i][0], data.eval_train[i][0]) for i in range(len(plain.train)))
+
+
+# --------------------------------------------------------------------------- imagefolder-finetune
+@pytest.fixture()
+def image_folder(tmp_path):
+    """Two classes of 12 random 40x40 PNGs each: reddish and bluish."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "images"
+    for c, (name, channel) in enumerate((("red", 0), ("blue", 2))):
+        (root / name).mkdir(parents=True)
+        for i in range(12):
+            img = rng.integers(0, 90, size=(40, 40, 3), dtype=np.uint8)
+            img[..., channel] += 160
+            Image.fromarray(img).save(root / name / f"{i}.png")
+    return root
+
+
+@pytest.fixture()
+def pretrained(tmp_path):
+    """A ResNet-18 state dict with ImageNet's 1000-class head, as a user's local weights file."""
+    import torchvision
+
+    torch.manual_seed(1)
+    sd = torchvision.models.resnet18(num_classes=1000).state_dict()
+    path = tmp_path / "resnet18.pth"
+    torch.save(sd, path)
+    return path, sd
+
+
+def test_imagefolder_finetune_needs_a_data_root(tmp_path):
+    from trickbag.errors import DataError
+
+    with pytest.raises(DataError, match="data.root"):
+        build(load_recipe("imagefolder-finetune", [*QUIET, "train.device=cpu"]))
+
+
+FT_TINY = ["data.image_size=32", "data.eval_image_size=32", "data.batch_size=8", "tricks.multiscale.train_sizes=[24]",
+           "train.device=cpu"]
+
+
+def test_imagefolder_finetune_first_epoch_trains_the_head_only(tmp_path, image_folder, pretrained):
+    path, sd = pretrained
+    recipe, result, printed = run("imagefolder-finetune", tmp_path, f"data.root={image_folder}",
+                                  f"model.weights={path}", *FT_TINY, "train.epochs=1", "tricks.freeze.unfreeze_epoch=null")
+    ckpt = load_checkpoint(result.run_dir / "checkpoints" / "last.pt")
+    model = ckpt["model"]
+    # backbone: exactly the user's weights, BatchNorm statistics included (frozen with bn_stats)
+    for key in ("conv1.weight", "layer4.1.conv2.weight", "bn1.running_mean", "layer2.0.bn1.running_var"):
+        assert torch.equal(model[key], sd[key]), key
+    # head: 2 classes (the 1000-class head was skipped), trained at 10x the recipe's LR
+    assert model["fc.weight"].shape == (2, 512)
+    base = recipe.optim.lr
+    lrs = sorted({round(g["initial_lr"], 12) for g in ckpt["optimizer"]["param_groups"]})
+    assert lrs == [round(10 * base, 12)]  # only head groups in the optimizer while the backbone is frozen
+    assert "train at [24], evaluate at 32x32" in printed  # FixRes: train smaller, evaluate at the test size
+    assert result.test["test/n"] == 5  # 20 % of the 24 images
+
+
+def test_imagefolder_finetune_unfreezes_the_backbone_at_a_lower_lr(tmp_path, image_folder, pretrained):
+    path, sd = pretrained
+    recipe, result, _ = run("imagefolder-finetune", tmp_path, f"data.root={image_folder}", f"model.weights={path}",
+                            *FT_TINY, "train.epochs=2", "tricks.freeze.unfreeze_epoch=1")
+    ckpt = load_checkpoint(result.run_dir / "checkpoints" / "last.pt")
+    assert not torch.equal(ckpt["model"]["conv1.weight"], sd["conv1.weight"])  # trained in epoch 2
+    base = recipe.optim.lr
+    lrs = sorted({round(g["initial_lr"], 12) for g in ckpt["optimizer"]["param_groups"]})
+    assert lrs == [round(base, 12), round(10 * base, 12)]  # backbone back at the base LR, head at 10x
+
+
+# --------------------------------------------------------------------------- distill
+def test_distill_without_a_teacher_is_one_clear_error():
+    with pytest.raises(RecipeError, match="tricks.distillation.teacher is not set"):
+        build(load_recipe("distill", [*QUIET, "train.device=cpu"]))
+
+
+def test_distill_two_steps_teacher_then_student(tmp_path):
+    _, teacher, _ = run("digits", tmp_path, "train.epochs=1", run_name="teacher")
+    teacher_ckpt = teacher.run_dir / "checkpoints" / "best.pt"
+    recipe, student, printed = run("distill", tmp_path, "train.epochs=1", f"tricks.distillation.teacher={teacher_ckpt}",
+                                   run_name="student")
+    assert f"distillation from {teacher_ckpt}" in printed
+    t_params = sum(v.numel() for k, v in load_checkpoint(teacher_ckpt)["model"].items() if "running" not in k
+                   and "num_batches" not in k)
+    s_sd = load_checkpoint(student.run_dir / "checkpoints" / "best.pt")["model"]
+    s_params = sum(v.numel() for k, v in s_sd.items() if "running" not in k and "num_batches" not in k)
+    assert s_params * 10 < t_params  # a much smaller student
+    assert not any(k.startswith("teacher") for k in s_sd)  # the teacher is not saved with the student
+    assert student.test["test/n"] == teacher.test["test/n"]  # same split: the teacher never saw these images
+    assert student.test["test/acc"] > 0.3
