@@ -17,7 +17,6 @@ import yaml
 from PIL import Image
 
 from trickbag.config import builtin_recipes, load_recipe, recipe_from_dict, recipe_to_yaml
-from trickbag.data.sources import build_data
 from trickbag.errors import RecipeError
 from trickbag.train.build import build
 from trickbag.train.checkpoint import load_checkpoint
@@ -115,34 +114,6 @@ def test_mnist1d_trains_one_epoch(tmp_path, small_mnist1d):
     # no validation split: every training signal trains, best.pt follows the training loss
     assert "val/acc" not in result.history[-1] and recipe.train.monitor == "train/loss"
     assert (result.run_dir / "checkpoints" / "best.pt").is_file()
-
-
-def _shifted(x: torch.Tensor, k: int) -> torch.Tensor:
-    """``x`` ([C, L]) moved right by ``k`` samples (left if negative), the emptied end zero-filled."""
-    out = torch.zeros_like(x)
-    if k >= 0:
-        out[:, k:] = x[:, : x.shape[1] - k]
-    else:
-        out[:, :k] = x[:, -k:]
-    return out
-
-
-def test_mnist1d_augmentation_shifts_training_signals_by_at_most_one_sample(small_mnist1d):
-    recipe = load_recipe("mnist1d", small_mnist1d)
-    data = build_data(recipe.data)
-    torch.manual_seed(0)
-    seen = set()
-    for i in range(len(data.train)):
-        x_aug, y = data.train[i]
-        x, y0 = data.eval_train[i]  # the same signal without augmentation
-        assert int(y) == int(y0)
-        matches = [k for k in (-1, 0, 1) if torch.equal(x_aug, _shifted(x, k))]
-        assert matches, f"training signal {i} is not a shift of the original by -1, 0 or +1"
-        seen.update(matches)
-    assert seen == {-1, 0, 1}  # all three shifts occur
-    assert all(torch.equal(data.test[i][0], data.test[i][0]) for i in range(len(data.test)))  # test: never shifted
-    plain = build_data(load_recipe("mnist1d", [*small_mnist1d, "data.augment=false"]).data)
-    assert all(torch.equal(plain.train[i][0], data.eval_train[i][0]) for i in range(len(plain.train)))
 
 
 # --------------------------------------------------------------------------- imagefolder-finetune

@@ -192,10 +192,8 @@ def _mnist1d(cfg: Any) -> DataSplits:
     y = torch.tensor(data["y"], dtype=torch.long)
     xt = torch.tensor(data["x_test"], dtype=torch.float32).unsqueeze(1)
     yt = torch.tensor(data["y_test"], dtype=torch.long)
-    # the generator already standardises the whole set; keep its scale (and its test split).
-    # augmentation: random shifts by up to 1 sample, zero-filled (larger or circular shifts cost accuracy)
-    return _tensor_splits(x, y, cfg, augment=random_shift(1) if cfg.augment else None, test=(xt, yt),
-                          normalise=False)
+    # the generator already standardises the whole set; keep its scale (and its test split)
+    return _tensor_splits(x, y, cfg, augment=None, test=(xt, yt), normalise=False)
 
 
 def _fake(cfg: Any) -> DataSplits:
