@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,16 +12,7 @@ from trickbag.config import load_recipe
 from trickbag.errors import ConflictError, RecipeError
 
 
-def _helpers():
-    name = "trickbag_tests_tricks_helpers_a"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("helpers_a.py"))
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-h = _helpers()
+import helpers_a as h  # noqa: E402 (tests/tricks is on sys.path under pytest)
 BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot
 
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,16 +13,7 @@ from trickbag.errors import ConflictError
 from trickbag.optim import SAM
 
 
-def _helpers():
-    name = "trickbag_tests_tricks_helpers_a"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("helpers_a.py"))
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-h = _helpers()
+import helpers_a as h  # noqa: E402 (tests/tricks is on sys.path under pytest)
 BASE, Hook, build_run, PLAIN_SGD = h.BASE, h.Hook, h.build_run, h.PLAIN_SGD
 
 
