@@ -30,6 +30,7 @@ __all__ = [
     "set_rng_state",
     "dist_info",
     "init_distributed",
+    "shutdown_distributed",
     "is_main_process",
 ]
 
@@ -246,3 +247,19 @@ def init_distributed(backend: str = "auto", timeout_s: float = 600.0) -> DistInf
         backend=backend, timeout=datetime.timedelta(seconds=timeout_s)
     )
     return dist_info()
+
+
+def shutdown_distributed(wait: bool = True) -> None:
+    """Destroy the default process group, after a barrier when ``wait`` (no-op without a group).
+
+    Call it once every rank is done; pass ``wait=False`` on an error path, where another rank may
+    never reach the barrier.
+    """
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    if wait and torch.distributed.get_world_size() > 1:
+        if torch.distributed.get_backend() == "nccl":
+            torch.distributed.barrier(device_ids=[torch.cuda.current_device()])
+        else:
+            torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

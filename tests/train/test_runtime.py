@@ -183,3 +183,21 @@ def test_configure_determinism_calls_torch_only_on_a_change(monkeypatch):
     finally:
         runtime.configure_determinism(False)
     assert calls == [True, False] and not torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+                    reason="torch built without distributed/gloo support")
+def test_shutdown_distributed_destroys_the_group_and_is_a_no_op_without_one(tmp_path):
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    runtime.shutdown_distributed()  # nothing to close: no error
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rdzv'}", rank=0, world_size=1)
+    try:
+        assert dist.is_initialized()
+        runtime.shutdown_distributed(wait=True)
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -140,7 +140,29 @@ def train_recipe(
     Messages go to ``out`` (default: ``sys.stdout`` at call time).
     """
     out = out if out is not None else sys.stdout
+    own_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
     dist = runtime.init_distributed(recipe.dist.backend, recipe.dist.timeout_s)
+    if not own_group or dist.world_size <= 1:
+        return _train_recipe(recipe, dist, resume_dir, out, quiet)
+    ok = False
+    try:
+        result = _train_recipe(recipe, dist, resume_dir, out, quiet)
+        ok = True
+        return result
+    finally:
+        # a process group left to the interpreter's exit can abort a rank ("terminate called
+        # without an active exception") while another is still writing; wait for every rank
+        # (only when all got here), then close the group this run opened
+        runtime.shutdown_distributed(wait=ok)
+
+
+def _train_recipe(
+    recipe: Recipe,
+    dist: "runtime.DistInfo",
+    resume_dir: Optional[Path],
+    out: TextIO,
+    quiet: bool,
+) -> RunResult:
     main = dist.is_main
     ckpt: Optional[dict[str, Any]] = None
     # under DDP rank 0 decides (run name, resume checkpoint) and hands the result to every rank:
