@@ -276,3 +276,29 @@ def test_mix_and_cutout_resume_draws_the_same_batches(tmp_path):
     assert set(a["plugins"]) >= {"mix", "cutout"}
     for k, v in a["model"].items():
         torch.testing.assert_close(b["model"][k], v, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cls,args", [("MixPlugin", (1.0, 1.0, 1.0, 0.5, 0.0)), ("CutoutPlugin", (4, 1.0))])
+def test_a_resumed_rank_above_0_forks_the_trick_generator_rank_0_continues_it(cls, args):
+    """A checkpoint holds rank 0's generator; after loading it, rank 1 must not repeat rank 0's draws."""
+    import hashlib
+
+    from trickbag.train.tricks import batch_loss as B
+
+    saved = torch.Generator().manual_seed(123)
+    torch.rand(5, generator=saved)  # somewhere mid-stream
+    state = {"generator": saved.get_state()}
+    expected_rank0 = torch.rand(4, generator=torch.Generator().set_state(saved.get_state()))
+    draws = {}
+    for rank in (0, 1, 2):
+        p = getattr(B, cls)(*args)
+        p.rank, p.generator = rank, torch.Generator().manual_seed(999)
+        p.load_state_dict(state)
+        draws[rank] = torch.rand(4, generator=p.generator)
+    assert torch.equal(draws[0], expected_rank0)  # rank 0: exactly the saved stream
+    # rank 1: seeded from one draw of the saved stream and its rank (written out here independently)
+    ref = torch.Generator().set_state(saved.get_state())
+    base = int(torch.randint(0, 2**62, (1,), generator=ref).item())
+    seed = int.from_bytes(hashlib.sha256(f"{base}/1".encode()).digest()[:8], "little") & (2**63 - 1)
+    assert torch.equal(draws[1], torch.rand(4, generator=torch.Generator().manual_seed(seed)))
+    assert not torch.equal(draws[1], draws[0]) and not torch.equal(draws[1], draws[2])

@@ -50,6 +50,7 @@ __all__ = [
     "DistillationPlugin",
     "L1Plugin",
     "trick_generator",
+    "fork_generator",
 ]
 
 
@@ -73,16 +74,41 @@ def trick_generator(recipe: Recipe, trick: str, rank: int = 0) -> torch.Generato
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
 
 
+def fork_generator(generator: torch.Generator, rank: int) -> None:
+    """Reseed ``generator`` in place from one draw of its own stream and ``rank`` (rank 0: untouched).
+
+    A checkpoint holds rank 0's generator (rank 0 writes it). After every rank restored it, rank 0
+    continues that stream exactly; each rank ``r > 0`` moves to a stream of its own, so resumed ranks
+    still draw different masks and partners, and deterministically so.
+
+    >>> g0, g1 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    >>> fork_generator(g0, 0); fork_generator(g1, 1)
+    >>> g0.initial_seed() == 5 and g1.initial_seed() != 5
+    True
+    """
+    if rank <= 0:
+        return
+    base = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    digest = hashlib.sha256(f"{base}/{rank}".encode()).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
 class _GeneratorState:
-    """Checkpoint the trick's generator, so a resumed run draws the same masks and partners."""
+    """Checkpoint the trick's generator, so a resumed run draws the same masks and partners.
+
+    Under DDP the checkpoint holds rank 0's generator; other ranks fork their own stream from it
+    (:func:`fork_generator`) so their augmentations keep differing after a resume.
+    """
 
     generator: torch.Generator
+    rank: int = 0
 
     def state_dict(self) -> dict[str, Any]:
         return {"generator": self.generator.get_state()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.generator.set_state(state_dict["generator"])
+        fork_generator(self.generator, self.rank)
 
 
 # --------------------------------------------------------------------------- the training loss
@@ -171,7 +197,8 @@ class CutoutPlugin(_GeneratorState, Plugin):
             )
         if self.size is None:
             self.size = max(1, min(shape[1:]) // 2)
-        self.generator = trick_generator(ctx.recipe, "cutout", ctx.dist.rank)
+        self.rank = ctx.dist.rank
+        self.generator = trick_generator(ctx.recipe, "cutout", self.rank)
         ctx.notes.append(f"cutout: one {self.size}x{self.size} square per image with probability {self.prob}")
 
     def on_batch_start(self, state: State) -> None:
@@ -204,7 +231,8 @@ class MixPlugin(_GeneratorState, Plugin):
                 f"tricks.mix.cutmix_alpha={self.kw['cutmix_alpha']} needs images [C, H, W] or signals [C, L]; "
                 f"the data gives samples of shape {list(shape)}: set tricks.mix.cutmix_alpha=0 (mixup only)"
             )
-        self.generator = trick_generator(ctx.recipe, "mix", ctx.dist.rank)
+        self.rank = ctx.dist.rank
+        self.generator = trick_generator(ctx.recipe, "mix", self.rank)
         self.mixer = MixupCutmix(**self.kw, num_classes=_num_classes(ctx), smoothing=self.smoothing,
                                  generator=self.generator)
         if self.smoothing:
