@@ -198,7 +198,48 @@ def _register_tools(sub: argparse._SubParsersAction) -> None:
 _EXTRA_COMMANDS.append(_register_tools)
 
 
+def _in_torchrun_worker() -> bool:
+    """True in a process started by torchrun for a job of more than one process."""
+    try:
+        return "LOCAL_RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
+
+
+def exit_torchrun_worker(code: int) -> NoReturn:
+    """End a torchrun worker with ``code``: atexit handlers and flushed streams, then ``os._exit``.
+
+    Gloo's worker threads can still hold a finished collective (and the Python tensors in it)
+    for a moment after it returned; if the interpreter is being torn down by then, releasing
+    those tensors needs the GIL and the process aborts ("terminate called without an active
+    exception", SIGABRT), which torchrun reports as a failed job after a run that succeeded.
+    A worker whose work is done therefore skips the interpreter's teardown, as
+    ``multiprocessing`` does for its children: exit handlers run, streams are flushed, files
+    were already closed by the run.
+    """
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a closed or broken stream: nothing left to save
+                pass
+        os._exit(code)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The ``trickbag`` command (``argv`` None: ``sys.argv``, as a program; a torchrun worker then
+    ends through :func:`exit_torchrun_worker`)."""
+    code = _main(argv)
+    if argv is None and _in_torchrun_worker():
+        exit_torchrun_worker(code)
+    return code
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     # `trickbag train --quiet a.b=1`: overrides may come after options

@@ -145,3 +145,42 @@ def test_env_reports_torch_and_devices(capsys):
     assert f"CPU threads  {torch.get_num_threads()}" in out
     if not torch.cuda.is_available():
         assert "device auto  cpu" in out
+
+
+def test_a_torchrun_worker_ends_through_exit_handlers_flush_and_os_exit(monkeypatch):
+    """Workers skip the interpreter's teardown (gloo threads may still release tensors then)."""
+    import atexit
+    import io
+
+    from trickbag import cli
+
+    calls = []
+
+    class Stream(io.StringIO):
+        def flush(self):
+            calls.append("flush")
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(code):
+        calls.append(("os._exit", code))
+        raise Exited
+
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: calls.append("atexit"))
+    monkeypatch.setattr(cli.os, "_exit", fake_exit)
+    monkeypatch.setattr(cli.sys, "stdout", Stream())
+    monkeypatch.setattr(cli.sys, "stderr", Stream())
+    monkeypatch.setattr(cli, "_main", lambda argv: 3)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(Exited):
+        cli.main()  # as a program, in a worker of a 2-process job
+    assert calls == ["atexit", "flush", "flush", ("os._exit", 3)]
+    calls.clear()
+    assert cli.main(["train"]) == 3 and calls == []  # called with arguments (from Python): returns
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert cli.main() == 3 and calls == []  # a single process ends normally
+    monkeypatch.delenv("LOCAL_RANK")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert cli.main() == 3 and calls == []  # not started by torchrun
