@@ -292,6 +292,23 @@ def test_disable_running_stats_freezes_second_pass_and_restores(momentum: float 
     assert int(a[1].num_batches_tracked) == 2
 
 
+def test_enable_keeps_a_batch_counter_rewound_while_disabled() -> None:
+    """Only the disabled pass's own counts are undone: a rewind (reset, a vetoed update put back) stays."""
+    model = _bn_model(None)
+    for _ in range(3):
+        model(torch.randn(8, 4))
+    disable_running_stats(model)
+    model(torch.randn(8, 4))  # counts itself: 4
+    model[1].reset_running_stats()  # back to 0 meanwhile
+    enable_running_stats(model)
+    assert int(model[1].num_batches_tracked) == 0 and model[1].momentum is None
+    model(torch.randn(8, 4))
+    disable_running_stats(model)
+    model(torch.randn(8, 4))
+    enable_running_stats(model)
+    assert int(model[1].num_batches_tracked) == 1  # the frozen pass's own count is still undone
+
+
 def test_disable_enable_pair_form_and_nesting() -> None:
     model = _bn_model(None)
     enable_running_stats(model)  # no-op when not disabled (davda54 loop calls it first)

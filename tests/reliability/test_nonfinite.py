@@ -102,6 +102,56 @@ def test_skip_policy_leaves_out_exactly_the_poisoned_updates(value):
     assert [h["train/loss"] for h in state.history] == pytest.approx(loss_means, rel=1e-12)
 
 
+class PoisonSecondPass(Plugin):
+    """Make SAM's second-pass loss NaN (the first pass is fine) for chosen (epoch, batch) updates."""
+
+    def __init__(self, where: set[tuple[int, int]]) -> None:
+        self.where = where
+
+    def on_loss(self, state):
+        if state.closure_pass and (state.epoch, state.batch_idx) in self.where:
+            state.loss = state.loss * float("nan")
+
+
+def test_sam_second_pass_that_turns_non_finite_is_skipped_with_weights_and_bn_stats_restored(capsys):
+    from trickbag.optim import SAM, disable_running_stats, enable_running_stats
+
+    x, y, model = _setup()
+    bad = {(0, 1), (0, 4)}
+    guard = NonFiniteGuard("skip", max_in_row=3, out=sys.stderr)
+
+    class SAMBN(Plugin):  # the recipe's SAM trick: BN statistics move in the first pass only
+        def on_after_backward(self, state):
+            if not state.closure_pass:
+                disable_running_stats(state.model)
+
+        def on_step(self, state):
+            enable_running_stats(state.model)
+
+    m = copy.deepcopy(model)
+    opt = SAM(m.parameters(), torch.optim.SGD, rho=0.05, lr=0.1, momentum=0.9)
+    t = Trainer(m, opt, DataLoader(TensorDataset(x, y), batch_size=BATCH), plugins=[PoisonSecondPass(bad), SAMBN(), guard],
+                max_epochs=1, device="cpu")
+    state = t.fit()
+    assert guard.skipped == 2 and state.skipped_steps == 2 and state.step == 4
+    assert "non-finite loss and gradients at update 2 (epoch 1, batch 2) in SAM's second pass" in capsys.readouterr().err
+    # reference: a hand-written SAM loop (first_step / second_step) that leaves out the poisoned updates
+    ref = copy.deepcopy(model)
+    ref_opt = SAM(ref.parameters(), torch.optim.SGD, rho=0.05, lr=0.1, momentum=0.9)
+    for i in range(N // BATCH):
+        if (0, i) in bad:
+            continue  # the guard put back the weights and the BatchNorm statistics of the first pass
+        xb, yb = x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
+        F.cross_entropy(ref(xb), yb).backward()
+        ref_opt.first_step(zero_grad=True)
+        disable_running_stats(ref)
+        F.cross_entropy(ref(xb), yb).backward()
+        enable_running_stats(ref)
+        ref_opt.second_step(zero_grad=True)
+    _assert_same_model(t.model, ref)
+    assert all(bool(torch.isfinite(v).all()) for v in t.model.state_dict().values() if v.is_floating_point())
+
+
 def test_gradients_alone_are_checked_and_named(capsys):
     class InfGrad(Plugin):
         def on_after_backward(self, state):

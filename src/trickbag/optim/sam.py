@@ -263,8 +263,10 @@ class _FrozenRunningStats:
                 m.momentum = momentum
                 if count is not None and m.num_batches_tracked is not None:
                     # A forward pass counts itself even with momentum 0; with momentum=None the count
-                    # is the averaging weight, so it must not include the second pass.
-                    m.num_batches_tracked.copy_(count)
+                    # is the averaging weight, so it must not include the second pass. Undo those
+                    # counts only: a counter rewound meanwhile (a vetoed update whose buffers were put
+                    # back, reset_running_stats) stays where it was put.
+                    torch.minimum(m.num_batches_tracked, count, out=m.num_batches_tracked)
         self.saved = []
 
     def __enter__(self) -> _FrozenRunningStats:

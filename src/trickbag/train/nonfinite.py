@@ -13,6 +13,10 @@ update's micro-batches (at LOSS, no sync); gradient finiteness is the largest ``
 gradients from one ``torch._foreach_norm(grads, inf)`` call (an inf-norm cannot overflow, and
 NaN propagates through it); both flags reach the host in one ``.tolist()``.
 
+With SAM the second pass (at the perturbed weights) is checked the same way: a veto there makes
+the trainer leave the optimizer's step (SAM puts the unperturbed weights back), and the buffers
+of the first pass are restored as for any skipped update.
+
 With fp16 mixed precision the :class:`torch.amp.GradScaler` already handles overflowing
 gradients (it skips the step and lowers the scale); those skips are normal, are counted by the
 trainer in ``state.skipped_steps`` and are not errors, so in fp16 the guard checks the loss only.
@@ -91,6 +95,7 @@ class NonFiniteGuard(Plugin):
         self._buffers: list[torch.Tensor] = []
         self._saved: list[torch.Tensor] = []
         self._saved_valid = False  # the copy holds the buffers from before this update's forwards
+        self._restore_in_closure = False
 
     def on_batch_start(self, state: State) -> None:
         if self._saved_valid or not self._buffers:
@@ -99,15 +104,17 @@ class NonFiniteGuard(Plugin):
         self._saved_valid = True
 
     def on_loss(self, state: State) -> None:
-        if state.closure_pass or state.loss is None:  # a closure pass re-computes a checked update
+        if state.loss is None:
             return
         bad = ~torch.isfinite(state.loss.detach()).all()
         self._loss_bad = bad if self._loss_bad is None else (self._loss_bad | bad)
 
     def on_after_backward(self, state: State) -> None:
-        if state.closure_pass:
-            return
-        restore, self._saved_valid = self._saved_valid, False
+        if state.closure_pass:  # SAM's second pass, at the perturbed weights: checked the same way
+            restore = self._restore_in_closure
+        else:
+            restore, self._saved_valid = self._saved_valid, False
+            self._restore_in_closure = restore  # the copy still holds the buffers from before the update
         device = state.device
         loss_bad = self._loss_bad if self._loss_bad is not None else torch.zeros((), dtype=torch.bool, device=device)
         self._loss_bad = None
@@ -129,6 +136,8 @@ class NonFiniteGuard(Plugin):
         state.extra["nonfinite_skipped"] = self.skipped
         what = "loss and gradients" if bad_loss and bad_grads else ("loss" if bad_loss else "gradients")
         where = f"update {self.last_update} (epoch {state.epoch + 1}, batch {state.batch_idx + 1})"
+        if state.closure_pass:
+            where += " in SAM's second pass"
         if self.policy == "stop":
             state.stop(f"{STOP_PREFIX} {what} at {where}; stopped by train.nonfinite=stop")
         elif self.in_row >= self.max_in_row:

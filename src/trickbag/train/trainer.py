@@ -36,6 +36,14 @@ __all__ = ["Trainer", "Precision"]
 Precision = Literal["32", "bf16", "16"]
 
 
+class _VetoedUpdate(Exception):
+    """Raised inside an optimizer closure when a plug-in vetoed the update in the closure's pass.
+
+    The optimizer's ``step(closure)`` lets it through (SAM restores the unperturbed weights first)
+    and the trainer counts the update as skipped.
+    """
+
+
 def _move(obj: Any, device: torch.device, non_blocking: bool) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.to(device, non_blocking=non_blocking)
@@ -363,6 +371,8 @@ class Trainer:
                     total = total + loss.detach() / group_size
                 # these are the gradients the update uses: clip and log them too (closure_pass is True)
                 self._emit(Event.AFTER_BACKWARD)
+                if s.step_skipped:  # vetoed (non-finite second pass): SAM puts the weights back, no step
+                    raise _VetoedUpdate
                 if self.clip is not None:
                     s.grad_norm = torch.nn.utils.clip_grad_norm_(
                         [p for g in s.optimizer.param_groups for p in g["params"]], self.clip, foreach=True
@@ -399,7 +409,12 @@ class Trainer:
             scaler.update()
             s.step_skipped = scaler.get_scale() < scale_before
         elif closure is not None:
-            s.optimizer.step(closure)
+            try:
+                s.optimizer.step(closure)
+            except _VetoedUpdate:
+                s.optimizer.zero_grad(set_to_none=True)
+                s.skipped_steps += 1
+                return True
         else:
             s.optimizer.step()
         s.optimizer.zero_grad(set_to_none=True)
