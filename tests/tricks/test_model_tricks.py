@@ -62,8 +62,11 @@ def test_freeze_pattern_typo_is_a_recipe_error():
         _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[featurs.*]")
     with pytest.raises(RecipeError, match="freezes every parameter"):
         _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=['*']")
-    with pytest.raises(RecipeError, match="unfreeze_epoch=1 is not before the end of training"):
+    with pytest.raises(RecipeError, match="unfreeze_epoch=1 is not before the end of training.*a 1-epoch run"):
         _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=1")
+    with pytest.raises(RecipeError, match=r"unfreeze_epoch=5 .*\(train.epochs=3\); use an epoch in \[1, 2\]"):
+        _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=5",
+             "train.epochs=3")
 
 
 # --------------------------------------------------------------------------- parameter groups / layer decay

@@ -365,7 +365,9 @@ def _freeze(cfg: Any, recipe: Recipe) -> list[Plugin]:
     if cfg.unfreeze_epoch is not None and cfg.unfreeze_epoch >= recipe.train.epochs:
         raise RecipeError(
             f"tricks.freeze.unfreeze_epoch={cfg.unfreeze_epoch} is not before the end of training "
-            f"(train.epochs={recipe.train.epochs}); use an epoch in [1, {recipe.train.epochs - 1}] or None"
+            f"(train.epochs={recipe.train.epochs}); "
+            + (f"use an epoch in [1, {recipe.train.epochs - 1}] or None" if recipe.train.epochs > 1 else
+               "a 1-epoch run cannot unfreeze: set train.epochs >= 2 or tricks.freeze.unfreeze_epoch=null")
         )
     return [FreezePlugin(cfg.patterns, cfg.regex, cfg.bn_stats, cfg.unfreeze_epoch, recipe)]
 
