@@ -369,25 +369,80 @@ def _model_from_checkpoint(
     return recipe, model, ckpt, data
 
 
-def evaluate_run(path: Path, split: str = "test", device: str = "auto", *, trust_code: bool = False) -> dict[str, float]:
-    """Metrics of a run's best.pt (or of a checkpoint file) on the recipe's ``split``."""
+#: recipe tricks that change how a trained model predicts (they wrap ``state.predict``):
+#: ``trickbag eval`` and ``predict`` apply them as the run's own evaluation did
+EVAL_TRICKS = ("multiscale", "tta")
+
+
+def eval_plugins(recipe: Recipe, data: Any) -> list[Any]:
+    """The plug-ins of ``recipe``'s enabled :data:`EVAL_TRICKS`, configured, in the training order.
+
+    Evaluating a checkpoint with them gives the numbers the run itself reported (flip TTA, the
+    FixRes test size); EMA/SWA need nothing here, since their checkpoints hold the averaged weights.
+    """
+    from types import SimpleNamespace
+
+    from trickbag.train.tricks import ORDER, TRICKS, _load
+
+    _load()
+    plugins: list[Any] = []
+    for name in ORDER:
+        cfg = getattr(recipe.tricks, name, None)
+        if name in EVAL_TRICKS and cfg is not None and getattr(cfg, "enabled", False):
+            plugins += TRICKS[name].factory(cfg, recipe)
+    ctx = SimpleNamespace(recipe=recipe, data=data, notes=[])
+    for p in plugins:
+        configure = getattr(p, "configure", None)
+        if configure is not None:
+            configure(ctx)
+    return plugins
+
+
+def describe_eval_tricks(recipe: Recipe) -> list[str]:
+    """One phrase per evaluation trick ``recipe`` turns on (for ``trickbag eval``/``predict`` output)."""
+    out = []
+    ms, tta = recipe.tricks.multiscale, recipe.tricks.tta
+    if ms.enabled and ms.test_size:
+        out.append(f"test size {ms.test_size}x{ms.test_size} (tricks.multiscale)")
+    if tta.enabled:
+        flips = " + ".join(f for f, on in (("hflip", tta.hflip), ("vflip", tta.vflip)) if on)
+        out.append(f"flip TTA: {flips}, {tta.average} averaged (tricks.tta)")
+    return out
+
+
+def evaluate_run(path: Path, split: str = "test", device: str = "auto", *, trust_code: bool = False,
+                 plain: bool = False, tricks: Optional[list[str]] = None) -> dict[str, float]:
+    """Metrics of a run's best.pt (or of a checkpoint file) on the recipe's ``split``.
+
+    The recipe's evaluation tricks (:data:`EVAL_TRICKS`: flip TTA, the multi-scale test size) are
+    applied as in the run itself, unless ``plain``; ``tricks``, when given, receives one phrase per
+    evaluation trick the recipe turns on (:func:`describe_eval_tricks`).
+    """
     path = Path(path)
     ckpt_path = path / "checkpoints" / "best.pt" if path.is_dir() else path
     if path.is_dir() and not ckpt_path.exists():
         raise CheckpointError(f"{str(path)!r} has no checkpoints/best.pt")
     recipe, model, _, data = _model_from_checkpoint(ckpt_path, trust_code=trust_code)
+    if tricks is not None:
+        tricks += describe_eval_tricks(recipe)
     ds = {"test": data.test, "val": data.val, "train": data.eval_train}.get(split)
     if ds is None:
         raise TrickbagError(f"split {split!r} is empty for this recipe; allowed: test, val, train")
     dev = runtime.select_device(device)
     loader = make_loader(ds, recipe, train=False, dist=runtime.DistInfo(), device=dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    t = Trainer(model, opt, loader, device=dev, precision=recipe.train.precision if recipe.train.precision != "16" else "32")
+    t = Trainer(model, opt, loader, device=dev, precision=recipe.train.precision if recipe.train.precision != "16" else "32",
+                plugins=[] if plain else eval_plugins(recipe, data))
     return t.evaluate(loader)
 
 
-def predict_image(ckpt_path: Path, image_path: Path, top: int = 5, *, trust_code: bool = False) -> list[tuple[str, float]]:
-    """Class probabilities of one image under a run checkpoint, highest first."""
+def predict_image(ckpt_path: Path, image_path: Path, top: int = 5, *, trust_code: bool = False,
+                  plain: bool = False, tricks: Optional[list[str]] = None) -> list[tuple[str, float]]:
+    """Class probabilities of one image under a run checkpoint, highest first.
+
+    The recipe's evaluation tricks (flip TTA, the multi-scale test size) are applied unless
+    ``plain``; ``tricks`` receives their descriptions, as in :func:`evaluate_run`.
+    """
     from PIL import Image, UnidentifiedImageError
 
     image_path = Path(image_path)
@@ -402,8 +457,17 @@ def predict_image(ckpt_path: Path, image_path: Path, top: int = 5, *, trust_code
     if data.predict_transform is None:
         raise TrickbagError(f"data source {recipe.data.name!r} does not take images; predict works on image recipes")
     x = data.predict_transform(img).unsqueeze(0)
+    if tricks is not None:
+        tricks += describe_eval_tricks(recipe)
+    from types import SimpleNamespace
+
+    # the evaluation tricks wrap `predict` exactly as at the trainer's EVAL_START, in the same order
+    view = SimpleNamespace(model=model, predict=None)
+    for p in [] if plain else eval_plugins(recipe, data):
+        p.on_eval_start(view)
+    forward = view.predict or model
     with torch.inference_mode():
-        probs = torch.softmax(model(x).float(), dim=1)[0]
+        probs = torch.softmax(forward(x).float(), dim=1)[0]
     classes = ckpt.get("classes") or data.classes
     order = torch.argsort(probs, descending=True)[:top].tolist()
     return [(str(classes[i]) if i < len(classes) else str(i), float(probs[i])) for i in order]
