@@ -47,6 +47,19 @@ class DataSplits:
     normalise: Callable[[torch.Tensor], torch.Tensor] = lambda t: t  # what the source applied to inputs
 
 
+class Collated(tuple):
+    """A batch a dataset already assembled in ``__getitems__``; :func:`collate` passes it through."""
+
+
+def collate(samples: Any) -> Any:
+    """A ``collate_fn``: a :class:`Collated` batch as it is, anything else through torch's ``default_collate``."""
+    if isinstance(samples, Collated):
+        return tuple(samples)
+    from torch.utils.data import default_collate
+
+    return default_collate(samples)
+
+
 class TensorDataset(Dataset):
     """In-memory ``(x, y)`` dataset with an optional per-sample augmentation (torch's global RNG)."""
 
@@ -61,6 +74,49 @@ class TensorDataset(Dataset):
         if self.augment is not None:
             x = self.augment(x)
         return x, self.y[i]
+
+    def gather(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch of ``indices`` as ``(x, y)``: one indexing op per tensor, the augmentation per sample
+        in order (the same random numbers as ``__getitem__`` one by one)."""
+        idx = torch.as_tensor(list(indices), dtype=torch.long)
+        if self.augment is None:
+            x = self.x.index_select(0, idx)
+        else:
+            x = torch.stack([self.augment(self.x[i]) for i in indices])
+        return x, self.y.index_select(0, idx)
+
+
+class BatchGather(Dataset):
+    """A view of a :class:`TensorDataset` that hands the DataLoader whole batches; use it with :func:`collate`.
+
+    The DataLoader calls ``__getitems__`` with a batch's indices: the batch is then gathered with one
+    indexing op per tensor instead of one ``__getitem__`` per sample and a stack. The batches are
+    the same tensors as the per-sample path's. The view is separate so that a DataLoader with torch's
+    default ``collate_fn`` over a plain :class:`TensorDataset` keeps working as before.
+
+    >>> ds = TensorDataset(torch.arange(12.0).view(6, 1, 2), torch.arange(6))
+    >>> from torch.utils.data import DataLoader
+    >>> x, y = next(iter(DataLoader(BatchGather(ds), batch_size=4, collate_fn=collate)))
+    >>> torch.equal(x, torch.stack([ds[i][0] for i in range(4)])), y.tolist()
+    (True, [0, 1, 2, 3])
+    """
+
+    def __init__(self, dataset: TensorDataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int):
+        return self.dataset[i]
+
+    def __getitems__(self, indices: list[int]) -> Collated:
+        return Collated(self.dataset.gather(indices))
+
+    def __getattr__(self, name: str) -> Any:  # x, y, augment, ... of the wrapped dataset
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
 
 
 def random_shift(max_shift: int = 1) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 from trickbag import runtime
 from trickbag.config import Recipe
 from trickbag.data.sampler import EpochSampler
-from trickbag.data.sources import DataSplits, build_data
+from trickbag.data.sources import BatchGather, DataSplits, TensorDataset, build_data, collate
 from trickbag.errors import DataError, RecipeError, TrickbagError
 from trickbag.models import build_model
 from trickbag.train.plugin import Plugin
@@ -62,6 +62,8 @@ def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.Dist
     sampler = EpochSampler(
         len(dataset), shuffle=train, seed=recipe.train.seed, rank=dist.rank, world_size=dist.world_size, pad=train
     )
+    if isinstance(dataset, TensorDataset):  # in-memory: gather whole batches (same tensors, less Python)
+        dataset = BatchGather(dataset)
     return DataLoader(
         dataset,
         batch_size=d.batch_size if train else (d.eval_batch_size or 4 * d.batch_size),
@@ -69,6 +71,7 @@ def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.Dist
         num_workers=d.num_workers,
         pin_memory=pin,
         drop_last=d.drop_last if train else False,
+        collate_fn=collate,  # BatchGather's batches pass through; anything else: default_collate
         worker_init_fn=runtime.seed_worker,
         generator=runtime.make_generator(recipe.train.seed + dist.rank),  # worker seeds differ per rank
         persistent_workers=d.num_workers > 0,
