@@ -9,7 +9,8 @@ epochs each (training + one validation pass per epoch):
 * ``trainer``: ``trickbag.Trainer`` with no plug-ins (logging off);
 * ``trainer+log``: the Trainer with ``CSVLogger`` + ``TensorBoardLogger`` + ``ProgressBar`` (the
   bar renders into /dev/null, the files go to a temporary directory), as ``trickbag train`` uses them;
-* ``lightning``: only when ``lightning`` is importable (logger, checkpointing, bar and summary off).
+* ``lightning``: only when Lightning is installed (``pytorch-lightning`` is in the ``bench`` extra;
+  the unified ``lightning`` package works too), with logger, checkpointing, bar and summary off.
 
 The variants alternate inside one process (order rotated every round, one warm-up round discarded);
 the table gives the median per-epoch wall time, the median over rounds of the ratio to the ``hand``
@@ -257,16 +258,29 @@ def null_section(s: Setup, epochs: int, rounds: int, warmup: int, hand_step_cpu_
                              "extra CPU us/step vs hand", "extra CPU as share of a SmallCNN step"], rows)
 
 
+def _lightning_module_name() -> str | None:
+    """``lightning`` (the unified package) or ``pytorch_lightning`` (the bench extra's), whichever is installed."""
+    for name in ("lightning", "pytorch_lightning"):
+        if importlib.util.find_spec(name) is not None:
+            return name
+    return None
+
+
 def lightning_available() -> bool:
-    return importlib.util.find_spec("lightning") is not None
+    return _lightning_module_name() is not None
 
 
 def run_lightning(s: Setup, rss: C.PeakRSS) -> dict[str, Any]:  # pragma: no cover - needs lightning
+    import importlib
     import logging
 
-    import lightning as L
+    import warnings
 
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)  # no GPU/TPU banner, tips, "max_epochs reached"
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # its own deprecation notice on newer torch
+    name = _lightning_module_name()
+    L = importlib.import_module(name)
+    for logger in ("lightning.pytorch", "pytorch_lightning", "lightning_fabric", "lightning"):
+        logging.getLogger(logger).setLevel(logging.ERROR)  # no GPU/TPU banner, tips, "max_epochs reached"
 
     class Module(L.LightningModule):
         def __init__(self, model, opt, sched):

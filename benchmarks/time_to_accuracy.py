@@ -182,12 +182,42 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntarget: recipe mean accuracy >= {100 * TARGET_ACC:.1f} %: {'met' if ok_acc else 'MISSED'} "
           f"({100 * statistics.mean(accs):.2f} %); wall time <= {TARGET_TIME_RATIO}x the paper recipe: "
           f"{'met' if ok_time else 'MISSED'} ({ratio:.2f}x)")
+    print()
+    print(loader_table(recipe, data))
     if args.profile:
         print("\n## cProfile of one recipe run (seed 0), by own time\n")
         print(_profile(lambda: recipe_run(args.recipe, 0, extra)))
         print("\n## cProfile of one paper-CNN run (seed 0), by own time\n")
         print(_profile(lambda: paper_run(x_train, y_train, x_test, y_test, 0, steps)))
     return 0
+
+
+def loader_table(recipe: Any, data: Any, repeats: int = 5) -> str:
+    """Time to load the recipe's training batches for all its epochs: per sample vs gathered batches."""
+    from torch.utils.data import DataLoader, default_collate
+
+    from trickbag.data.sampler import EpochSampler
+    from trickbag.data.sources import BatchGather, TensorDataset, collate
+
+    if not isinstance(data.train, TensorDataset):
+        return "(data loading: the training split is not an in-memory TensorDataset; no batched path to compare)"
+    rows, times = [], {}
+    for name, ds, fn in (("per sample (__getitem__ + default_collate)", data.train, default_collate),
+                         ("gathered batches (BatchGather, what make_loader uses)", BatchGather(data.train), collate)):
+        sampler = EpochSampler(len(ds), shuffle=True, seed=recipe.train.seed)
+        loader = DataLoader(ds, batch_size=recipe.data.batch_size, sampler=sampler, collate_fn=fn)
+        best = float("inf")
+        for _ in range(repeats):  # best of `repeats`: the loader's own cost, without background noise
+            t0 = time.perf_counter()
+            for epoch in range(recipe.train.epochs):
+                sampler.set_epoch(epoch)
+                for _batch in loader:
+                    pass
+            best = min(best, time.perf_counter() - t0)
+        times[name] = best
+        rows.append([name, f"{1000 * best:.1f}"])
+    return (f"data loading of the recipe's {recipe.train.epochs} epochs (batch {recipe.data.batch_size}, "
+            f"best of {repeats}):\n\n" + C.markdown_table(["loader", "ms for all epochs"], rows))
 
 
 def _profile(fn: Any, top: int = 20) -> str:
