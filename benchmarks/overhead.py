@@ -19,7 +19,7 @@ run of the same round, and the median peak RSS of a run.  Targets: ratio <= 1.02
 weights must agree; the script checks it (a variant computing something else would not be a fair
 comparison).
 
-Run: ``.venv/bin/python benchmarks/overhead.py [--epochs 2] [--rounds 11] [--threads 1] [--profile]``
+Run: ``.venv/bin/python benchmarks/overhead.py [--epochs 2] [--rounds 21] [--threads 1] [--profile]``
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--null-epochs", type=int, default=20,
                         help="epochs per run of the null-model section (0 skips it; default 20)")
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of one Trainer run with logging")
-    C.add_common_args(parser, rounds=11)
+    C.add_common_args(parser, rounds=21)
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.epochs < 1:
         parser.error("--rounds and --epochs must be >= 1")
