@@ -316,7 +316,7 @@ def rank0_stops_at_epoch_end(rank: int, out: Path) -> dict[str, Any]:
 @scenario
 def runs(rank: int, out: Path) -> dict[str, Any]:
     """train_recipe twice (2 epochs, then resumed to 3) and once straight to 3 epochs."""
-    from trickbag.train import checkpoint as ckpt_mod
+    from trickbag import _files
     from trickbag.train import run as run_mod
     from trickbag.train.trainer import Trainer
 
@@ -333,7 +333,7 @@ def runs(rank: int, out: Path) -> dict[str, Any]:
 
     runs_dir = out / "runs"
     common = ["schedule.name=constant", f"run.dir={runs_dir}"]
-    ckpt_mod.FAULT_HOOK = lambda tmp: writes.append(Path(tmp).name)
+    _files.FAULT_HOOK = lambda tmp: writes.append(Path(tmp).name)
     Trainer.add_plugin = add_plugin  # type: ignore[method-assign]
     try:
         buf = io.StringIO()
@@ -351,7 +351,7 @@ def runs(rank: int, out: Path) -> dict[str, Any]:
             run_mod.find_resume_checkpoint, run_mod.load_checkpoint = saved
         straight = run_mod.train_recipe(recipe(common + ["train.epochs=3", "run.name=straight"]), out=io.StringIO())
     finally:
-        ckpt_mod.FAULT_HOOK = None
+        _files.FAULT_HOOK = None
         Trainer.add_plugin = original_add  # type: ignore[method-assign]
     return {
         "run_dir": str(first.run_dir),

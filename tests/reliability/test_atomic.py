@@ -1,6 +1,6 @@
 """Atomic writes: a failed or interrupted write never damages the previous file.
 
-Faults are injected through ``trickbag.train.checkpoint.FAULT_HOOK`` (called after the data is in
+Faults are injected through ``trickbag._files.FAULT_HOOK`` (called after the data is in
 the temporary file, before the rename): OSError(ENOSPC) for a full disk, EACCES / EROFS for lost
 permissions, KeyboardInterrupt for a crash. A real SIGKILL during a write is in test_resume_kill.
 """
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from trickbag.errors import CheckpointError, TrickbagError
-from trickbag.train import checkpoint
+from trickbag import _files
 from trickbag.train.checkpoint import WriteError, atomic_write_text, load_checkpoint, save_checkpoint
 
 from ._helpers import csv_without_times, load, run_inprocess, training_state_differences, write_recipe
@@ -32,7 +32,7 @@ def test_failed_checkpoint_write_leaves_previous_file_and_no_temporary(tmp_path,
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"step": 1, "w": torch.arange(4.0)})
     before = path.read_bytes()
-    monkeypatch.setattr(checkpoint, "FAULT_HOOK", _oserror(code))
+    monkeypatch.setattr(_files, "FAULT_HOOK", _oserror(code))
     with pytest.raises(CheckpointError) as info:
         save_checkpoint(path, {"step": 2, "w": torch.zeros(4)})
     message = str(info.value)
@@ -53,7 +53,7 @@ def test_crash_during_write_keeps_previous_file_and_readers_never_see_a_partial_
         seen["tmp_in_same_dir"] = tmp.parent == path.parent
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(checkpoint, "FAULT_HOOK", crash)
+    monkeypatch.setattr(_files, "FAULT_HOOK", crash)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(path, {"step": 2})
     assert seen == {"during": 1, "tmp_in_same_dir": True}
@@ -70,7 +70,7 @@ def test_real_os_error_is_one_clear_line(tmp_path):
 def test_text_files_fail_with_write_error_and_keep_old_content(tmp_path, monkeypatch):
     path = tmp_path / "metrics.csv"
     atomic_write_text(path, "epoch,step\n0,9\n")
-    monkeypatch.setattr(checkpoint, "FAULT_HOOK", _oserror(errno.ENOSPC))
+    monkeypatch.setattr(_files, "FAULT_HOOK", _oserror(errno.ENOSPC))
     with pytest.raises(WriteError) as info:
         atomic_write_text(path, "epoch,step\n0,9\n1,18\n")
     assert isinstance(info.value, OSError) and isinstance(info.value, TrickbagError)
@@ -92,10 +92,10 @@ def test_failed_save_does_not_change_the_trainer_state(tmp_path, monkeypatch):
     t.fit()
     t.save_checkpoint(tmp_path / "a.pt")
     before = t.state_dict()
-    monkeypatch.setattr(checkpoint, "FAULT_HOOK", _oserror(errno.ENOSPC))
+    monkeypatch.setattr(_files, "FAULT_HOOK", _oserror(errno.ENOSPC))
     with pytest.raises(CheckpointError):
         t.save_checkpoint(tmp_path / "a.pt")
-    monkeypatch.setattr(checkpoint, "FAULT_HOOK", None)
+    monkeypatch.setattr(_files, "FAULT_HOOK", None)
     after = t.state_dict()
     assert [k for k in before if not _same(before[k], after[k])] == []
     assert _same(load_checkpoint(tmp_path / "a.pt")["model"], before["model"])
@@ -119,7 +119,7 @@ def test_disk_full_during_training_stops_cleanly_and_resume_is_exact(tmp_path, r
         if tmp.name.startswith(f".{target}."):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(checkpoint, "FAULT_HOOK", full_for_target)
+    monkeypatch.setattr(_files, "FAULT_HOOK", full_for_target)
     rc, out, err = run_inprocess(["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=k", "--quiet"],
                                  capsys)
     lines = err.strip().splitlines()
@@ -137,7 +137,7 @@ def test_disk_full_during_training_stops_cleanly_and_resume_is_exact(tmp_path, r
         assert load(ckpts / "last.pt")["counters"]["step"] == 9
         assert load(ckpts / "step-00000008.pt")["counters"]["step"] == 8
 
-    monkeypatch.setattr(checkpoint, "FAULT_HOOK", None)
+    monkeypatch.setattr(_files, "FAULT_HOOK", None)
     rc, out, err = run_inprocess(["train", "--resume", str(run), "--quiet"], capsys)
     assert rc == 0, err
     ref, got = load(reference_run / "checkpoints" / "last.pt"), load(ckpts / "last.pt")

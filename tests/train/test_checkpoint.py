@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trickbag.errors import CheckpointError
-from trickbag.train import checkpoint as ckpt_mod
+from trickbag import _files
 from trickbag.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
 
 
@@ -40,7 +40,7 @@ def test_a_failure_before_the_rename_leaves_the_old_checkpoint_and_no_temp_file(
         seen.append((tmp.parent == path.parent, tmp.exists(), tmp.stat().st_size > 0))
         raise error
 
-    monkeypatch.setattr(ckpt_mod, "FAULT_HOOK", fault)
+    monkeypatch.setattr(_files, "FAULT_HOOK", fault)
     with pytest.raises((Boom, CheckpointError)) as info:
         save_checkpoint(path, {"step": 2, "w": torch.zeros(3)})
     if isinstance(error, OSError):  # I/O errors become one CheckpointError saying the old file is intact
@@ -59,7 +59,7 @@ def test_atomic_text_write_is_all_or_nothing(tmp_path, monkeypatch):
     def fault(tmp):
         raise Boom()
 
-    monkeypatch.setattr(ckpt_mod, "FAULT_HOOK", fault)
+    monkeypatch.setattr(_files, "FAULT_HOOK", fault)
     with pytest.raises(Boom):
         atomic_write_text(path, "a,b\n1,2\n3,4\n")
     assert path.read_text() == "a,b\n1,2\n"

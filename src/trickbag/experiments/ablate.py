@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, TextIO
 
 from trickbag.experiments import ExperimentError
-from trickbag.experiments.report import atomic_write_bytes, atomic_write_text, csv_text, fmt, markdown_table
+from trickbag._files import atomic_save_figure, atomic_write_text
+from trickbag.experiments.report import csv_text, fmt, markdown_table
 from trickbag.experiments.stats import mean_sd, paired_difference
 
 __all__ = ["Trick", "Variant", "parse_tricks", "ablation_variants", "run_ablation", "AblationResult", "KILL_ENV"]
@@ -397,7 +398,6 @@ def plot_ablation(
     path: Path,
 ) -> Path:
     """PNG: metric mean ± sd per variant (with each seed as a dot) beside the mean training time."""
-    import io
 
     import matplotlib
 
@@ -422,12 +422,7 @@ def plot_ablation(
     ax2.grid(alpha=0.3, axis="x")
     ax1.set_title("metric per variant (red: differs from the reference)")
     ax2.set_title("cost")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return atomic_save_figure(fig, path)
 
 
 def _comparable(settings: dict[str, Any]) -> dict[str, Any]:

@@ -255,14 +255,13 @@ def lr_find(
 
 def plot_lr_find(result: LRFindResult, path: str | Path) -> Path:
     """Loss (raw and smoothed) against LR on a log axis, with the suggestion and the minimum marked."""
-    import io
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from trickbag.experiments.report import atomic_write_bytes
+    from trickbag._files import atomic_save_figure
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(result.lrs, result.losses, color="C0", alpha=0.3, lw=1, label="loss")
@@ -280,13 +279,7 @@ def plot_lr_find(result: LRFindResult, path: str | Path) -> Path:
     ax.set_title("LR range test")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    path = Path(path)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return atomic_save_figure(fig, path)
 
 
 def lr_find_recipe(
@@ -307,7 +300,8 @@ def lr_find_recipe(
     recipe's loss function and optimizer (including a SAM wrapper) do.
     """
     from trickbag.config import load_recipe
-    from trickbag.experiments.report import atomic_write_text, csv_text
+    from trickbag._files import atomic_write_text
+    from trickbag.experiments.report import csv_text
 
     if not 0 < start < end:
         raise ExperimentError(f"--start must be below --end (both > 0), got --start {start:g} --end {end:g}")

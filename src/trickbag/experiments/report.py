@@ -28,36 +28,13 @@ from typing import Any, Optional, Sequence
 
 import yaml
 
+from trickbag._files import atomic_save_figure, atomic_write_text
 from trickbag.experiments import ExperimentError
 
 __all__ = ["RunInfo", "RunComparison", "read_run", "compare_runs", "write_report", "markdown_table"]
 
 
 # --------------------------------------------------------------------------- file helpers
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Binary twin of :func:`atomic_write_text`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def fmt(value: Any, digits: int = 4) -> str:
     """A table cell: floats with ``digits`` decimals, None/NaN as an em dash."""
     if value is None:
@@ -285,12 +262,7 @@ def plot_curves(runs: Sequence[RunInfo], path: Path) -> Path:
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return atomic_save_figure(fig, path)
 
 
 def _html_page(title: str, comparison: RunComparison, png: bytes) -> str:

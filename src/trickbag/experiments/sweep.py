@@ -305,7 +305,7 @@ def _objective(
     stream: TextIO,
 ) -> float:
     from trickbag.config import recipe_to_yaml
-    from trickbag.experiments.report import atomic_write_text
+    from trickbag._files import atomic_write_text
     from trickbag.train.build import build
     from trickbag.train.builtin import CSVLogger
 
@@ -379,7 +379,8 @@ def run_sweep(
         pruner: ``median`` (Optuna MedianPruner, after ``startup_trials`` finished trials) or ``none``.
     """
     from trickbag.config import load_recipe, recipe_to_yaml
-    from trickbag.experiments.report import atomic_write_text, csv_text, markdown_table
+    from trickbag._files import atomic_write_text
+    from trickbag.experiments.report import csv_text, markdown_table
 
     stream = stream if stream is not None else sys.stderr
     optuna = _optuna()
@@ -518,14 +519,13 @@ def run_sweep(
 
 def plot_history(trials: Sequence[Any], TS: Any, metric: str, direction: str, path: Path) -> Path:
     """Objective of every finished trial, last reported value of pruned ones, and the best so far."""
-    import io
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from trickbag.experiments.report import atomic_write_bytes
+    from trickbag._files import atomic_save_figure
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     done = [(t.number, t.value) for t in trials if t.state == TS.COMPLETE and t.value is not None]
@@ -545,24 +545,18 @@ def plot_history(trials: Sequence[Any], TS: Any, metric: str, direction: str, pa
     ax.set_title(f"optimisation history ({direction})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return atomic_save_figure(fig, path)
 
 
 def plot_importances(importances: dict[str, float], path: Path) -> Path:
     """Horizontal bars of fANOVA importances (they sum to 1)."""
-    import io
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from trickbag.experiments.report import atomic_write_bytes
+    from trickbag._files import atomic_save_figure
 
     names = list(importances)[::-1]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(names) + 1.5))
@@ -570,9 +564,4 @@ def plot_importances(importances: dict[str, float], path: Path) -> Path:
     ax.set_xlabel("importance (fANOVA, normalised)")
     ax.set_title("parameter importances")
     ax.grid(alpha=0.3, axis="x")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return atomic_save_figure(fig, path)

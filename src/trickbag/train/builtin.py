@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from trickbag.train.checkpoint import atomic_write_text
+from trickbag.train.checkpoint import atomic_save_figure, atomic_write_text
 from trickbag.train.early_stopping import EarlyStopping
 from trickbag.train.plugin import Plugin
 from trickbag.train.state import State
@@ -353,11 +353,7 @@ def write_plots(directory: Path, history: list[dict[str, float]], lrs: list[list
             ax.legend()
         ax1.set_title("loss")
         ax2.set_title("accuracy")
-        fig.tight_layout()
-        path = directory / "curves.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        out.append(path)
+        out.append(atomic_save_figure(fig, directory / "curves.png"))
     if lrs:
         fig, ax = plt.subplots(figsize=(6, 4))
         for g in range(len(lrs[0])):
@@ -367,9 +363,5 @@ def write_plots(directory: Path, history: list[dict[str, float]], lrs: list[list
         ax.grid(alpha=0.3)
         if len(lrs[0]) > 1:
             ax.legend()
-        fig.tight_layout()
-        path = directory / "lr.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        out.append(path)
+        out.append(atomic_save_figure(fig, directory / "lr.png"))
     return out

@@ -10,103 +10,24 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
-from trickbag.errors import CheckpointError, TrickbagError
+from trickbag._files import WriteError, atomic_save_figure, atomic_write_bytes, atomic_write_text, write_atomically
+from trickbag.errors import CheckpointError
 
 __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
+    "atomic_save_figure",
     "save_checkpoint",
     "load_checkpoint",
-    "FAULT_HOOK",
     "WriteError",
     "check_state_fits",
 ]
-
-#: test seam: called with the temporary path after the data is written and before the rename
-#: (raise OSError to simulate a full disk, or kill the process to simulate a crash mid-write)
-FAULT_HOOK: Optional[Callable[[Path], None]] = None
-
-
-class WriteError(TrickbagError, OSError):
-    """A run file (metrics, summary, recipe) could not be written; the previous version is intact."""
-
-
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None], mode: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            # mkstemp creates 0600; give the file the mode a plain open() would (0666 minus the umask)
-            os.fchmod(fh.fileno(), 0o666 & ~_UMASK)
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if FAULT_HOOK is not None:
-            FAULT_HOOK(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _write_or_explain(path: Path, write: Callable[[Any], None]) -> None:
-    try:
-        _atomic_write(path, write, "wb")
-    except WriteError:
-        raise
-    except OSError as exc:
-        raise WriteError(
-            f"could not write {str(path)!r}: {exc.strerror or exc}; the previous version of the file is intact"
-        ) from exc
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); :class:`WriteError` on I/O errors."""
-    _write_or_explain(Path(path), lambda fh: fh.write(data))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically; :class:`WriteError` on I/O errors.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
-    >>> atomic_write_text(p, "one"); atomic_write_text(p, "two"); p.read_text()
-    'two'
-    """
-    _write_or_explain(Path(path), lambda fh: fh.write(text.encode("utf-8")))
-
 
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path:
     """Save a checkpoint dict atomically; raises :class:`CheckpointError` (file untouched) on I/O errors.
@@ -119,7 +40,7 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path
     """
     path = Path(path)
     try:
-        _atomic_write(path, lambda fh: torch.save(checkpoint, fh), "wb")
+        write_atomically(path, lambda fh: torch.save(checkpoint, fh), "wb")
     except OSError as exc:
         raise CheckpointError(
             f"could not write checkpoint {str(path)!r}: {exc.strerror or exc}; "

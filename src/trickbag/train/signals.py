@@ -162,7 +162,7 @@ class KillSwitch(Plugin):
 
     Built from ``$TRICKBAG_TEST_KILL_AT`` by :func:`kill_switch_from_env`; add it after every other
     plug-in so that ``step:N`` fires after the checkpoints of update ``N`` were written. While
-    installed (:meth:`install`), ``write:NAME`` actions wrap :data:`trickbag.train.checkpoint.FAULT_HOOK`.
+    installed (:meth:`install`), ``write:NAME`` actions wrap :data:`trickbag._files.FAULT_HOOK`.
     """
 
     def __init__(self, spec: str) -> None:
@@ -200,19 +200,19 @@ class KillSwitch(Plugin):
 
     def install(self) -> None:
         """Hook checkpoint writes for ``write:NAME`` actions."""
-        from trickbag.train import checkpoint
+        from trickbag import _files
 
         if any(kind == "write" for kind, _ in self.actions) and not self._hooked:
-            self._previous_hook = checkpoint.FAULT_HOOK
-            checkpoint.FAULT_HOOK = self._write_hook
+            self._previous_hook = _files.FAULT_HOOK
+            _files.FAULT_HOOK = self._write_hook
             self._hooked = True
 
     def restore(self) -> None:
         """Remove the write hook again."""
-        from trickbag.train import checkpoint
+        from trickbag import _files
 
         if self._hooked:
-            checkpoint.FAULT_HOOK = self._previous_hook
+            _files.FAULT_HOOK = self._previous_hook
             self._hooked = False
 
 
