@@ -139,7 +139,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
     print(f"MPS          {'available' if mps else 'not available'}")
     print(f"CPU threads  {torch.get_num_threads()} (cores: {os.cpu_count()})")
-    print(f"bf16 on CPU  supported" if hasattr(torch, "bfloat16") else "bf16 on CPU  no")
+    print("bf16 on CPU  supported" if hasattr(torch, "bfloat16") else "bf16 on CPU  no")
     from trickbag.runtime import select_device
 
     print(f"device auto  {select_device('auto')}")
@@ -217,10 +217,11 @@ _EXTRA_COMMANDS.append(_register_tools)
 
 def _in_torchrun_worker() -> bool:
     """True in a process started by torchrun for a job of more than one process."""
-    try:
-        return "LOCAL_RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
-    except ValueError:
+    if "LOCAL_RANK" not in os.environ:  # not under torchrun: keep torch out of the light commands
         return False
+    from trickbag import runtime
+
+    return runtime.dist_info().world_size > 1
 
 
 def exit_torchrun_worker(code: int) -> NoReturn:

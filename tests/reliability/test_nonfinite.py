@@ -263,4 +263,4 @@ def test_cli_run_that_diverges_stops_with_one_error_line_and_a_finite_checkpoint
         if v.is_floating_point():
             assert torch.isfinite(v).all(), k
     summary = (run / "summary.txt").read_text()
-    assert f"non-finite loss/gradients" in summary and math.isfinite(saved["counters"]["train_sums"][0])
+    assert "non-finite loss/gradients" in summary and math.isfinite(saved["counters"]["train_sums"][0])

@@ -17,7 +17,7 @@ import torch
 import yaml
 
 import trickbag
-from trickbag.errors import CheckpointError, RecipeError
+from trickbag.errors import CheckpointError
 from trickbag.train.checkpoint import load_checkpoint
 
 from ._helpers import run_inprocess

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 

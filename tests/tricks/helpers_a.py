@@ -1,7 +1,4 @@
-"""Shared helpers of the batch / loss / optimizer trick tests (tests/tricks/test_*_a-area files).
-
-Load with :func:`load` (by file path, so it works whether or not ``tests/tricks`` is a package).
-"""
+"""Shared helpers of the batch / loss / optimizer trick tests (``import helpers_a``; tests/tricks is on sys.path)."""
 
 from __future__ import annotations
 
@@ -10,8 +7,7 @@ import torch.nn.functional as F
 
 from trickbag.config import load_recipe
 from trickbag.train.build import build
-from trickbag.train.events import Event
-from trickbag.train.plugin import Plugin
+from _tiny import Hook  # noqa: F401 (shared with the other tricks tests)
 
 #: a tiny run: fake data (4 classes, [1, 8, 8], about 69 training samples), one epoch, nothing written
 BASE = [
@@ -22,18 +18,6 @@ C = 4  # classes of the fake data source
 
 #: plain SGD at a constant LR: an update is exactly w -= lr * grad
 PLAIN_SGD = ["optim.momentum=0", "optim.nesterov=false", "optim.weight_decay=0", "schedule.name=constant"]
-
-
-class Hook(Plugin):
-    """A plug-in made of the given ``on_<event>`` callables (recording what the trainer passes around)."""
-
-    def __init__(self, **handlers):
-        self._events = set(handlers)
-        for event, fn in handlers.items():
-            setattr(self, "on_" + event, fn)
-
-    def handles(self, event: Event) -> bool:
-        return event.value in self._events
 
 
 def build_run(*overrides, first=None, last=None):

@@ -16,10 +16,7 @@ import torch.nn.functional as F
 from trickbag.config import load_recipe
 from trickbag.errors import ConflictError
 from trickbag.models import build_model
-from trickbag.train.build import build
 from trickbag.train.checkpoint import load_checkpoint
-from trickbag.train.events import Event
-from trickbag.train.plugin import Plugin
 
 from _tiny import Hook, build_run, tiny_base
 from trickbag.train.tricks import check_interactions

@@ -11,11 +11,7 @@ import math
 import pytest
 import torch
 
-from trickbag.config import load_recipe
 from trickbag.errors import RecipeError
-from trickbag.train.build import build
-from trickbag.train.events import Event
-from trickbag.train.plugin import Plugin
 
 from _tiny import Hook, build_run, tiny_base
 

@@ -11,9 +11,6 @@ from torch.utils.data import DataLoader
 
 from trickbag.config import load_recipe
 from trickbag.models import build_model
-from trickbag.train.build import build
-from trickbag.train.events import Event
-from trickbag.train.plugin import Plugin
 
 from _tiny import Hook, build_run, tiny_base
 from trickbag.train.tricks.weights import EMAPlugin, SWAPlugin

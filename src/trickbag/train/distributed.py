@@ -15,7 +15,6 @@ that communicate say so.
 
 from __future__ import annotations
 
-import math
 import pickle
 from typing import Any, Callable, Optional, TypeVar
 

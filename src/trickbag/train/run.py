@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import sys
 import time
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
 import torch
-import yaml
 
 from trickbag import runtime
-from trickbag.config import Recipe, apply_overrides, parse_overrides, recipe_from_dict, recipe_to_yaml
-from trickbag.errors import CheckpointError, RecipeError, TrickbagError
+from trickbag.config import Recipe, recipe_from_dict, recipe_to_yaml
+from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.train.build import build, check_monitor, make_loader
 from trickbag.train.builtin import CSVLogger, Checkpointing, Plots, ProgressBar, TensorBoardLogger, list_checkpoints
 from trickbag.train.checkpoint import WriteError, atomic_write_text, check_state_fits, load_checkpoint

@@ -16,7 +16,6 @@ Ordering rules the loop keeps (each has a test in ``tests/train``):
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Optional, Sequence
