@@ -278,6 +278,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("trickbag: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `trickbag tricks | head`: the reader left; no traceback, no flush error at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 import trickbag.experiments.cli  # noqa: E402,F401  (ablate, sweep, lr-find, report; light imports only)

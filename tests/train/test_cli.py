@@ -184,3 +184,17 @@ def test_a_torchrun_worker_ends_through_exit_handlers_flush_and_os_exit(monkeypa
     monkeypatch.delenv("LOCAL_RANK")
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert cli.main() == 3 and calls == []  # not started by torchrun
+
+
+def test_output_piped_into_a_reader_that_left_gives_no_traceback():
+    """`trickbag tricks | head -1`: a closed pipe ends the command quietly (exit 1, nothing on stderr)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes: every write fails with EPIPE
+    try:
+        r = subprocess.run([sys.executable, "-m", "trickbag", "tricks"], stdout=write_end, stderr=subprocess.PIPE,
+                           env=ENV, timeout=TIMEOUT)
+    finally:
+        os.close(write_end)
+    err = r.stderr.decode()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert r.returncode == 1
