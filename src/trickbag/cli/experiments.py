@@ -1,16 +1,14 @@
-"""Command-line entry points of the experiments: ``ablate``, ``sweep``, ``lr-find``, ``report``.
+"""``trickbag ablate``, ``sweep``, ``lr-find``, ``report``: experiments over recipes.
 
-Only argument parsing lives here (registered into :data:`trickbag.cli._EXTRA_COMMANDS`); the heavy
-modules are imported inside the command functions so that ``import trickbag.cli`` stays fast.
+Only argument parsing lives here; the experiment modules are imported inside the command functions.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Optional
 
+from trickbag.cli._common import positive_float, positive_int, split_recipe_and_overrides
 from trickbag.experiments import ExperimentError
 
 __all__ = ["register"]
@@ -18,29 +16,8 @@ __all__ = ["register"]
 
 def _recipe_and_overrides(items: list[str]) -> tuple[str, list[str]]:
     """``RECIPE key=value ...``; the recipe defaults to the built-in ``digits``."""
-    if items and "=" not in items[0]:
-        return items[0], list(items[1:])
-    return "digits", list(items)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+    recipe, overrides = split_recipe_and_overrides(items, default="digits")
+    return str(recipe), overrides
 
 
 # --------------------------------------------------------------------------- commands
@@ -132,11 +109,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
     a.add_argument("--tricks", required=True, help="comma-separated trick names or true/false recipe keys, "
                    "e.g. mixup,ema,label_smoothing,data.augment")
-    a.add_argument("--seeds", type=_positive_int, default=3, help="seeds per variant (train.seed=0..N-1; default 3)")
+    a.add_argument("--seeds", type=positive_int, default=3, help="seeds per variant (train.seed=0..N-1; default 3)")
     a.add_argument("--mode", choices=["leave-one-out", "add-one"], default="leave-one-out",
                    help="leave-one-out: all on, each off, all off (reference: all on); "
                    "add-one: baseline and each alone (reference: baseline)")
-    a.add_argument("--jobs", type=_positive_int, default=1, help="runs trained at the same time (processes)")
+    a.add_argument("--jobs", type=positive_int, default=1, help="runs trained at the same time (processes)")
     a.add_argument("--out", help="ablation folder (default <run.dir>/ablate-<recipe>)")
     a.add_argument("--metric", default="test/acc",
                    help="test/<name> of best.pt, or a per-epoch key (last epoch); default test/acc")
@@ -151,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
     s.add_argument("--space", required=True, help="search space YAML file")
     s.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
-    s.add_argument("--trials", type=_positive_int, default=20, help="trials run by this process (default 20)")
+    s.add_argument("--trials", type=positive_int, default=20, help="trials run by this process (default 20)")
     s.add_argument("--storage", help="Optuna storage URL or .db file (default sqlite:///<out>/sweep.db)")
     s.add_argument("--study-name", help="study name (default <recipe>-sweep)")
     s.add_argument("--resume", action="store_true",
@@ -172,11 +149,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ITEMS: [RECIPE] [key.sub=value ...]",
     )
     lf.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
-    lf.add_argument("--steps", type=_positive_int, default=200, help="optimizer steps of the sweep (default 200)")
-    lf.add_argument("--start", type=_positive_float, default=1e-6, help="first LR (default 1e-6)")
-    lf.add_argument("--end", type=_positive_float, default=10.0, help="last LR (default 10)")
+    lf.add_argument("--steps", type=positive_int, default=200, help="optimizer steps of the sweep (default 200)")
+    lf.add_argument("--start", type=positive_float, default=1e-6, help="first LR (default 1e-6)")
+    lf.add_argument("--end", type=positive_float, default=10.0, help="last LR (default 10)")
     lf.add_argument("--beta", type=float, default=0.9, help="loss smoothing factor of the EMA (default 0.9)")
-    lf.add_argument("--diverge", type=_positive_float, default=4.0,
+    lf.add_argument("--diverge", type=positive_float, default=4.0,
                     help="stop when the smoothed loss exceeds this many times its minimum (default 4)")
     lf.add_argument("--rule", choices=["steepest", "min10"], default="steepest",
                     help="steepest: steepest descent of the smoothed loss vs log LR; min10: LR at the minimum / 10")
@@ -192,20 +169,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")
     r.add_argument("--out", default="report", help="folder for the report (default ./report)")
     r.set_defaults(func=cmd_report)
-
-
-def _install(extra_commands: Optional[list] = None) -> None:
-    if extra_commands is None:
-        from trickbag import cli
-
-        extra_commands = cli._EXTRA_COMMANDS
-    if register not in extra_commands:
-        extra_commands.append(register)
-
-
-_install()
-
-if __name__ == "__main__":  # pragma: no cover
-    from trickbag.cli import main
-
-    sys.exit(main())

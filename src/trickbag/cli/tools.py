@@ -1,4 +1,4 @@
-"""CLI commands that inspect a recipe without training it: ``summary``, ``stats``, ``profile``."""
+"""``trickbag summary``, ``stats``, ``profile``: inspect a recipe without training it."""
 
 from __future__ import annotations
 
