@@ -44,12 +44,13 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from trickbag import runtime  # noqa: E402
-from trickbag.config import load_recipe  # noqa: E402
+from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.data.sources import build_data  # noqa: E402
 from trickbag.models import SmallCNN  # noqa: E402
 from trickbag.train import Event, Trainer  # noqa: E402
 from trickbag.train.build import build_optimizer, build_schedule, make_loader  # noqa: E402
-from trickbag.train.builtin import CSVLogger, ProgressBar, TensorBoardLogger  # noqa: E402
+from trickbag.train.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
+from trickbag.train.progress import ProgressBar  # noqa: E402
 
 TARGETS = {"trainer": 1.02, "trainer+log": 1.05}
 
@@ -155,7 +156,7 @@ def run_trainer(s: Setup, rss: C.PeakRSS, logging: bool) -> dict[str, Any]:
     runtime.seed_everything(s.seed)
     with tempfile.TemporaryDirectory(prefix="trickbag-bench-") as tmp, open(os.devnull, "w") as devnull:
         plugins = []
-        if logging:  # as trickbag.train.run.train_recipe adds them (log.every_steps=10)
+        if logging:  # as trickbag.runs.run.run_recipe adds them (log.every_steps=10)
             every = s.recipe.log.every_steps
             plugins = [CSVLogger(Path(tmp) / "metrics.csv", every_steps=every),
                        TensorBoardLogger(Path(tmp) / "tb", every_steps=every),

@@ -1,6 +1,6 @@
 """Time to accuracy on MNIST-1D: the ``mnist1d`` recipe vs the MNIST-1D paper's CNN recipe, same process.
 
-* ``recipe``: ``trickbag.train.run.train_recipe`` on the built-in ``mnist1d`` recipe with
+* ``recipe``: ``trickbag.runs.run.run_recipe`` on the built-in ``mnist1d`` recipe with
   ``train.seed=<seed>`` (run directory in a temporary folder; progress bar, plots and TensorBoard
   off: they are fixed costs unrelated to learning).  Accuracy: the run's test accuracy (best.pt on
   the 1000 test signals).  Wall time: the whole ``train_recipe`` call (data, model, training,
@@ -39,7 +39,7 @@ from torch import nn  # noqa: E402
 
 from trickbag.config import builtin_recipes, load_recipe  # noqa: E402
 from trickbag.data.sources import build_data  # noqa: E402
-from trickbag.train.run import train_recipe  # noqa: E402
+from trickbag.runs.run import run_recipe  # noqa: E402
 
 PAPER = {"lr": 1e-2, "weight_decay": 0.0, "batch_size": 100, "steps": 6000}
 TARGET_ACC = 0.990
@@ -103,7 +103,7 @@ def recipe_run(name: str, seed: int, extra: list[str]) -> dict[str, Any]:
         recipe = load_recipe(name, [f"train.seed={seed}", f"run.dir={tmp}", f"run.name=seed{seed}",
                                     "run.progress=false", "run.plots=false", "log.tensorboard=false", *extra])
         t0 = time.perf_counter()
-        result = train_recipe(recipe, out=devnull, quiet=True)
+        result = run_recipe(recipe, out=devnull, quiet=True)
         seconds = time.perf_counter() - t0
     return {"acc": result.test["test/acc"], "seconds": seconds, "fit_seconds": result.wall_time_s,
             "epochs": len(result.history)}

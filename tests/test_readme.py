@@ -36,7 +36,7 @@ def test_readme_loop_example_runs_and_uses_the_averaged_weights():
 
 
 def test_readme_recipe_example_validates():
-    from trickbag.config import recipe_from_dict
+    from trickbag.recipe import recipe_from_dict
 
     recipe = recipe_from_dict(yaml.safe_load(_block("yaml", "tricks:")))
     assert recipe.tricks.label_smoothing.enabled and recipe.tricks.ema.enabled

@@ -11,16 +11,11 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from trickbag.errors import TrickbagError
 
-__all__ = ["write_atomically", "atomic_write_bytes", "atomic_write_text", "atomic_save_figure", "WriteError",
-           "FAULT_HOOK"]
-
-#: test seam: called with the temporary path after the data is written and before the rename
-#: (raise OSError to simulate a full disk, or kill the process to simulate a crash mid-write)
-FAULT_HOOK: Optional[Callable[[Path], None]] = None
+__all__ = ["write_atomically", "atomic_write_bytes", "atomic_write_text", "atomic_save_figure", "WriteError"]
 
 
 class WriteError(TrickbagError, OSError):
@@ -62,8 +57,6 @@ def write_atomically(path: Path, write: Callable[[Any], None], mode: str = "wb")
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        if FAULT_HOOK is not None:
-            FAULT_HOOK(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

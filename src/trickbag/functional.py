@@ -17,7 +17,16 @@ from trickbag.losses import (
     smooth_targets,
     soft_target_cross_entropy,
 )
-from trickbag.nn import count_parameters, freeze, init_weights, load_matching, param_groups, unfreeze
+from trickbag.nn import (
+    count_parameters,
+    flip_tta,
+    freeze,
+    init_weights,
+    layer_id_by_depth,
+    load_matching,
+    param_groups,
+    unfreeze,
+)
 from trickbag.optim import adaptive_clip_gradients, build_scheduler, clip_gradients, scaled_lr
 
 __all__ = [
@@ -29,11 +38,13 @@ __all__ = [
     "cutmix",
     "cutout",
     "distillation_loss",
+    "flip_tta",
     "focal_loss",
     "freeze",
     "gradient_penalty",
     "init_weights",
     "l1_penalty",
+    "layer_id_by_depth",
     "load_matching",
     "mean_std",
     "mixup",

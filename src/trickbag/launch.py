@@ -91,7 +91,7 @@ def launch_torchrun(
         raise ValueError(f"dist.nproc must be an int >= 1, got {nproc!r}")
     overrides = [str(o) for o in overrides]
     if resume is None:
-        from trickbag.config import load_recipe
+        from trickbag.recipe import load_recipe
 
         recipe = load_recipe(recipe_name, overrides)
         if recipe.run.name is None:

@@ -18,7 +18,8 @@ from torch import nn
 
 from trickbag.errors import RecipeError
 
-__all__ = ["SmallCNN", "SignalCNN", "FastSignalCNN", "MLP", "build_model", "BUILTIN_MODELS"]
+__all__ = ["SmallCNN", "SignalCNN", "FastSignalCNN", "MLP", "build_model", "BUILTIN_MODELS", "import_callable",
+           "is_callable_spec"]
 
 
 def _conv_bn(cin: int, cout: int, conv: type[nn.Module], bn: type[nn.Module]) -> nn.Sequential:
@@ -173,40 +174,63 @@ BUILTIN_MODELS: dict[str, Callable[..., nn.Module]] = {
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
+def is_callable_spec(spec: str) -> bool:
+    """Whether ``spec`` has the form ``package.module:function``."""
+    return bool(_CALLABLE.match(spec))
+
+
+def import_callable(spec: str, key: str) -> Callable[..., Any]:
+    """The function ``package.module:function`` names (imported: it runs that module's code); ``key``
+    names the recipe key in the one-line :class:`RecipeError` for a bad spec."""
+    if not _CALLABLE.match(spec):
+        raise RecipeError(f"{key}={spec!r} is not of the form package.module:function")
+    mod_name, fn_name = spec.split(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise RecipeError(f"{key}={spec!r}: cannot import {mod_name!r} ({exc})") from None
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise RecipeError(f"{key}={spec!r}: {mod_name!r} has no callable {fn_name!r}")
+    return fn
+
+
+def _user_model(name: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Module:
+    model = import_callable(name, "model.name")(num_classes=num_classes, **kwargs)
+    if not isinstance(model, nn.Module):
+        raise RecipeError(f"model.name={name!r} returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _torchvision_model(name: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Module | None:
+    import torchvision
+
+    if name not in torchvision.models.list_models(module=torchvision.models):
+        return None
+    if kwargs.get("weights") not in (None,):
+        raise RecipeError("model.kwargs.weights is not supported (no downloads); use model.weights=PATH")
+    return torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+
+
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **kwargs: Any) -> nn.Module:
     """Build a model by recipe name for inputs of ``input_shape`` (per sample) and ``num_classes`` outputs."""
     try:
         if name in BUILTIN_MODELS:
             return BUILTIN_MODELS[name](tuple(input_shape), num_classes, **kwargs)
         if ":" in name:
-            if not _CALLABLE.match(name):
-                raise RecipeError(f"model.name={name!r} is not of the form package.module:function")
-            mod_name, fn_name = name.split(":")
-            try:
-                mod = importlib.import_module(mod_name)
-            except ImportError as exc:
-                raise RecipeError(f"model.name={name!r}: cannot import {mod_name!r} ({exc})") from None
-            fn = getattr(mod, fn_name, None)
-            if not callable(fn):
-                raise RecipeError(f"model.name={name!r}: {mod_name!r} has no callable {fn_name!r}")
-            model = fn(num_classes=num_classes, **kwargs)
-            if not isinstance(model, nn.Module):
-                raise RecipeError(f"model.name={name!r} returned {type(model).__name__}, not a torch.nn.Module")
+            return _user_model(name, num_classes, kwargs)
+        model = _torchvision_model(name, num_classes, kwargs)
+        if model is not None:
             return model
-        import torchvision
-
-        available = torchvision.models.list_models(module=torchvision.models)
-        if name in available:
-            if kwargs.get("weights") not in (None,):
-                raise RecipeError("model.kwargs.weights is not supported (no downloads); use model.weights=PATH")
-            return torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
-        import difflib
-
-        close = difflib.get_close_matches(name, list(BUILTIN_MODELS) + available, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise RecipeError(
-            f"model.name={name!r} is unknown{hint}; allowed: {', '.join(BUILTIN_MODELS)}, a torchvision "
-            "classification model name, or package.module:function"
-        )
     except TypeError as exc:
         raise RecipeError(f"model.kwargs {kwargs} do not fit model {name!r}: {exc}") from None
+    import difflib
+
+    import torchvision
+
+    close = difflib.get_close_matches(name, list(BUILTIN_MODELS) + torchvision.models.list_models(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise RecipeError(
+        f"model.name={name!r} is unknown{hint}; allowed: {', '.join(BUILTIN_MODELS)}, a torchvision "
+        "classification model name, or package.module:function"
+    )

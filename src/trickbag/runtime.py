@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import os
 import random
 import warnings
@@ -32,6 +33,10 @@ __all__ = [
     "init_distributed",
     "shutdown_distributed",
     "is_main_process",
+    "torch_distributed_initialized",
+    "move_to",
+    "trick_generator",
+    "fork_generator",
 ]
 
 
@@ -113,6 +118,38 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def trick_generator(seed: int, trick: str, rank: int = 0) -> torch.Generator:
+    """A CPU generator seeded from ``(seed, trick, rank)``: reproducible, distinct per trick and rank.
+
+    >>> a, b = trick_generator(0, "mix"), trick_generator(0, "mix")
+    >>> torch.equal(torch.rand(3, generator=a), torch.rand(3, generator=b))
+    True
+    >>> trick_generator(0, "mix").initial_seed() != trick_generator(0, "cutout").initial_seed()
+    True
+    """
+    digest = hashlib.sha256(f"{seed}/{trick}/{rank}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+def fork_generator(generator: torch.Generator, rank: int) -> None:
+    """Reseed ``generator`` in place from one draw of its own stream and ``rank`` (rank 0: untouched).
+
+    A checkpoint holds rank 0's generator (rank 0 writes it). After every rank restored it, rank 0
+    continues that stream exactly; each rank ``r > 0`` moves to a stream of its own, so resumed ranks
+    still draw different masks and partners, and deterministically so.
+
+    >>> g0, g1 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    >>> fork_generator(g0, 0); fork_generator(g1, 1)
+    >>> g0.initial_seed() == 5 and g1.initial_seed() != 5
+    True
+    """
+    if rank <= 0:
+        return
+    base = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    digest = hashlib.sha256(f"{base}/{rank}".encode()).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
 # --------------------------------------------------------------------------- determinism
 def configure_determinism(deterministic: bool, benchmark: bool = False) -> None:
     """Switch deterministic algorithms and the cuDNN flags together.
@@ -192,6 +229,21 @@ def select_device(spec: str = "auto", *, local_rank: int | None = None) -> torch
     return dev
 
 
+def move_to(obj: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """``obj`` with every tensor in it (also inside tuples, lists and dicts) moved to ``device``.
+
+    >>> move_to((torch.zeros(1), [torch.ones(1)], {"k": 2}), torch.device("cpu"))
+    (tensor([0.]), [tensor([1.])], {'k': 2})
+    """
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device, non_blocking=non_blocking)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(move_to(o, device, non_blocking) for o in obj)
+    if isinstance(obj, dict):
+        return {k: move_to(v, device, non_blocking) for k, v in obj.items()}
+    return obj
+
+
 # --------------------------------------------------------------------------- distributed
 @dataclasses.dataclass(frozen=True)
 class DistInfo:
@@ -223,6 +275,11 @@ def dist_info() -> DistInfo:
         local_rank=int(os.environ.get("LOCAL_RANK", 0)),
         world_size=int(os.environ.get("WORLD_SIZE", 1)),
     )
+
+
+def torch_distributed_initialized() -> bool:
+    """Whether a default process group exists in this process."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 def is_main_process() -> bool:

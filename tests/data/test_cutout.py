@@ -79,3 +79,51 @@ def test_single_image_dtype_and_no_in_place_change():
 def test_rejects_bad_arguments(x, size, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         cutout(x, size, **kwargs)
+
+
+# --------------------------------------------------------------------------- prob
+@pytest.mark.parametrize("prob", [0.0, 0.3, 0.7, 1.0])
+def test_prob_matches_a_per_image_loop_with_the_plugins_draw_order(prob):
+    x = torch.rand(9, 2, 6, 5, generator=gen())
+    g = gen(11)
+    cy = torch.randint(0, 6, (9,), generator=g)  # centres first (rows, then columns) ...
+    cx = torch.randint(0, 5, (9,), generator=g)
+    u = torch.rand(9, generator=g) if prob < 1 else torch.zeros(9)  # ... then one draw per image
+    ref = x.clone()
+    for i in range(9):
+        if u[i] < prob:
+            ref[i] = naive_cutout(x[i : i + 1], 3, [[int(cy[i]), int(cx[i])]], 0.5)[0]
+    out = cutout(x, 3, generator=gen(11), value=0.5, prob=prob)
+    assert torch.equal(out, ref)
+    # what CutoutPlugin did before the option existed: cut everything, then torch.where on the same draws
+    g = gen(11)
+    full = cutout(x, 3, generator=g, value=0.5)
+    if prob < 1:
+        full = torch.where((torch.rand(9, generator=g) < prob).view(-1, 1, 1, 1), full, x)
+    assert torch.equal(out, full)
+
+
+def test_prob_one_draws_nothing_more_and_fraction_is_right():
+    g1, g2 = gen(12), gen(12)
+    cutout(torch.ones(4, 1, 5, 5), 2, generator=g1)
+    cutout(torch.ones(4, 1, 5, 5), 2, generator=g2, prob=1.0)
+    assert torch.equal(g1.get_state(), g2.get_state())
+    out = cutout(torch.ones(4000, 1, 4, 4), 2, generator=gen(13), prob=0.25)
+    cut = (out == 0).flatten(1).any(1).double().mean().item()
+    assert abs(cut - 0.25) < 5 * (0.25 * 0.75 / 4000) ** 0.5
+
+
+def test_prob_with_a_single_image_and_pinned_centres():
+    img = torch.ones(1, 4, 4)
+    g = gen(14)
+    u = torch.rand(1, generator=gen(14)).item()  # the only draw: centres are given
+    out = cutout(img, 2, centers=torch.tensor([1, 1]), generator=g, prob=0.5)
+    assert out.shape == (1, 4, 4)
+    assert bool((out == 0).any()) == (u < 0.5)
+
+
+@pytest.mark.parametrize("prob, exc", [(-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+                                       (True, TypeError), ("0.5", TypeError)])
+def test_prob_rejects_bad_values(prob, exc):
+    with pytest.raises(exc, match="prob"):
+        cutout(torch.ones(1, 1, 4, 4), 2, prob=prob)

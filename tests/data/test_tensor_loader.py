@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from trickbag.config import load_recipe
+from trickbag.recipe import load_recipe
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import BatchGather, TensorDataset, collate, random_shift
 from trickbag.runtime import DistInfo

@@ -75,13 +75,13 @@ MODEL = f"model.name={__name__}:make_net"
 
 
 def recipe(overrides: list[str], batch_size: int = PER_RANK_BATCH) -> Any:
-    from trickbag.config import load_recipe
+    from trickbag.recipe import load_recipe
 
     return load_recipe("digits", BASE + [MODEL, f"data.batch_size={batch_size}"] + list(overrides))
 
 
 def weights(model: nn.Module) -> dict[str, torch.Tensor]:
-    from trickbag.train.trainer import _unwrap
+    from trickbag.nn import unwrap as _unwrap
 
     return {k: v.detach().clone() for k, v in _unwrap(model).state_dict().items()}
 
@@ -120,7 +120,7 @@ def train(overrides: list[str], batch_size: int = PER_RANK_BATCH, setup: Optiona
         "history": [dict(h) for h in state.history],
         "steps": state.step,
         "grad_norms": rec.grad_norms,
-        "stop_reason": state.stop_reason,
+        "stop_reason": state.stop_message,
         "epoch": state.epoch,
         "extra": extra() if callable(extra) else extra,
         "model_type": type(trainer.model).__name__,
@@ -238,7 +238,7 @@ def eval_uneven(rank: int, out: Path) -> dict[str, Any]:
     import torch.nn.functional as F
 
     from trickbag.train.build import build
-    from trickbag.train.trainer import _unwrap
+    from trickbag.nn import unwrap as _unwrap
 
     r = recipe(["data.num_samples=80", "data.val_fraction=0.2", "data.eval_batch_size=3", "model.kwargs={kind: bn}"])
     trainer, ctx = build(r)
@@ -280,17 +280,18 @@ def early_stop(rank: int, out: Path) -> dict[str, Any]:
 
 def _stopper(at_step: Optional[int], at_epoch_end: Optional[int]) -> Any:
     from trickbag.train.plugin import Plugin
+    from trickbag.train.state import StopReason
 
     class RankZeroBudget(Plugin):
         """Stops the run on the rank it is added to only (like a plug-in that decides on rank 0)."""
 
         def on_step(self, state: Any) -> None:
             if at_step is not None and state.step == at_step:
-                state.stop(f"budget: {at_step} updates")
+                state.stop(StopReason.REQUESTED, f"budget: {at_step} updates")
 
         def on_epoch_end(self, state: Any) -> None:
             if at_epoch_end is not None and state.epoch == at_epoch_end:
-                state.stop(f"budget: {at_epoch_end + 1} epochs")
+                state.stop(StopReason.REQUESTED, f"budget: {at_epoch_end + 1} epochs")
 
     return RankZeroBudget()
 
@@ -315,10 +316,18 @@ def rank0_stops_at_epoch_end(rank: int, out: Path) -> dict[str, Any]:
 
 @scenario
 def runs(rank: int, out: Path) -> dict[str, Any]:
-    """train_recipe twice (2 epochs, then resumed to 3) and once straight to 3 epochs."""
+    """run_recipe twice (2 epochs, then resumed to 3) and once straight to 3 epochs."""
     from trickbag import _files
-    from trickbag.train import run as run_mod
+    from trickbag.runs import run as run_mod
     from trickbag.train.trainer import Trainer
+
+    class RecordingOs:  # os as trickbag._files sees it: every atomic write's temporary file is recorded
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def replace(self, src: Any, dst: Any) -> None:
+            writes.append(Path(src).name)
+            os.replace(src, dst)
 
     writes: list[str] = []
     added: list[str] = []
@@ -333,11 +342,11 @@ def runs(rank: int, out: Path) -> dict[str, Any]:
 
     runs_dir = out / "runs"
     common = ["schedule.name=constant", f"run.dir={runs_dir}"]
-    _files.FAULT_HOOK = lambda tmp: writes.append(Path(tmp).name)
+    _files.os = RecordingOs()
     Trainer.add_plugin = add_plugin  # type: ignore[method-assign]
     try:
         buf = io.StringIO()
-        first = run_mod.train_recipe(
+        first = run_mod.run_recipe(
             recipe(common + ["log.tensorboard=true", "run.plots=true", "run.progress=true"]), out=buf
         )
         added_first = list(added)
@@ -349,9 +358,9 @@ def runs(rank: int, out: Path) -> dict[str, Any]:
             resumed = run_mod.resume_run(first.run_dir, ["train.epochs=3"], out=io.StringIO())
         finally:
             run_mod.find_resume_checkpoint, run_mod.load_checkpoint = saved
-        straight = run_mod.train_recipe(recipe(common + ["train.epochs=3", "run.name=straight"]), out=io.StringIO())
+        straight = run_mod.run_recipe(recipe(common + ["train.epochs=3", "run.name=straight"]), out=io.StringIO())
     finally:
-        _files.FAULT_HOOK = None
+        _files.os = os
         Trainer.add_plugin = original_add  # type: ignore[method-assign]
     return {
         "run_dir": str(first.run_dir),

@@ -127,11 +127,11 @@ def test_ema_under_ddp_averages_the_same_weights_as_one_process(ddp: dict[str, A
 
 def test_mixup_cutmix_under_ddp_draws_per_rank_and_keeps_replicas_equal(ddp: dict[str, Any]) -> None:
     r0, r1 = ranks(ddp, "mix")
-    from trickbag.train.tricks.batch_loss import trick_generator
+    from trickbag.runtime import trick_generator
 
     recipe = W.recipe(["tricks.mix.enabled=true"])
     for rank, r in enumerate((r0, r1)):  # each rank mixes with its own generator: different pairs and lambdas
-        assert r["extra"]["generator_seed"] == trick_generator(recipe, "mix", rank).initial_seed()
+        assert r["extra"]["generator_seed"] == trick_generator(recipe.train.seed, "mix", rank).initial_seed()
     assert r0["extra"]["generator_seed"] != r1["extra"]["generator_seed"]
     assert_same_weights(r0["weights"], r1["weights"], atol=0.0)  # one all-reduced update on every replica
     assert r0["steps"] == 16 and "train/acc" not in r0["history"][-1]  # soft targets: no train accuracy
@@ -175,7 +175,7 @@ def test_uneven_validation_shards_count_every_sample_once(ddp: dict[str, Any]) -
     for r in (r0, r1):
         m = r["metrics"]
         assert m["n"] == 13
-        assert m["acc"] == pytest.approx(r0["naive_acc"], abs=1e-12)
+        assert m["acc"] == pytest.approx(r0["naive_acc"], abs=1e-6)  # torchmetrics: float32
         assert m["loss"] == pytest.approx(r0["naive_loss"], abs=1e-6)
     # and the same as a 1-process evaluation of the same (seeded, untrained) model
     from trickbag.train.build import build
@@ -216,7 +216,7 @@ def test_early_stopping_stops_both_ranks_at_the_same_epoch(ddp: dict[str, Any]) 
 def test_a_stop_decided_on_rank_0_mid_epoch_stops_every_rank(ddp: dict[str, Any]) -> None:
     r0, r1 = ranks(ddp, "rank0_stops_mid_epoch")
     assert r0["steps"] == r1["steps"] == 3
-    assert r0["stop_reason"] == r1["stop_reason"] == "budget: 3 updates"
+    assert r0["stop_reason"] == r1["stop_reason"] == "stopped by a plug-in: budget: 3 updates"
     assert r0["history"] == [] and r1["history"] == []  # no epoch finished
     assert_same_weights(r0["weights"], r1["weights"], atol=0.0)
 
@@ -225,7 +225,7 @@ def test_a_stop_decided_on_rank_0_at_epoch_end_stops_every_rank(ddp: dict[str, A
     r0, r1 = ranks(ddp, "rank0_stops_at_epoch_end")
     assert len(r0["history"]) == len(r1["history"]) == 1
     assert r0["steps"] == r1["steps"] == 8
-    assert r0["stop_reason"] == r1["stop_reason"] == "budget: 1 epochs"
+    assert r0["stop_reason"] == r1["stop_reason"] == "stopped by a plug-in: budget: 1 epochs"
 
 
 # --------------------------------------------------------------------------- runs, files, resume

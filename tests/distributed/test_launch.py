@@ -90,8 +90,8 @@ def test_launch_fixes_the_run_name_and_returns_the_exit_status(
     assert len(names) == 1 and names[0].startswith("run.name=digits-")  # every worker gets the same name
     assert seen["env"]["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
     assert seen["cmd"][seen["cmd"].index("--rdzv-endpoint") + 1] == "127.0.0.1:0"
-    from trickbag.config import load_recipe
-    from trickbag.train.run import default_run_name
+    from trickbag.recipe import load_recipe
+    from trickbag.runs.directory import default_run_name
 
     assert len(names[0]) == len("run.name=" + default_run_name(load_recipe("digits")))  # the same format
 

@@ -1,5 +1,5 @@
 """`trickbag report` on two tiny real runs: only differing recipe keys, numbers read back from the runs,
-one curves PNG, and a self-contained HTML page."""
+one curves PNG, a self-contained HTML page, and folders that are not runs skipped with a note."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import re
 import pytest
 
 from trickbag.cli import main
-from trickbag.config import load_recipe
+from trickbag.recipe import load_recipe
+from trickbag.experiments import ExperimentError
 from trickbag.experiments.report import compare_runs, read_run
-from trickbag.train.run import train_recipe
+from trickbag.runs.run import run_recipe
 
 TINY = ["data.name=fake", "data.num_samples=64", "model.name=mlp", "data.batch_size=16", "train.epochs=2",
         "log.tensorboard=false", "run.plots=false", "run.progress=false"]
@@ -24,7 +25,7 @@ def two_runs(tmp_path_factory):
     results = {}
     for name, lr in (("slow", 0.01), ("fast", 0.2)):
         recipe = load_recipe("digits", [*TINY, f"optim.lr={lr}", f"run.dir={root}", f"run.name={name}"])
-        results[name] = train_recipe(recipe, quiet=True)
+        results[name] = run_recipe(recipe, quiet=True)
     return root, results
 
 
@@ -76,10 +77,35 @@ def test_compare_runs_keeps_missing_keys_and_unfinished_runs(two_runs, tmp_path)
     assert read_run(root / "fast").test_acc is not None
 
 
+def test_folders_that_are_not_runs_are_skipped_with_a_note(two_runs, tmp_path, capsys):
+    """`trickbag report runs/*` over runs beside an ablation / sweep / lr-find folder and a stray file."""
+    root, _ = two_runs
+    sweep = tmp_path / "sweep-digits"
+    (sweep / "trials").mkdir(parents=True)
+    (sweep / "best_recipe.yaml").write_text("name: x\n")
+    stray = tmp_path / "notes.txt"
+    stray.write_text("x")
+    out = tmp_path / "rep"
+    assert main(["report", str(root / "slow"), str(sweep), str(stray), str(root / "fast"), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    notes = [line for line in captured.err.splitlines() if line.startswith("trickbag: note:")]
+    assert notes == [f"trickbag: note: skipping {str(p)!r}: not a run directory (a run directory holds recipe.yaml)"
+                     for p in (sweep, stray)]
+    with open(out / "table.csv", newline="") as f:
+        assert [r["run"] for r in csv.DictReader(f)] == ["slow", "fast"]
+
+
 def test_report_errors_are_one_line(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"trickbag: error: {str(tmp_path)!r} is not a trickbag run directory (no recipe.yaml)"]
+    (tmp_path / "a").mkdir()
+    assert main(["report", str(tmp_path), str(tmp_path / "a"), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["trickbag: error: none of the 2 given paths is a trickbag run directory (a run directory holds "
+                   "recipe.yaml)"]
     assert main(["report", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+    with pytest.raises(ExperimentError, match="no recipe.yaml"):  # one folder read directly must be a run
+        read_run(tmp_path)

@@ -15,11 +15,11 @@ import pytest
 import torch
 from sklearn.tree import DecisionTreeClassifier
 
-from trickbag.config import load_recipe
+from trickbag.recipe import load_recipe
 from trickbag.data.sources import build_data
 from trickbag.errors import DataError, RecipeError
 from trickbag.models import MLP
-from trickbag.train.run import train_recipe
+from trickbag.runs.run import run_recipe
 
 N = 100
 BINS = {"a": ("width", 4), "b": ("quantile", 4), "c": ("tree", 3)}
@@ -122,7 +122,7 @@ def test_model_inputs_are_naive_bins_of_training_rows(tmp_path):
 
     handle = torch.nn.modules.module.register_module_forward_pre_hook(record)
     try:
-        result = train_recipe(recipe, quiet=True)
+        result = run_recipe(recipe, quiet=True)
     finally:
         handle.remove()
     assert (result.run_dir / "checkpoints" / "best.pt").is_file()
@@ -134,7 +134,8 @@ def test_model_inputs_are_naive_bins_of_training_rows(tmp_path):
     ids = np.searchsorted(uniq, np.round(x[:, 0], 6))
     is_train = np.concatenate([np.full(len(t), tr) for tr, t in seen])
     train_ids = np.unique(ids[is_train])
-    assert len(train_ids) == 72 == is_train.sum()  # 100 rows - 20 test - 8 val, each trained on once
+    # 100 rows - 20 test - 8 val, each trained on once, plus the pre-flight batch (8 training rows) first
+    assert len(train_ids) == 72 and is_train.sum() == 72 + 8
 
     expected, layout = _naive_features(cols, train_ids)
     assert x.shape[1] == expected.shape[1]  # id + (4+1) + (<=4 + 1) + (<=3 + 1) inputs
@@ -179,7 +180,7 @@ def test_bad_column_name_is_one_line_data_error(tmp_path):
          f"run.dir={tmp_path / 'runs'}", *QUIET],
     )
     with pytest.raises(DataError) as err:
-        train_recipe(recipe, quiet=True)
+        run_recipe(recipe, quiet=True)
     msg = str(err.value)
     assert "\n" not in msg and "'cc'" in msg and "did you mean 'c'?" in msg and "id, a, b, c" in msg
     assert not (tmp_path / "runs").exists()  # nothing written

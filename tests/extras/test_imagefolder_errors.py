@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from trickbag.cli import main
-from trickbag.config import load_recipe
+from trickbag.recipe import load_recipe
 from trickbag.data.sources import build_data
 from trickbag.errors import DataError
 

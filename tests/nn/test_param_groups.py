@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from trickbag.nn import param_groups
+from trickbag.nn import layer_id_by_depth, param_groups
 
 
 class Net(nn.Module):
@@ -168,3 +168,51 @@ def test_all_frozen_raises():
     model = Net().requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameters"):
         param_groups(model, lr=0.1)
+
+
+# --------------------------------------------------------------------------- layer_id_by_depth
+def naive_layer_ids(model: nn.Module, depth: int) -> dict[str, int]:
+    """Number the distinct module paths (cut to ``depth`` names) in order of first appearance."""
+    order: list[str] = []
+    ids = {}
+    for name, _ in model.named_parameters():
+        path = name.split(".")[:-1][:depth]
+        key = "/".join(path)
+        if key not in order:
+            order.append(key)
+        ids[name] = order.index(key)
+    return ids
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_layer_id_by_depth_numbers_module_paths_in_parameter_order(depth):
+    model = Net()
+    model.block[1].requires_grad_(False)  # frozen parameters keep their ids
+    f = layer_id_by_depth(model, depth)
+    assert {n: f(n) for n, _ in model.named_parameters()} == naive_layer_ids(model, depth)
+    assert f("not.a.parameter") == 0
+
+
+def test_layer_id_by_depth_written_out():
+    f1, f2 = layer_id_by_depth(Net(), 1), layer_id_by_depth(Net(), 2)
+    names = ["cls_token", "stem.weight", "bn.bias", "block.0.weight", "block.2.bias", "head.weight"]
+    assert [f1(n) for n in names] == [0, 1, 2, 3, 3, 4]  # the root parameter is a layer of its own
+    assert [f2(n) for n in names] == [0, 1, 2, 3, 5, 6]
+
+
+def test_layer_id_by_depth_drives_layer_decay():
+    model = Net()
+    groups = param_groups(model, lr=1.0, layer_decay=0.5, layer_id_fn=layer_id_by_depth(model, 1),
+                          no_decay_bias_norm=False)
+    for name, g in by_name(groups).items():
+        assert g["lr"] == pytest.approx(0.5 ** (4 - naive_layer_ids(model, 1)[name])), name
+
+
+@pytest.mark.parametrize("model, depth, exc, match", [
+    ("net", 1, TypeError, "model must be a torch.nn.Module"),
+    (None, 0, ValueError, "depth must be an int >= 1"),
+    (None, True, ValueError, "depth"),
+])
+def test_layer_id_by_depth_rejects_bad_arguments(model, depth, exc, match):
+    with pytest.raises(exc, match=match):
+        layer_id_by_depth(Net() if model is None else model, depth)

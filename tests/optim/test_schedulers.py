@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import math
+import warnings
 
 import pytest
 import torch
 from torch.optim import lr_scheduler as lrs
 
-from trickbag.optim import SCHEDULERS, build_scheduler, scaled_lr
+from trickbag.optim import SCHEDULERS, LRSchedule, add_param_group, build_scheduler, replan_schedule, scaled_lr
 
 BASES = (0.1, 0.02)  # two param groups with different base LRs
 
@@ -213,3 +215,304 @@ def test_scaled_lr_linear_rule() -> None:
         scaled_lr(0.1, 0)
     with pytest.raises(ValueError, match="base_lr"):
         scaled_lr(-1.0, 64)
+
+
+# --------------------------------------------------------------------------- reference formulas
+OPTIONS = {
+    "constant": {},
+    "step": {"step_size": 3, "gamma": 0.5},
+    "multistep": {"milestones": [5, 9], "gamma": 0.3},
+    "cosine": {"min_lr": 1e-3},
+    "linear": {"end_factor": 0.25},
+    "polynomial": {"power": 2.0},
+}
+LAMBDA_NAMES = tuple(OPTIONS)
+
+
+def ref_lr(name: str, t: int, b: float, total: int, w: int) -> float:
+    """LR of update t for base LR b, written from build_scheduler's documented formulas (floor after total)."""
+    if t < w:
+        return _warm(t, b, w, 1 / (w + 1))
+    o = OPTIONS[name]
+    u, length = t - w, total - w
+    x = min(u, length) / length
+    if name == "constant":
+        return b
+    if name == "step":
+        return b * o["gamma"] ** (u // o["step_size"])
+    if name == "multistep":
+        return b * o["gamma"] ** sum(m <= t for m in o["milestones"])
+    if name == "cosine":
+        return o["min_lr"] + (b - o["min_lr"]) * (1 + math.cos(math.pi * x)) / 2
+    if name == "linear":
+        return b * (1 + (o["end_factor"] - 1) * x)
+    return b * (1 - x) ** o["power"]
+
+
+def _same_rows(rows: list[list[float]], row: list[float]) -> None:
+    for got in rows:
+        assert got == pytest.approx(row, rel=1e-12, abs=1e-15)
+
+
+def _step(opt, sched, n: int = 1, metric=None) -> None:
+    for _ in range(n):
+        opt.step()
+        sched.step() if metric is None else sched.step(metric)
+
+
+# --------------------------------------------------------------------------- past the end
+@pytest.mark.parametrize("w", [0, 2])
+@pytest.mark.parametrize("name", LAMBDA_NAMES)
+def test_every_schedule_follows_its_formula_for_three_times_total_steps(name: str, w: int) -> None:
+    total = 12
+    opt = _opt()
+    sched = build_scheduler(opt, name, total_steps=total, warmup_steps=w, **OPTIONS[name])
+    assert isinstance(sched, LRSchedule) and isinstance(sched, lrs.LambdaLR)
+    rows = _run(opt, sched, 3 * total)
+    _check(rows, lambda t, b: ref_lr(name, t, b, total, w))
+    floor = {"cosine": [1e-3, 1e-3], "linear": [0.25 * b for b in BASES], "polynomial": [0.0, 0.0]}
+    if name in floor:  # stays at the final value, never periodic
+        for row in rows[total:]:
+            assert row == pytest.approx(floor[name], rel=1e-12, abs=1e-15)
+    assert sched.get_last_lr() == rows[-1]
+
+
+def test_onecycle_stays_at_its_final_lr_instead_of_raising() -> None:
+    total, div, final_div = 10, 10.0, 100.0
+    opt = _opt(momentum=0.9)
+    sched = build_scheduler(opt, "onecycle", total_steps=total, div_factor=div, final_div_factor=final_div)
+    assert isinstance(sched, lrs.OneCycleLR)
+    rows = _run(opt, sched, 3 * total)
+    for row in rows[total - 1:]:
+        assert row == pytest.approx([b / div / final_div for b in BASES], rel=1e-12)
+    assert opt.param_groups[0]["momentum"] == pytest.approx(0.95)  # the cycle's final momentum too
+
+
+# --------------------------------------------------------------------------- state without torch internals
+@pytest.mark.parametrize("name", LAMBDA_NAMES)
+def test_state_dict_is_plain_data_and_resumes_through_a_weights_only_load(name: str) -> None:
+    def build(opt):
+        return build_scheduler(opt, name, total_steps=12, warmup_steps=2, **OPTIONS[name])
+
+    opt1 = _opt()
+    sched1 = build(opt1)
+    _run(opt1, sched1, 5)
+    buf = io.BytesIO()
+    torch.save({"opt": opt1.state_dict(), "sched": sched1.state_dict()}, buf)
+    buf.seek(0)
+    state = torch.load(buf, weights_only=True)
+    opt2 = _opt()
+    sched2 = build(opt2)
+    opt2.load_state_dict(state["opt"])
+    sched2.load_state_dict(state["sched"])
+    assert _run(opt2, sched2, 20) == _run(opt1, sched1, 20)
+
+
+# --------------------------------------------------------------------------- add_param_group
+def _two_group_opt(momentum: float = 0.9, second: bool = True):
+    params = [torch.zeros(2, requires_grad=True), torch.zeros(3, requires_grad=True)]
+    groups = [{"params": [params[0]], "lr": 0.1}]
+    if second:
+        groups.append({"params": [params[1]], "lr": 0.03})
+    return torch.optim.SGD(groups, lr=0.1, momentum=momentum), params[1]
+
+
+CASES = [(n, w) for n in LAMBDA_NAMES for w in (0, 2)] + [("onecycle", 0), ("plateau", 0)]
+
+
+@pytest.mark.parametrize("k", [0, 1, 4, 15])
+@pytest.mark.parametrize("name, w", CASES)
+def test_a_group_added_later_follows_the_schedule_as_if_there_from_the_start(name: str, w: int, k: int) -> None:
+    total = 12
+    kw = dict(OPTIONS.get(name, {}), total_steps=total, warmup_steps=w)
+    if name == "plateau":
+        kw = {"factor": 0.5, "patience": 0, "min_lr": 0.005}
+    metric = 1.0 if name == "plateau" else None  # a flat metric: reduce after every step (patience 0)
+    if name == "onecycle" and k > total:
+        k = total  # reaching the end is enough; the clamp is tested above
+    ref_opt, _ = _two_group_opt()
+    ref = build_scheduler(ref_opt, name, **kw)
+    opt, extra = _two_group_opt(second=False)
+    sched = build_scheduler(opt, name, **kw)
+    _step(ref_opt, ref, k, metric)
+    _step(opt, sched, k, metric)
+    group = add_param_group(opt, {"params": [extra], "lr": 0.03}, sched)
+    assert group is opt.param_groups[1] and len(sched.get_last_lr()) == 2 or name == "plateau"
+    for _ in range(total + 3):
+        for key in ("lr", "momentum"):
+            assert opt.param_groups[1][key] == pytest.approx(ref_opt.param_groups[1][key], rel=1e-9, abs=1e-15), key
+        assert opt.param_groups[0]["lr"] == ref_opt.param_groups[0]["lr"]
+        if name == "onecycle" and ref.last_epoch >= total:
+            break
+        _step(ref_opt, ref, 1, metric)
+        _step(opt, sched, 1, metric)
+    if name != "plateau":
+        assert sched.get_last_lr() == pytest.approx(ref.get_last_lr(), rel=1e-9)
+
+
+def test_add_param_group_after_a_replan_and_resume_from_its_state_dict() -> None:
+    opt, extra = _two_group_opt(second=False)
+    sched = build_scheduler(opt, "cosine", total_steps=10, min_lr=0.001)
+    _step(opt, sched, 4)
+    replan_schedule(sched, 20)
+    _step(opt, sched, 2)
+    add_param_group(opt, {"params": [extra], "lr": 0.03}, sched)
+    # the new group follows the re-planned curve: lr - min_lr in proportion to base - min_lr
+    ratio = [(g["lr"] - 0.001) / (g["initial_lr"] - 0.001) for g in opt.param_groups]
+    assert ratio[1] == pytest.approx(ratio[0], rel=1e-12)
+    state = sched.state_dict()
+    opt2, extra2 = _two_group_opt(second=False)
+    sched2 = build_scheduler(opt2, "cosine", total_steps=10, min_lr=0.001)
+    add_param_group(opt2, {"params": [extra2], "lr": 0.03}, sched2)  # groups first, then the states
+    opt2.load_state_dict(opt.state_dict())
+    sched2.load_state_dict(state)
+    assert _run(opt2, sched2, 20) == _run(opt, sched, 20)
+
+
+def test_add_param_group_defaults_and_errors() -> None:
+    opt, extra = _two_group_opt(second=False)
+    group = add_param_group(opt, {"params": [extra]})  # no scheduler: plain add, optimizer's default lr
+    assert group["lr"] == 0.1 and "initial_lr" not in group and len(opt.param_groups) == 2
+    opt, extra = _two_group_opt(second=False)
+    sched = build_scheduler(opt, "constant", warmup_steps=3)
+    _step(opt, sched, 1)
+    group = add_param_group(opt, {"params": [extra]}, sched)
+    assert group["initial_lr"] == 0.1 and group["lr"] == pytest.approx(_warm(1, 0.1, 3, 1 / 4))
+    with pytest.raises(TypeError, match="add_param_group: scheduler StepLR is not supported"):
+        opt, extra = _two_group_opt(second=False)
+        add_param_group(opt, {"params": [extra]}, lrs.StepLR(opt, step_size=2))
+    assert len(opt.param_groups) == 1  # refused before the optimizer changed
+    with pytest.raises(ValueError, match="does not drive this optimizer"):
+        other, _ = _two_group_opt()
+        add_param_group(opt, {"params": [extra]}, build_scheduler(other, "constant"))
+    with pytest.raises(ValueError, match="min_lr=0.05 of the cosine schedule is above the new group's lr=0.01"):
+        add_param_group(opt, {"params": [extra], "lr": 0.01}, build_scheduler(opt, "cosine", total_steps=5,
+                                                                                min_lr=0.05))
+    with pytest.raises(TypeError, match="optimizer must be a torch.optim.Optimizer"):
+        add_param_group("sgd", {"params": [extra]})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="initial_lr"):
+        opt, extra = _two_group_opt(second=False)
+        add_param_group(opt, {"params": [extra]}, lrs.ReduceLROnPlateau(opt))
+
+
+def test_plateau_new_group_gets_the_reduction_so_far_and_a_min_lr() -> None:
+    opt, extra = _two_group_opt(second=False)
+    sched = build_scheduler(opt, "plateau", factor=0.5, patience=0, min_lr=[0.01])
+    _step(opt, sched, 3, metric=1.0)  # best, then two reductions
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
+    group = add_param_group(opt, {"params": [extra], "lr": 0.2}, sched)
+    assert group["lr"] == pytest.approx(0.05) and group["initial_lr"] == 0.2
+    assert sched.min_lrs == [0.01, 0.01]  # one shared min_lr
+    _step(opt, sched, 2, metric=1.0)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.01, 0.0125])  # group 0 held at min_lr
+    _step(opt, sched, 1, metric=1.0)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.01, 0.01])
+    opt, extra = _two_group_opt(second=False)
+    sched = build_scheduler(opt, "plateau", factor=0.5, patience=0, min_lr=0.01)
+    _step(opt, sched, 8, metric=1.0)  # group 0 at min_lr: a new group starts no lower than its min_lr
+    assert add_param_group(opt, {"params": [extra], "lr": 0.05}, sched)["lr"] == 0.01
+
+
+# --------------------------------------------------------------------------- replan_schedule
+def _replanned(name: str, t: int, b: float, *, total: int, w: int, t0: int, new: int) -> float:
+    """The documented re-planned curve: the old one up to t0, then the same shape from lr(t0) to the end at new."""
+    if t <= t0 or t0 < w:
+        return ref_lr(name, t, b, new if t0 < w else total, w)
+    start = ref_lr(name, t0, b, total, w)
+    end = ref_lr(name, 10**9, b, total, w)  # the floor
+    x = 1.0 if t >= new else (t - t0) / (new - t0)
+    if name == "cosine":
+        return end + (start - end) * (1 + math.cos(math.pi * x)) / 2
+    if name == "linear":
+        return end + (start - end) * (1 - x)
+    return start * (1 - x) ** OPTIONS["polynomial"]["power"]
+
+
+@pytest.mark.parametrize("t0, new", [(5, 20), (5, 8), (1, 16), (0, 6)])
+@pytest.mark.parametrize("name", ["cosine", "linear", "polynomial"])
+def test_replan_follows_the_documented_curve(name: str, t0: int, new: int) -> None:
+    total, w = 12, 3
+    opt = _opt()
+    sched = build_scheduler(opt, name, total_steps=total, warmup_steps=w, **OPTIONS[name])
+    rows = _run(opt, sched, t0)
+    replan_schedule(sched, new)
+    assert sched.total_steps == new
+    rows = rows[:-1] + _run(opt, sched, 2 * new)
+    _check(rows, lambda t, b: _replanned(name, t, b, total=total, w=w, t0=t0, new=new))
+    assert all(a[0] >= b[0] for a, b in zip(rows[max(t0, w):], rows[max(t0, w) + 1:]))  # never rises
+
+
+@pytest.mark.parametrize("name", ["cosine", "linear", "polynomial"])
+def test_replan_at_the_end_stays_at_the_floor_and_a_short_total_jumps_to_it(name: str) -> None:
+    total = 8
+    opt = _opt()
+    sched = build_scheduler(opt, name, total_steps=total, **OPTIONS[name])
+    _run(opt, sched, total + 2)
+    floor = [ref_lr(name, total, b, total, 0) for b in BASES]
+    replan_schedule(sched, 50)  # would raise the LR again if it re-annealed from the start: it must not
+    _same_rows(_run(opt, sched, 10), floor)
+
+    opt = _opt()
+    sched = build_scheduler(opt, name, total_steps=total, warmup_steps=2, **OPTIONS[name])
+    _run(opt, sched, 4)
+    replan_schedule(sched, 3)  # <= the current update: the floor at once, for this very update
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx(floor, rel=1e-12, abs=1e-15)
+    assert sched.get_last_lr() == [g["lr"] for g in opt.param_groups]
+    _same_rows(_run(opt, sched, 5), floor)
+
+    opt = _opt()
+    sched = build_scheduler(opt, name, total_steps=total, warmup_steps=4, **OPTIONS[name])
+    _run(opt, sched, 2)
+    replan_schedule(sched, 1)  # during the warm-up too
+    _same_rows(_run(opt, sched, 3), floor)
+
+
+def test_replan_in_the_warmup_continues_it_and_resumes_from_a_state_dict() -> None:
+    total, w = 10, 4
+    opt = _opt()
+    sched = build_scheduler(opt, "cosine", total_steps=total, warmup_steps=w, min_lr=1e-3)
+    _run(opt, sched, 2)
+    with pytest.raises(ValueError, match="total_steps=4 ends inside the warm-up"):
+        replan_schedule(sched, 4)
+    replan_schedule(sched, 14)
+    state = sched.state_dict()
+    opt2 = _opt()
+    sched2 = build_scheduler(opt2, "cosine", total_steps=total, warmup_steps=w, min_lr=1e-3)
+    opt2.load_state_dict(opt.state_dict())
+    sched2.load_state_dict(state)
+    rows = _run(opt, sched, 16)
+    assert _run(opt2, sched2, 16) == rows
+    _check(rows, lambda t, b: ref_lr("cosine", t + 2, b, 14, w))
+
+
+def test_replan_of_schedules_without_a_length_and_errors() -> None:
+    for name in ("constant", "step"):
+        opt = _opt()
+        sched = build_scheduler(opt, name, total_steps=10, warmup_steps=2, **OPTIONS[name])
+        _run(opt, sched, 3)
+        replan_schedule(sched, 40)  # nothing to change
+        _check(_run(opt, sched, 10), lambda t, b: ref_lr(name, t + 3, b, 10, 2))
+    plateau = build_scheduler(_opt(), "plateau")
+    replan_schedule(plateau, 5)  # follows a metric: nothing to change
+    with pytest.raises(ValueError, match="'multistep' cannot be re-planned"):
+        replan_schedule(build_scheduler(_opt(), "multistep", milestones=[3]), 20)
+    with pytest.raises(ValueError, match="'onecycle' cannot be re-planned"):
+        replan_schedule(build_scheduler(_opt(momentum=0.9), "onecycle", total_steps=10), 20)
+    with pytest.raises(TypeError, match="replan_schedule: scheduler must be the LRSchedule.*got StepLR"):
+        opt = _opt()
+        replan_schedule(lrs.StepLR(opt, step_size=3), 20)
+    with pytest.raises(ValueError, match="replan_schedule: total_steps must be an integer >= 1"):
+        replan_schedule(build_scheduler(_opt(), "cosine", total_steps=5), 0)
+
+
+def test_lr_schedule_direct_construction_names_itself_in_errors() -> None:
+    with pytest.raises(ValueError, match="LRSchedule: unknown schedule name 'onecycle'"):
+        LRSchedule(_opt(), "onecycle", total_steps=10)
+    with pytest.raises(ValueError, match="^build_scheduler: step_size must be an integer >= 1, got 0$"):
+        build_scheduler(_opt(), "step", step_size=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # building and stepping normally warns about nothing
+        opt = _opt()
+        sched = LRSchedule(opt, "cosine", total_steps=4, warmup_steps=1)
+        _run(opt, sched, 6)
+    assert (sched.name, sched.total_steps, sched.warmup_steps) == ("cosine", 4, 1)

@@ -55,7 +55,9 @@ def run_subprocess(argv: list[str], cwd: Path, env: Optional[dict[str, str]] = N
     """``python -m trickbag ARGV`` in a fresh process (one intra-op thread, like this test process)."""
     full_env = dict(os.environ)
     full_env.pop("TRICKBAG_TEST_KILL_AT", None)
-    full_env.update({"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    tests = str(Path(__file__).resolve().parents[1])  # the kill-switch plug-in is reliability.killswitch
+    path = os.pathsep.join(filter(None, [tests, full_env.get("PYTHONPATH")]))
+    full_env.update({"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path})
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "trickbag", *argv], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)

@@ -1,6 +1,6 @@
 """Atomic writes: a failed or interrupted write never damages the previous file.
 
-Faults are injected through ``trickbag._files.FAULT_HOOK`` (called after the data is in
+Faults are injected with the ``fault_before_rename`` fixture (called after the data is in
 the temporary file, before the rename): OSError(ENOSPC) for a full disk, EACCES / EROFS for lost
 permissions, KeyboardInterrupt for a crash. A real SIGKILL during a write is in test_resume_kill.
 """
@@ -28,11 +28,11 @@ def _oserror(code: int):
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT])
-def test_failed_checkpoint_write_leaves_previous_file_and_no_temporary(tmp_path, monkeypatch, code):
+def test_failed_checkpoint_write_leaves_previous_file_and_no_temporary(tmp_path, monkeypatch, code, fault_before_rename):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"step": 1, "w": torch.arange(4.0)})
     before = path.read_bytes()
-    monkeypatch.setattr(_files, "FAULT_HOOK", _oserror(code))
+    fault_before_rename(_oserror(code))
     with pytest.raises(CheckpointError) as info:
         save_checkpoint(path, {"step": 2, "w": torch.zeros(4)})
     message = str(info.value)
@@ -43,7 +43,7 @@ def test_failed_checkpoint_write_leaves_previous_file_and_no_temporary(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]  # the temporary file is gone
 
 
-def test_crash_during_write_keeps_previous_file_and_readers_never_see_a_partial_one(tmp_path, monkeypatch):
+def test_crash_during_write_keeps_previous_file_and_readers_never_see_a_partial_one(tmp_path, monkeypatch, fault_before_rename):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"step": 1})
     seen = {}
@@ -53,7 +53,7 @@ def test_crash_during_write_keeps_previous_file_and_readers_never_see_a_partial_
         seen["tmp_in_same_dir"] = tmp.parent == path.parent
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_files, "FAULT_HOOK", crash)
+    fault_before_rename(crash)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(path, {"step": 2})
     assert seen == {"during": 1, "tmp_in_same_dir": True}
@@ -67,10 +67,10 @@ def test_real_os_error_is_one_clear_line(tmp_path):
         save_checkpoint(tmp_path / "checkpoints" / "last.pt", {"step": 1})
 
 
-def test_text_files_fail_with_write_error_and_keep_old_content(tmp_path, monkeypatch):
+def test_text_files_fail_with_write_error_and_keep_old_content(tmp_path, monkeypatch, fault_before_rename):
     path = tmp_path / "metrics.csv"
     atomic_write_text(path, "epoch,step\n0,9\n")
-    monkeypatch.setattr(_files, "FAULT_HOOK", _oserror(errno.ENOSPC))
+    fault_before_rename(_oserror(errno.ENOSPC))
     with pytest.raises(WriteError) as info:
         atomic_write_text(path, "epoch,step\n0,9\n1,18\n")
     assert isinstance(info.value, OSError) and isinstance(info.value, TrickbagError)
@@ -79,7 +79,7 @@ def test_text_files_fail_with_write_error_and_keep_old_content(tmp_path, monkeyp
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.csv"]
 
 
-def test_failed_save_does_not_change_the_trainer_state(tmp_path, monkeypatch):
+def test_failed_save_does_not_change_the_trainer_state(tmp_path, monkeypatch, fault_before_rename):
     from torch.utils.data import DataLoader, TensorDataset
 
     from trickbag.train.trainer import Trainer
@@ -92,10 +92,10 @@ def test_failed_save_does_not_change_the_trainer_state(tmp_path, monkeypatch):
     t.fit()
     t.save_checkpoint(tmp_path / "a.pt")
     before = t.state_dict()
-    monkeypatch.setattr(_files, "FAULT_HOOK", _oserror(errno.ENOSPC))
+    fault_before_rename(_oserror(errno.ENOSPC))
     with pytest.raises(CheckpointError):
         t.save_checkpoint(tmp_path / "a.pt")
-    monkeypatch.setattr(_files, "FAULT_HOOK", None)
+    fault_before_rename(None)
     after = t.state_dict()
     assert [k for k in before if not _same(before[k], after[k])] == []
     assert _same(load_checkpoint(tmp_path / "a.pt")["model"], before["model"])
@@ -109,8 +109,9 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("target", ["step-00000012.pt", "metrics.csv"])
 def test_disk_full_during_training_stops_cleanly_and_resume_is_exact(tmp_path, reference_run, monkeypatch,
-                                                                     capsys, target):
-    """The write of ``target`` fails with ENOSPC: one-line error naming the resume command, exit 2,
+                                                                     capsys, target, fault_before_rename):
+    """The write of ``target`` fails with ENOSPC: one-line error naming the resume command, exit 1 (a failure
+    in training),
     earlier checkpoints intact; after "freeing space" the resumed run ends identical to the reference."""
     recipe = write_recipe(tmp_path)
     run = tmp_path / "runs" / "k"
@@ -119,11 +120,11 @@ def test_disk_full_during_training_stops_cleanly_and_resume_is_exact(tmp_path, r
         if tmp.name.startswith(f".{target}."):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(_files, "FAULT_HOOK", full_for_target)
+    fault_before_rename(full_for_target)
     rc, out, err = run_inprocess(["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=k", "--quiet"],
                                  capsys)
     lines = err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1, err
+    assert rc == 1 and len(lines) == 1, err
     assert lines[0].startswith("trickbag: error: ") and "No space left on device" in lines[0]
     assert f"trickbag train --resume {run}" in lines[0]
     assert "Traceback" not in err
@@ -137,7 +138,7 @@ def test_disk_full_during_training_stops_cleanly_and_resume_is_exact(tmp_path, r
         assert load(ckpts / "last.pt")["counters"]["step"] == 9
         assert load(ckpts / "step-00000008.pt")["counters"]["step"] == 8
 
-    monkeypatch.setattr(_files, "FAULT_HOOK", None)
+    fault_before_rename(None)
     rc, out, err = run_inprocess(["train", "--resume", str(run), "--quiet"], capsys)
     assert rc == 0, err
     ref, got = load(reference_run / "checkpoints" / "last.pt"), load(ckpts / "last.pt")

@@ -172,7 +172,6 @@ ROWS = [
     # resume
     ("resume directory missing", ["train", "--resume", "{F}/nope"], "no such run directory"),
     ("resume directory without recipe", ["train", "--resume", "{F}/norecipe"], "is not a trickbag run directory"),
-    ("resume directory without checkpoints", ["train", "--resume", "{F}/noresume"], "has no checkpoints to resume"),
     ("resume directory with a damaged recipe", ["train", "--resume", "{F}/damaged"], "is not valid YAML"),
     ("resume with a recipe name", ["train", "--resume", "{F}/small", "digits"], "drop 'digits'"),
     ("resume into a different model", ["train", "--resume", "{F}/small", "model.kwargs={hidden: [8]}"],

@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from trickbag.train.builtin import Checkpointing
-from trickbag.train.nonfinite import STOP_PREFIX, NonFiniteGuard
+from trickbag.train.checkpointing import Checkpointing
+from trickbag.train.nonfinite import NonFiniteGuard
+from trickbag.train.state import StopReason
 from trickbag.train.plugin import Plugin
 from trickbag.train.trainer import Trainer
 
@@ -45,10 +46,13 @@ def _setup(seed: int = 0):
 
 
 def _trainer(model, x, y, plugins, epochs=2, precision="32"):
+    """A trainer with ``plugins``; a :class:`NonFiniteGuard` among them becomes the trainer's guard."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 / (1.0 + 0.1 * k))
+    guards = [p for p in plugins if isinstance(p, NonFiniteGuard)]
     return Trainer(model, opt, DataLoader(TensorDataset(x, y), batch_size=BATCH), scheduler=sched,
-                   plugins=plugins, max_epochs=epochs, device="cpu", precision=precision)
+                   plugins=[p for p in plugins if p not in guards], max_epochs=epochs, device="cpu",
+                   precision=precision, nonfinite=guards[0] if guards else None)
 
 
 def _naive(model, x, y, skip: set[tuple[int, int]], epochs=2, stop_after=None):
@@ -95,7 +99,7 @@ def test_skip_policy_leaves_out_exactly_the_poisoned_updates(value):
     _assert_same_model(t.model, ref)
     assert state.step == updates == 10 and state.skipped_steps == 2 and guard.skipped == 2
     # epoch 1 made 5 updates, so epoch 2's 5th batch would have been update 10
-    assert guard.last_update == 10 and state.extra["nonfinite_skipped"] == 2
+    assert guard.last_update == 10 and state.nonfinite_skipped == 2
     assert not state.should_stop
     assert t.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 / (1 + 0.1 * updates), rel=0, abs=0)
     # the skipped micro-batches do not turn the epoch's train/loss into NaN/inf
@@ -130,7 +134,7 @@ def test_sam_second_pass_that_turns_non_finite_is_skipped_with_weights_and_bn_st
 
     m = copy.deepcopy(model)
     opt = SAM(m.parameters(), torch.optim.SGD, rho=0.05, lr=0.1, momentum=0.9)
-    t = Trainer(m, opt, DataLoader(TensorDataset(x, y), batch_size=BATCH), plugins=[PoisonSecondPass(bad), SAMBN(), guard],
+    t = Trainer(m, opt, DataLoader(TensorDataset(x, y), batch_size=BATCH), plugins=[PoisonSecondPass(bad), SAMBN()], nonfinite=guard,
                 max_epochs=1, device="cpu")
     state = t.fit()
     assert guard.skipped == 2 and state.skipped_steps == 2 and state.step == 4
@@ -172,10 +176,9 @@ def test_stop_policy_checkpoints_the_last_good_state_and_names_the_update(tmp_pa
     x, y, model = _setup()
     ckpt = Checkpointing(tmp_path)
     t = _trainer(copy.deepcopy(model), x, y, [Poison({(0, 3)}), NonFiniteGuard("stop", out=None), ckpt])
-    t.add_plugin(ckpt.at_epoch_end, first=True)
     state = t.fit()
-    assert state.stop_reason == (f"{STOP_PREFIX} loss and gradients at update 4 (epoch 1, batch 4); "
-                                 "stopped by train.nonfinite=stop")
+    assert state.stop_reason is StopReason.NONFINITE
+    assert state.stop_detail == "loss and gradients at update 4 (epoch 1, batch 4); stopped by train.nonfinite=stop"
     assert state.step == 3 and state.history == []
     saved = load(tmp_path / "last.pt")
     assert saved["counters"] == {**saved["counters"], "epoch": 0, "step": 3, "batch_idx": 4}
@@ -192,8 +195,8 @@ def test_skip_policy_stops_only_after_max_in_row_consecutive_bad_updates(bad, st
     state = _trainer(copy.deepcopy(model), x, y, [Poison(bad), guard], epochs=1).fit()
     assert state.should_stop is stops and guard.skipped == (3 if stops else 4)
     if stops:
-        assert state.stop_reason.startswith(f"{STOP_PREFIX} loss and gradients in 3 updates in a row (last at update 2")
-        assert "train.max_nonfinite=3" in state.stop_reason
+        assert state.stop_message.startswith("non-finite: loss and gradients in 3 updates in a row (last at update 2")
+        assert "train.max_nonfinite=3" in state.stop_detail
 
 
 def test_fp16_overflow_skips_are_counted_but_not_errors():
@@ -255,7 +258,7 @@ def test_cli_run_that_diverges_stops_with_one_error_line_and_a_finite_checkpoint
     assert rc == 1
     errors = [line for line in err.splitlines() if line.startswith("trickbag: error:")]
     assert len(errors) == 1 and "Traceback" not in err
-    assert errors[0].startswith(f"trickbag: error: training stopped: {STOP_PREFIX} loss")
+    assert errors[0].startswith("trickbag: error: training stopped: non-finite: loss")
     assert f"trickbag train --resume {run}" in errors[0]
     saved = load(run / "checkpoints" / "last.pt")
     assert saved["counters"]["step"] == 1

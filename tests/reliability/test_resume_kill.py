@@ -1,7 +1,7 @@
 """Exact resume: a run killed with SIGKILL at several points and resumed ends bit-identical.
 
 The reference is the tiny recipe (mixup + EMA + warmup/cosine, dropout, deterministic) trained
-without interruption. The same run is crashed four times with the ``TRICKBAG_TEST_KILL_AT``
+without interruption. The same run is crashed four times with the kill-switch plug-in (``TRICKBAG_TEST_KILL_AT``
 seam (a real ``SIGKILL`` of a real ``python -m trickbag`` process) and resumed each time with
 ``trickbag train --resume RUN_DIR``:
 
@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from trickbag.train.run import find_resume_checkpoint
+from trickbag.runs.directory import find_resume_checkpoint
 
+from .killswitch import PLUGIN
 from ._helpers import (
     UPDATES_PER_EPOCH,
     csv_without_times,
@@ -37,7 +38,7 @@ from ._helpers import (
 
 
 def _crash(args: list[str], kill_at: str, cwd: Path) -> str:
-    proc = run_subprocess(args + ["--quiet"], cwd, env={"TRICKBAG_TEST_KILL_AT": kill_at})
+    proc = run_subprocess(args + [PLUGIN, "--quiet"], cwd, env={"TRICKBAG_TEST_KILL_AT": kill_at})
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
     return proc.stdout
@@ -143,11 +144,13 @@ def test_checkpoint_without_training_position_is_skipped(tmp_path, counters, cap
 
 def test_epoch_end_checkpoint_holds_the_state_every_plugin_recorded_for_that_epoch(tmp_path):
     """EPOCH_END runs plug-ins in reverse order; ``last.pt`` must still include what early stopping
-    and the CSV logger recorded for the epoch (written by ``Checkpointing.at_epoch_end``, placed first)."""
+    and the CSV logger recorded for the epoch (written at the CHECKPOINT event, after every EPOCH_END)."""
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
-    from trickbag.train.builtin import Checkpointing, CSVLogger, EarlyStop
+    from trickbag.train.checkpointing import Checkpointing
+    from trickbag.train.early_stopping import EarlyStop
+    from trickbag.train.loggers import CSVLogger
     from trickbag.train.trainer import Trainer
 
     from ._helpers import differences
@@ -161,7 +164,6 @@ def test_epoch_end_checkpoint_holds_the_state_every_plugin_recorded_for_that_epo
     loader = DataLoader(TensorDataset(x, y), batch_size=8)
     t = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), loader, loader,
                 plugins=[early, csv, ckpt], max_epochs=2, device="cpu")
-    t.add_plugin(ckpt.at_epoch_end, first=True)
     t.fit()
     saved = load(tmp_path / "ckpt" / "last.pt")
     assert saved["plugins"]["EarlyStop"] == early.state_dict()

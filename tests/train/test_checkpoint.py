@@ -31,7 +31,7 @@ def test_round_trip_keeps_tensors_and_plain_data(tmp_path):
 
 
 @pytest.mark.parametrize("error", [Boom("crash during write"), OSError(28, "No space left on device")])
-def test_a_failure_before_the_rename_leaves_the_old_checkpoint_and_no_temp_file(tmp_path, monkeypatch, error):
+def test_a_failure_before_the_rename_leaves_the_old_checkpoint_and_no_temp_file(tmp_path, monkeypatch, error, fault_before_rename):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"step": 1, "w": torch.ones(3)})
     seen = []
@@ -40,7 +40,7 @@ def test_a_failure_before_the_rename_leaves_the_old_checkpoint_and_no_temp_file(
         seen.append((tmp.parent == path.parent, tmp.exists(), tmp.stat().st_size > 0))
         raise error
 
-    monkeypatch.setattr(_files, "FAULT_HOOK", fault)
+    fault_before_rename(fault)
     with pytest.raises((Boom, CheckpointError)) as info:
         save_checkpoint(path, {"step": 2, "w": torch.zeros(3)})
     if isinstance(error, OSError):  # I/O errors become one CheckpointError saying the old file is intact
@@ -52,14 +52,14 @@ def test_a_failure_before_the_rename_leaves_the_old_checkpoint_and_no_temp_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
 
 
-def test_atomic_text_write_is_all_or_nothing(tmp_path, monkeypatch):
+def test_atomic_text_write_is_all_or_nothing(tmp_path, monkeypatch, fault_before_rename):
     path = tmp_path / "metrics.csv"
     atomic_write_text(path, "a,b\n1,2\n")
 
     def fault(tmp):
         raise Boom()
 
-    monkeypatch.setattr(_files, "FAULT_HOOK", fault)
+    fault_before_rename(fault)
     with pytest.raises(Boom):
         atomic_write_text(path, "a,b\n1,2\n3,4\n")
     assert path.read_text() == "a,b\n1,2\n"

@@ -10,11 +10,15 @@ from torch.utils.data import DataLoader
 from trickbag import runtime
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import TensorDataset
-from trickbag.train.builtin import Checkpointing, CSVLogger, EarlyStop, Plots, TensorBoardLogger
+from trickbag.train.checkpointing import Checkpointing
+from trickbag.train.early_stopping import EarlyStop
+from trickbag.train.loggers import CSVLogger, TensorBoardLogger
+from trickbag.train.plots import Plots
 from trickbag.train.checkpoint import load_checkpoint
 from trickbag.train.early_stopping import EarlyStopping
 from trickbag.train.events import Event
 from trickbag.train.plugin import Plugin
+from trickbag.train.state import StopReason
 from trickbag.train.trainer import Trainer
 
 START_EVENTS = [Event.FIT_START, Event.EPOCH_START, Event.BATCH_START, Event.LOSS, Event.AFTER_BACKWARD,
@@ -88,11 +92,13 @@ def test_only_overridden_hooks_are_called(monkeypatch):
 def test_plugin_that_stops_ends_the_run_with_its_reason():
     class StopAfterFirstEpoch(Plugin):
         def on_epoch_end(self, state):
-            state.stop("enough")
+            state.stop(StopReason.REQUESTED, "enough")
 
     t = simple_trainer(plugins=[StopAfterFirstEpoch()], max_epochs=5)
     s = t.fit()
-    assert (s.epoch, s.should_stop, s.stop_reason, len(s.history)) == (1, True, "enough", 1)
+    assert (s.epoch, s.should_stop, s.stop_reason, s.stop_detail, len(s.history)) == (
+        1, True, StopReason.REQUESTED, "enough", 1)
+    assert s.stop_message == "stopped by a plug-in: enough"
 
 
 @pytest.mark.parametrize(
@@ -128,8 +134,8 @@ class Net(nn.Module):
         return self.head(self.body(x))
 
 
-def _noise(x: torch.Tensor) -> torch.Tensor:  # augmentation drawing from the global RNG
-    return x + 0.1 * torch.randn_like(x)
+def _noise(x: torch.Tensor, generator=None) -> torch.Tensor:  # the sample's generator, else the global RNG
+    return x + 0.1 * torch.randn(x.shape, generator=generator)
 
 
 def build_run(tmp_path=None, *, max_epochs=2, n=40, bs=8, accumulate=2, plugins=(), sampler=True,
@@ -319,8 +325,9 @@ def test_early_stop_plugin_stops_the_run_and_reports_why():
     t = simple_trainer(plugins=[EarlyStop("val/x", "max", patience=3), ScriptedMetric(values)], max_epochs=6)
     s = t.fit()
     assert len(s.history) == expected_stop + 1 == 5
-    assert s.stop_reason.startswith("early stopping: val/x did not improve for 3 evaluations")
-    assert "best 0.7" in s.stop_reason
+    assert s.stop_reason is StopReason.EARLY_STOPPING
+    assert s.stop_message.startswith("early stopping: val/x did not improve for 3 evaluations")
+    assert "best 0.7" in s.stop_detail
 
 
 def test_loggers_record_one_row_per_update_when_an_fp16_step_is_skipped(tmp_path):

@@ -13,14 +13,14 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from trickbag.cli import evaluate, experiments, info, tools, train
+from trickbag.cli import doctor, evaluate, experiments, info, tools, train
 from trickbag.cli._common import Parser, exit_torchrun_worker, in_torchrun_worker
 from trickbag.errors import TrickbagError
 
 __all__ = ["main", "build_parser", "GROUPS"]
 
 #: the command groups, in the order ``trickbag --help`` lists them; each has ``register(subparsers)``
-GROUPS = (train, evaluate, info, tools, experiments)
+GROUPS = (train, evaluate, info, tools, experiments, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +61,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     except TrickbagError as exc:
         msg = " ".join(str(exc).split("\n"))
         print(f"trickbag: error: {msg}", file=sys.stderr)
-        return 2
+        return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         print("trickbag: interrupted", file=sys.stderr)
         return 130

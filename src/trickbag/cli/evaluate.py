@@ -12,7 +12,7 @@ _PLAIN_HELP = "leave out the recipe's evaluation tricks (flip TTA, the multi-sca
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trickbag.train.run import evaluate_run
+    from trickbag.runs.inference import evaluate_run
 
     tricks: list[str] = []
     m = evaluate_run(Path(args.run), split=args.split, device=args.device, trust_code=args.trust_model_code,
@@ -30,7 +30,7 @@ def _say_eval_tricks(applied: list[str], plain: bool) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from trickbag.train.run import predict_image
+    from trickbag.runs.inference import predict_image
 
     tricks: list[str] = []
     ranked = predict_image(Path(args.checkpoint), Path(args.image), top=args.top, trust_code=args.trust_model_code,

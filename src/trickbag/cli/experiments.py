@@ -6,6 +6,7 @@ Only argument parsing lives here; the experiment modules are imported inside the
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from trickbag.cli._common import positive_float, positive_int, split_recipe_and_overrides
@@ -72,14 +73,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_lr_find(args: argparse.Namespace) -> int:
-    from trickbag.experiments.lr_find import lr_find_recipe
+    from trickbag.experiments.lr_range import lr_find_recipe
 
     recipe, overrides = _recipe_and_overrides(args.items)
     res, files = lr_find_recipe(
         recipe, overrides, steps=args.steps, start=args.start, end=args.end, beta=args.beta,
         diverge=args.diverge, rule=args.rule, out=args.out,
     )
-    stop = f"stopped at lr {res.lrs[-1]:.3g} ({res.stop_reason})" if res.stop_reason else "ran all steps"
+    stop = f"stopped early ({res.stop_reason})" if res.stop_reason else "ran all steps"
     print(f"lr-find: {len(res.lrs)} steps from {res.lrs[0]:.3g} to {res.lrs[-1]:.3g}; {stop}")
     print(f"suggested lr {res.suggestion:.3g}  (rule: {res.rule_text})")
     print("written: " + ", ".join(str(p) for p in files))
@@ -90,6 +91,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from trickbag.experiments.report import write_report
 
     comparison = write_report(args.runs, args.out)
+    for note in comparison.skipped:
+        print(f"trickbag: note: {note}", file=sys.stderr)
     print(comparison.markdown())
     out = Path(args.out)
     print("\nwritten: " + ", ".join(str(out / f) for f in ("table.md", "table.csv", "curves.png", "report.html")))
@@ -97,8 +100,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- registration
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the experiment commands to the ``trickbag`` parser."""
+_ITEMS_HELP = "a recipe name or YAML file, then key.sub=value overrides"
+
+
+def _add_ablate(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser(
         "ablate",
         help="which tricks help: leave-one-out / add-one ablation over seeds, with confidence intervals",
@@ -106,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and compare each with the reference, seed by seed. ITEMS: [RECIPE] [key.sub=value ...]. "
         "Rerunning with the same arguments resumes (finished cells are kept).",
     )
-    a.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
+    a.add_argument("items", nargs="*", metavar="ITEMS", help=_ITEMS_HELP)
     a.add_argument("--tricks", required=True, help="comma-separated trick names or true/false recipe keys, "
                    "e.g. mixup,ema,label_smoothing,data.augment")
     a.add_argument("--seeds", type=positive_int, default=3, help="seeds per variant (train.seed=0..N-1; default 3)")
@@ -119,16 +124,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="test/<name> of best.pt, or a per-epoch key (last epoch); default test/acc")
     a.set_defaults(func=cmd_ablate)
 
+
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "sweep",
         help="hyper-parameter search with Optuna (grid / random / TPE), pruning, SQLite resume",
         description="Search recipe keys given in a space YAML ({key: {type: float|log|int|categorical, low, high, "
-        "step, num, choices}}). ITEMS: [RECIPE] [key.sub=value ...]. Needs the 'sweep' extra (optuna).",
+        "step, num, choices}}); every trial is a full run (checkpoints, test, summary). "
+        "ITEMS: [RECIPE] [key.sub=value ...]. Needs the 'sweep' extra (optuna).",
     )
-    s.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
+    s.add_argument("items", nargs="*", metavar="ITEMS", help=_ITEMS_HELP)
     s.add_argument("--space", required=True, help="search space YAML file")
     s.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
-    s.add_argument("--trials", type=positive_int, default=20, help="trials run by this process (default 20)")
+    s.add_argument("--trials", type=positive_int, default=20,
+                   help="trials run by this process (default 20; a grid runs at most its unvisited points)")
     s.add_argument("--storage", help="Optuna storage URL or .db file (default sqlite:///<out>/sweep.db)")
     s.add_argument("--study-name", help="study name (default <recipe>-sweep)")
     s.add_argument("--resume", action="store_true",
@@ -141,15 +150,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", help="sweep folder (default <run.dir>/sweep-<study name>)")
     s.set_defaults(func=cmd_sweep)
 
+
+def _add_lr_find(sub: argparse._SubParsersAction) -> None:
     lf = sub.add_parser(
         "lr-find",
         help="LR range test (Smith 2017): loss vs exponentially growing LR, with a suggested LR",
-        description="Train RECIPE's model for a few hundred steps with the LR growing exponentially from --start "
-        "to --end, smooth the loss, stop on divergence, restore the model, suggest an LR and plot loss vs LR. "
-        "ITEMS: [RECIPE] [key.sub=value ...]",
+        description="Train RECIPE (with all its tricks, precision and optimizer) for a few hundred updates with "
+        "the LR growing exponentially from --start to --end, smooth the loss, stop on divergence, suggest an "
+        "LR and plot loss vs LR. Nothing else is written. ITEMS: [RECIPE] [key.sub=value ...]",
     )
-    lf.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
-    lf.add_argument("--steps", type=positive_int, default=200, help="optimizer steps of the sweep (default 200)")
+    lf.add_argument("items", nargs="*", metavar="ITEMS", help=_ITEMS_HELP)
+    lf.add_argument("--steps", type=positive_int, default=200, help="optimizer updates of the test (default 200)")
     lf.add_argument("--start", type=positive_float, default=1e-6, help="first LR (default 1e-6)")
     lf.add_argument("--end", type=positive_float, default=10.0, help="last LR (default 10)")
     lf.add_argument("--beta", type=float, default=0.9, help="loss smoothing factor of the EMA (default 0.9)")
@@ -157,15 +168,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="stop when the smoothed loss exceeds this many times its minimum (default 4)")
     lf.add_argument("--rule", choices=["steepest", "min10"], default="steepest",
                     help="steepest: steepest descent of the smoothed loss vs log LR; min10: LR at the minimum / 10")
-    lf.add_argument("--out", help="folder for lr_find.png / lr_find.csv (default <run.dir>/lr-find-<recipe>)")
+    lf.add_argument("--out", help="folder for lr_find.png / lr_find.csv (default ./lr-find-<recipe>)")
     lf.set_defaults(func=cmd_lr_find)
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "report",
         help="compare runs: recipe differences, best metrics, time; curves plot; self-contained HTML",
         description="Compare run directories: one table (recipe keys that differ, best metrics, test accuracy, "
-        "time) and one overlaid curves plot, written as Markdown, CSV, PNG and a self-contained HTML page.",
+        "time) and one overlaid curves plot, written as Markdown, CSV, PNG and a self-contained HTML page. "
+        "Folders that are not run directories (no recipe.yaml) are skipped with a note.",
     )
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")
     r.add_argument("--out", default="report", help="folder for the report (default ./report)")
     r.set_defaults(func=cmd_report)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the experiment commands to the ``trickbag`` parser."""
+    for add in (_add_ablate, _add_sweep, _add_lr_find, _add_report):
+        add(sub)

@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 
 def _recipe(args: argparse.Namespace):
-    from trickbag.config import load_recipe
+    from trickbag.recipe import load_recipe
 
     return load_recipe(args.recipe, list(args.overrides))
 

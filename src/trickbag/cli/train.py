@@ -14,7 +14,7 @@ __all__ = ["register"]
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trickbag.config import load_recipe
+    from trickbag.recipe import load_recipe
 
     recipe_name, overrides = split_recipe_and_overrides(args.items)
     if args.resume:
@@ -22,7 +22,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise TrickbagError(
                 f"--resume takes the recipe from the run directory; drop {recipe_name!r} (overrides are allowed)"
             )
-        from trickbag.config import load_run_recipe
+        from trickbag.recipe import load_run_recipe
 
         recipe = load_run_recipe(Path(args.resume), overrides)
     else:
@@ -31,20 +31,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         from trickbag.launch import launch_torchrun
 
         return launch_torchrun(recipe_name, overrides, recipe.dist.nproc, quiet=args.quiet, resume=args.resume)
-    from trickbag.train.run import resume_run, train_recipe
+    from trickbag.runs.run import resume_run, run_recipe
+    from trickbag.train.state import StopReason
 
     if args.resume:
         result = resume_run(Path(args.resume), overrides, quiet=args.quiet)
     else:
-        result = train_recipe(recipe, quiet=args.quiet)
+        result = run_recipe(recipe, quiet=args.quiet)
     if result.interrupted:
         print(f"trickbag: interrupted; continue with: trickbag train --resume {result.run_dir}", file=sys.stderr)
         return 130
-    from trickbag.train.nonfinite import STOP_PREFIX
-
-    if result.stop_reason and result.stop_reason.startswith(STOP_PREFIX):
-        print(f"trickbag: error: training stopped: {result.stop_reason}; the last good state is in "
-              f"{result.run_dir}/checkpoints/last.pt (trickbag train --resume {result.run_dir})", file=sys.stderr)
+    if result.stop_reason is StopReason.NONFINITE:
+        kept = ", ".join(f"{n} (update {u})" for n, u in sorted(result.checkpoints.items())) or "no checkpoint"
+        print(f"trickbag: error: training stopped: {result.stop_message}; the last finite state: {kept} in "
+              f"{result.run_dir}/checkpoints (trickbag train --resume {result.run_dir} optim.lr=...)", file=sys.stderr)
         return 1
     return 0
 

@@ -17,9 +17,11 @@ def cutout(
     generator: torch.Generator | None = None,
     value: float = 0.0,
     centers: Tensor | None = None,
+    prob: float = 1.0,
 ) -> Tensor:
-    """Fill one ``size × size`` square per image with ``value``; return a new tensor.
+    """Fill one ``size × size`` square per image with ``value`` (each image with probability ``prob``).
 
+    Returns a new tensor.
     DeVries & Taylor 2017, "Improved Regularization of Convolutional Neural
     Networks with Cutout".  The square's centre is uniform over the pixels
     (drawn from ``generator``: rows first, then columns, one per image), so the
@@ -28,6 +30,10 @@ def cutout(
     columns) are filled.  Apply it after normalisation so ``value=0`` is the
     dataset mean.  ``x`` is not modified.
 
+    With ``prob < 1`` each image is cut with probability ``prob`` and left unchanged otherwise:
+    after the centres, one uniform draw per image ``u_i`` comes from ``generator``
+    (``torch.rand(N)``) and image ``i`` is cut iff ``u_i < prob``.  ``prob=1`` draws nothing more.
+
     Args:
         x: images ``[N, C, H, W]`` or a single image ``[C, H, W]``.
         size: side of the square in pixels, ``>= 0`` (0 returns an unchanged copy).
@@ -35,6 +41,7 @@ def cutout(
         value: fill value.
         centers: integer ``[N, 2]`` (``[2]`` for one image) of ``(row, col)``
             centres to use instead of random ones.
+        prob: probability in ``[0, 1]`` that an image is cut.
 
     Returns:
         Tensor with the shape and dtype of ``x``.
@@ -45,6 +52,10 @@ def cutout(
             [1., 1., 1., 1.],
             [1., 1., 1., 1.],
             [1., 1., 1., 1.]])
+    >>> g = torch.Generator().manual_seed(0)
+    >>> out = cutout(torch.ones(6, 1, 4, 4), 2, generator=g, prob=0.5)
+    >>> (out == 0).flatten(1).any(1).tolist()   # which images were cut
+    [True, True, True, False, False, False]
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"cutout: x must be a torch.Tensor, got {type(x).__name__}")
@@ -56,11 +67,15 @@ def cutout(
         raise ValueError(f"cutout: size must be an int >= 0, got {size}")
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"cutout: value must be a number, got {value!r} ({type(value).__name__})")
+    if isinstance(prob, bool) or not isinstance(prob, Real):
+        raise TypeError(f"cutout: prob must be a number in [0, 1], got {prob!r} ({type(prob).__name__})")
+    if not 0.0 <= float(prob) <= 1.0:
+        raise ValueError(f"cutout: prob must be in [0, 1], got {prob!r}")
     single = x.dim() == 3
     batch = x.unsqueeze(0) if single else x
     n, _, h, w = batch.shape
+    gen_device = generator.device if generator is not None else torch.device("cpu")
     if centers is None:
-        gen_device = generator.device if generator is not None else torch.device("cpu")
         cy = torch.randint(0, h, (n,), generator=generator, device=gen_device).to(x.device)
         cx = torch.randint(0, w, (n,), generator=generator, device=gen_device).to(x.device)
     else:
@@ -80,5 +95,8 @@ def cutout(
     in_rows = (rows >= y0[:, None]) & (rows < (y0 + size)[:, None])  # [N, H]
     in_cols = (cols >= x0[:, None]) & (cols < (x0 + size)[:, None])  # [N, W]
     mask = in_rows[:, None, :, None] & in_cols[:, None, None, :]  # [N, 1, H, W]
+    if prob < 1.0:
+        keep = torch.rand(n, generator=generator, device=gen_device) < prob  # after the centres
+        mask = mask & keep.to(x.device).view(-1, 1, 1, 1)
     out = batch.masked_fill(mask, value)
     return out.squeeze(0) if single else out

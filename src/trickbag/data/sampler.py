@@ -1,15 +1,65 @@
-"""A sampler whose order is a pure function of (seed, epoch), resumable mid-epoch and shardable across ranks."""
+"""A sampler whose order is a pure function of (seed, epoch), resumable mid-epoch and shardable across ranks,
+and whose indices carry (seed, epoch) so per-sample augmentation does not depend on who loads the sample."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-__all__ = ["EpochSampler"]
+__all__ = ["EpochSampler", "SampleIndex", "sample_generator"]
+
+_MASK = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finaliser: a well-spread 64-bit hash of ``x``."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+class SampleIndex(int):
+    """A dataset index that also carries the run seed and the epoch that draws it.
+
+    Datasets that augment (trickbag's in-memory and image-folder sources) seed each sample's random
+    choices from :meth:`seed_for_sample` = hash(seed, epoch, index): the same sample in the same
+    epoch gets the same crop, flip or shift whether it is loaded in the main process or in any
+    DataLoader worker, in an uninterrupted run or after a resume. Anything else sees a plain int.
+
+    >>> i = SampleIndex(7, epoch=2, seed=0)
+    >>> i + 1, i.seed_for_sample() == SampleIndex(7, epoch=2, seed=0).seed_for_sample()
+    (8, True)
+    >>> i.seed_for_sample() != SampleIndex(7, epoch=3, seed=0).seed_for_sample()
+    True
+    """
+
+    epoch: int
+    seed: int
+
+    def __new__(cls, index: int, epoch: int = 0, seed: int = 0) -> "SampleIndex":
+        obj = super().__new__(cls, index)
+        obj.epoch, obj.seed = int(epoch), int(seed)
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:  # to DataLoader workers
+        return (SampleIndex, (int(self), self.epoch, self.seed))
+
+    def seed_for_sample(self) -> int:
+        """A 63-bit seed from (seed, epoch, index)."""
+        return _mix(_mix(_mix(self.seed) ^ self.epoch) ^ int(self)) & (2**63 - 1)
+
+
+def sample_generator(index: Any) -> Optional[torch.Generator]:
+    """A CPU generator seeded for this sample when ``index`` is a :class:`SampleIndex`, else None
+    (the caller then draws from torch's global generator)."""
+    if isinstance(index, SampleIndex):
+        return torch.Generator().manual_seed(index.seed_for_sample())
+    return None
 
 
 class EpochSampler(Sampler[int]):
@@ -66,7 +116,8 @@ class EpochSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         shard = self._shard()[self.start :]
         self.start = 0
-        return iter(shard.tolist())
+        epoch, seed = self.epoch, self.seed
+        return iter([SampleIndex(i, epoch, seed) for i in shard.tolist()])
 
     def __len__(self) -> int:
         if self.world_size > 1:

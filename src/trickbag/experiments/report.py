@@ -2,15 +2,17 @@
 
 ``trickbag report RUN_DIR [RUN_DIR ...] --out DIR`` reads each run directory (``recipe.yaml``,
 ``metrics.csv``, ``summary.txt``) and writes ``DIR/table.md``, ``DIR/table.csv``, ``DIR/curves.png``
-and ``DIR/report.html`` (the PNG embedded as base64, so the page is a single file).
+and ``DIR/report.html`` (the PNG embedded as base64, so the page is a single file). A folder that is
+not a run directory (no ``recipe.yaml``: an ablation or sweep folder, an lr-find output) is skipped
+with a note, so ``trickbag report runs/*`` works on a folder of runs and experiments.
 
 The table lists only the recipe keys whose values differ between the runs (``run.name`` and
 ``run.dir`` excluded), then: epochs, best ``val/acc`` (max over epochs), best ``val/loss`` (min),
 final ``train/loss``, test accuracy of ``best.pt`` and wall time (from ``summary.txt``; for a run
 without one, the sum of its epoch times).
 
-This module also holds the small file helpers the other experiments use (atomic text writes,
-Markdown and CSV tables); none of it imports torch.
+This module also holds the small table helpers the other experiments use (Markdown and CSV
+tables); none of it imports torch.
 """
 
 from __future__ import annotations
@@ -173,6 +175,7 @@ class RunComparison:
     diff_keys: list[str]  #: recipe keys whose values differ between the runs
     headers: list[str]
     rows: list[list[Any]]
+    skipped: list[str] = dataclasses.field(default_factory=list)  #: notes on the paths that are not runs
 
     def markdown(self) -> str:
         return markdown_table(self.headers, self.rows)
@@ -190,20 +193,44 @@ def _cell_value(v: Any) -> str:
     return str(v)
 
 
+def _run_paths(run_dirs: Sequence[str | os.PathLike]) -> tuple[list[Path], list[str]]:
+    """The run directories among ``run_dirs`` and a note for each other existing path (skipped)."""
+    from trickbag.runs.directory import is_run_dir
+
+    if not run_dirs:
+        raise ExperimentError("give at least one run directory to report on")
+    paths, notes = [], []
+    for p in map(Path, run_dirs):
+        if not p.exists():
+            raise ExperimentError(f"run directory {str(p)!r} does not exist")
+        if is_run_dir(p):
+            paths.append(p)
+        else:
+            notes.append(f"skipping {str(p)!r}: not a run directory (a run directory holds recipe.yaml)")
+    if not paths and len(run_dirs) == 1:
+        raise ExperimentError(f"{str(run_dirs[0])!r} is not a trickbag run directory (no recipe.yaml)")
+    if not paths:
+        raise ExperimentError(f"none of the {len(run_dirs)} given paths is a trickbag run directory "
+                              "(a run directory holds recipe.yaml)")
+    return paths, notes
+
+
 def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> RunComparison:
     """Table of the recipe keys that differ between ``run_dirs`` and each run's results.
+
+    Paths that are not run directories are skipped (see :attr:`RunComparison.skipped`).
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> for name, lr in (("a", 0.1), ("b", 0.01)):
     ...     (d / name).mkdir()
     ...     _ = (d / name / "recipe.yaml").write_text(f"optim: {{lr: {lr}, momentum: 0.9}}")
-    >>> compare_runs([d / "a", d / "b"]).diff_keys
-    ['optim.lr']
+    >>> (d / "sweep-x").mkdir()
+    >>> c = compare_runs([d / "a", d / "b", d / "sweep-x"])
+    >>> c.diff_keys, [r.label for r in c.runs], len(c.skipped)
+    (['optim.lr'], ['a', 'b'], 1)
     """
-    if not run_dirs:
-        raise ExperimentError("give at least one run directory to report on")
-    paths = [Path(p) for p in run_dirs]
+    paths, skipped = _run_paths(run_dirs)
     names = [p.name for p in paths]
     labels = names if len(set(names)) == len(names) else [str(p) for p in paths]
     runs = [read_run(p, label) for p, label in zip(paths, labels)]
@@ -233,7 +260,7 @@ def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> RunComparison:
             x = v[i]
             row.append(f"{x:.1f}" if columns[i][0] == "time (s)" and x is not None else x)
         rows.append(row)
-    return RunComparison(runs, diff, headers, rows)
+    return RunComparison(runs, diff, headers, rows, skipped)
 
 
 def plot_curves(runs: Sequence[RunInfo], path: Path) -> Path:

@@ -1,24 +1,30 @@
-"""Model-level tricks: weight EMA, freezing, optimizer parameter groups, checkpoint loading,
-initialisation, bilinear pooling and inspection helpers."""
+"""Model-level tricks: weight EMA and SWA, freezing, optimizer parameter groups and layer ids,
+checkpoint loading and unwrapping (DDP / compile), initialisation, bilinear pooling, flip test-time augmentation and inspection helpers."""
 
 from trickbag.nn.ema import EMA
 from trickbag.nn.freeze import freeze, unfreeze
 from trickbag.nn.init import init_weights
 from trickbag.nn.inspect import count_parameters, feature_extractor, summary
-from trickbag.nn.loading import LoadReport, load_matching
-from trickbag.nn.param_groups import param_groups
+from trickbag.nn.loading import LoadReport, load_matching, unwrap
+from trickbag.nn.param_groups import layer_id_by_depth, param_groups
 from trickbag.nn.pooling import BilinearPool
+from trickbag.nn.swa import SWA
+from trickbag.nn.tta import flip_tta
 
 __all__ = [
     "EMA",
+    "SWA",
     "BilinearPool",
     "LoadReport",
     "count_parameters",
     "feature_extractor",
+    "flip_tta",
     "freeze",
     "init_weights",
+    "layer_id_by_depth",
     "load_matching",
     "param_groups",
     "summary",
     "unfreeze",
+    "unwrap",
 ]

@@ -6,34 +6,18 @@ import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
-from trickbag.nn.loading import _unwrap_model
+from trickbag.nn._weights import LiveLists, TensorLists, copy_tensors, on_device_of, swapped_tensors
+from trickbag.nn.loading import unwrap
 
 __all__ = ["EMA"]
 
 BufferMode = Literal["copy", "average"]
 _BUFFER_MODES = ("copy", "average")
-
-
-class _Lists:
-    """Flat tensor lists of one module, in ``named_parameters()`` / ``named_buffers()`` order."""
-
-    def __init__(self, module: nn.Module) -> None:
-        params = list(module.named_parameters())
-        buffers = list(module.named_buffers())
-        self.names = [n for n, _ in params] + [n for n, _ in buffers]
-        self.shapes = [tuple(t.shape) for _, t in params] + [tuple(t.shape) for _, t in buffers]
-        self.float_params = [p for _, p in params if p.is_floating_point()]
-        self.other_params = [p for _, p in params if not p.is_floating_point()]
-        self.float_buffers = [b for _, b in buffers if b.is_floating_point()]
-        self.other_buffers = [b for _, b in buffers if not b.is_floating_point()]
-
-    def all(self) -> list[Tensor]:
-        return self.float_params + self.other_params + self.float_buffers + self.other_buffers
 
 
 class EMA:
@@ -122,7 +106,7 @@ class EMA:
         self.num_updates = 0  # calls of update()
         self.num_averages = 0  # averaging updates done
 
-        source = _unwrap_model(model)
+        source = unwrap(model)
         self.module: nn.Module = copy.deepcopy(source)
         if device is not None:
             self.module.to(device)
@@ -130,34 +114,20 @@ class EMA:
         self.module.requires_grad_(False)
         for p in self.module.parameters():
             p.grad = None
-        self._ema = _Lists(self.module)
-        self._live: _Lists | None = None
-        self._live_module: nn.Module | None = None
+        self._ema = TensorLists(self.module)
+        self._live = LiveLists(self._ema, "EMA")
         self._lists_for(source)
 
     # -- internals -------------------------------------------------------------------------
 
-    def _lists_for(self, model: nn.Module) -> _Lists:
+    def _lists_for(self, model: nn.Module) -> TensorLists:
         """Cached tensor lists of the (unwrapped) live model, checked against the EMA copy once."""
-        model = _unwrap_model(model)
-        if model is not self._live_module:
-            live = _Lists(model)
-            if live.names != self._ema.names or live.shapes != self._ema.shapes:
-                diff = sorted(set(live.names).symmetric_difference(self._ema.names))[:5]
-                raise ValueError(
-                    "model does not have the same parameters/buffers as the one the EMA was built from "
-                    f"(differing names, first few: {diff or 'same names, different shapes'})"
-                )
-            self._live, self._live_module = live, model
-            return live
-        return cast(_Lists, self._live)
+        return self._live.get(model)
 
     @staticmethod
     def _on_device_of(tensors: list[Tensor], like: list[Tensor]) -> list[Tensor]:
         """``tensors`` moved to the device of ``like`` (only when ``device=`` put them apart)."""
-        if tensors and tensors[0].device != like[0].device:
-            return [t.to(like[0].device) for t in tensors]
-        return tensors
+        return on_device_of(tensors, like)
 
     def decay_at(self, n: int) -> float:
         """Decay used by the averaging update that follows ``n`` earlier averaging updates.
@@ -198,9 +168,7 @@ class EMA:
     @torch.no_grad()
     def copy_to(self, model: nn.Module) -> None:
         """Copy the averaged parameters and buffers into ``model`` in place (``Tensor.copy_``)."""
-        live = self._lists_for(model)
-        dst = live.all()
-        torch._foreach_copy_(dst, self._on_device_of(self._ema.all(), dst))
+        copy_tensors(self._lists_for(model).all(), self._ema.all())
 
     @contextmanager
     def swapped(self, model: nn.Module) -> Iterator[nn.Module]:
@@ -210,16 +178,8 @@ class EMA:
         (so optimizers and hooks keep pointing at the same tensors), and the raw ones copied
         back on exit, even when the block raises.  Yields ``model``.
         """
-        live = self._lists_for(model)
-        dst = live.all()
-        with torch.no_grad():
-            saved = [t.detach().clone() for t in dst]
-        self.copy_to(model)
-        try:
+        with swapped_tensors(self._lists_for(model).all(), self._ema.all()):
             yield model
-        finally:
-            with torch.no_grad():
-                torch._foreach_copy_(dst, saved)
 
     def state_dict(self) -> dict[str, Any]:
         """Averaged weights (``"module"``), counters, and the settings they were made with."""

@@ -12,17 +12,17 @@ from torch import Tensor, nn
 
 from trickbag.errors import CheckpointError
 
-__all__ = ["LoadReport", "load_matching"]
+__all__ = ["LoadReport", "load_matching", "unwrap"]
 
 # Keys under which training scripts commonly nest the model's state dict.
 _NESTING_KEYS = ("model", "state_dict")
 
 
-def _unwrap_model(model: nn.Module) -> nn.Module:
-    """Return the module inside DDP / DataParallel (``.module``) and ``torch.compile`` (``._orig_mod``) wrappers.
+def unwrap(model: nn.Module) -> nn.Module:
+    """The user's module inside DDP / DataParallel (``.module``) and ``torch.compile`` (``._orig_mod``) wrappers.
 
     >>> inner = torch.nn.Linear(2, 2)
-    >>> _unwrap_model(torch.nn.DataParallel(inner)) is inner
+    >>> unwrap(torch.nn.DataParallel(inner)) is inner
     True
     """
     parallel = (nn.parallel.DistributedDataParallel, nn.DataParallel)
@@ -174,7 +174,7 @@ def load_matching(
         raise TypeError(f"strict must be a bool, got {strict!r}")
 
     checkpoint = _read_state_dict(state_dict_or_path, map_location)
-    model = _unwrap_model(model)
+    model = unwrap(model)
     model_state = model.state_dict()
 
     report = LoadReport()

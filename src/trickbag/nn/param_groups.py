@@ -9,7 +9,7 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["param_groups"]
+__all__ = ["layer_id_by_depth", "param_groups"]
 
 # Normalisation layers whose weights (scales) and biases (shifts) get no weight decay.
 _NORM_TYPES: tuple[type[nn.Module], ...] = (
@@ -198,3 +198,34 @@ def param_groups(
         groups[key]["params"].append(param)
         groups[key]["param_names"].append(name)
     return list(groups.values())
+
+
+def layer_id_by_depth(model: nn.Module, depth: int) -> Callable[[str], int]:
+    """Layer id of a parameter = rank of its module path cut to ``depth`` names, in parameter order.
+
+    ``depth=1`` numbers the top-level children (``features`` 0, ``head`` 1); ``depth=2`` the
+    blocks inside them (``features.0``, ``features.1``, ..., ``head``).  Parameters registered
+    on ``model`` itself (``cls_token``) come first in ``named_parameters()`` and so form layer 0
+    of their own, the first child then being layer 1; a name that is not in ``model`` gets 0.
+    Frozen parameters are counted too, so ids do not change when they are unfrozen.  Pass the
+    result as ``layer_id_fn`` to :func:`param_groups` for layer-wise LR decay.
+
+    >>> import torch
+    >>> m = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2)),
+    ...                         torch.nn.Linear(2, 1))
+    >>> f = layer_id_by_depth(m, 2)
+    >>> [f(n) for n, _ in m.named_parameters()]
+    [0, 0, 1, 1, 2, 2]
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth must be an int >= 1 (module names per layer), got {depth!r}")
+    ranks: dict[str, int] = {}
+
+    def key(name: str) -> str:
+        return ".".join(name.split(".")[:-1][:depth])
+
+    for name, _ in model.named_parameters():
+        ranks.setdefault(key(name), len(ranks))
+    return lambda name: ranks.get(key(name), 0)

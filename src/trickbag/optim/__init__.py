@@ -1,4 +1,5 @@
-"""Optimizer-side tricks: SAM/ASAM, LR schedules with warm-up, LR scaling, gradient clipping, LR plots.
+"""Optimizer-side tricks: SAM/ASAM, LR schedules with warm-up (extendable and re-plannable while they run),
+LR scaling, gradient clipping, LR plots.
 
 >>> import torch
 >>> from trickbag.optim import SAM, build_scheduler, clip_gradients
@@ -12,16 +13,26 @@
 from trickbag.optim.clipping import adaptive_clip_gradients, clip_gradients
 from trickbag.optim.plot import plot_lr
 from trickbag.optim.sam import SAM, disable_running_stats, enable_running_stats
-from trickbag.optim.schedulers import SCHEDULERS, build_scheduler, scaled_lr
+from trickbag.optim.schedulers import (
+    SCHEDULERS,
+    LRSchedule,
+    add_param_group,
+    build_scheduler,
+    replan_schedule,
+    scaled_lr,
+)
 
 __all__ = [
     "SAM",
     "SCHEDULERS",
+    "LRSchedule",
     "adaptive_clip_gradients",
+    "add_param_group",
     "build_scheduler",
     "clip_gradients",
     "disable_running_stats",
     "enable_running_stats",
     "plot_lr",
+    "replan_schedule",
     "scaled_lr",
 ]

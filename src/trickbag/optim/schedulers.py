@@ -1,14 +1,34 @@
-"""Learning-rate schedules with optional linear warm-up, built from ``torch.optim.lr_scheduler``."""
+"""Learning-rate schedules with optional linear warm-up, and changes to a running schedule.
+
+The per-update schedules (``constant``, ``step``, ``multistep``, ``cosine``, ``linear``,
+``polynomial``, each with an optional linear warm-up) are one class, :class:`LRSchedule`, a
+``torch.optim.lr_scheduler.LambdaLR`` whose per-group factor is a small picklable object, so
+``state_dict()`` / ``load_state_dict()`` round-trip and the schedule can be extended
+(:func:`add_param_group`) or re-planned (:func:`replan_schedule`) through public attributes only.
+``onecycle`` is torch's ``OneCycleLR`` held at its final LR after the end
+(:class:`ClampedOneCycleLR`), ``plateau`` is torch's ``ReduceLROnPlateau``.
+"""
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.optim import lr_scheduler as lrs
 
-__all__ = ["SCHEDULERS", "build_scheduler", "scaled_lr"]
+__all__ = [
+    "SCHEDULERS",
+    "ClampedOneCycleLR",
+    "LRSchedule",
+    "add_param_group",
+    "build_scheduler",
+    "replan_schedule",
+    "scaled_lr",
+]
 
 SCHEDULERS: tuple[str, ...] = (
     "constant",
@@ -46,6 +66,340 @@ _OPTIONS: dict[str, frozenset[str]] = {
     ),
 }
 _NEEDS_TOTAL = frozenset({"cosine", "onecycle", "linear", "polynomial"})
+_LAMBDA_NAMES = ("constant", "step", "multistep", "cosine", "linear", "polynomial")  # LRSchedule's
+_ANNEALED = ("cosine", "linear", "polynomial")  # reach an end value at total_steps and stay there
+
+
+@contextmanager
+def _errors_named(who: str) -> Iterator[None]:
+    """Prefix the message of a ValueError / TypeError raised inside with ``who: `` (once)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        for prefix in ("LRSchedule: ", "build_scheduler: "):
+            if msg.startswith(prefix):
+                msg = msg[len(prefix):]
+        raise type(exc)(f"{who}: {msg}") from None
+
+
+# --------------------------------------------------------------------------- the per-group factor
+class _Factor:
+    """LR factor of one param group of :class:`LRSchedule`: ``lr(t) = base_lr * factor(t)``.
+
+    Its ``__dict__`` holds plain data only (``LambdaLR.state_dict`` saves it and
+    ``load_state_dict`` restores it).  The annealed schedules are described by segments
+    ``[start, scale, end]``, base-LR free: from update ``start`` on (the segment added last
+    among those that have started wins), the annealed part is ``G(t) = scale * shape(x)`` with
+    ``x = min(1, (t - start) / (end - start))`` and ``shape`` the unit curve (cosine
+    ``(1 + cos(pi x)) / 2``, linear ``1 - x``, polynomial ``(1 - x)^power``), and the factor is
+    ``f_end + (1 - f_end) * G`` (cosine: ``(min_lr + (base_lr - min_lr) * G) / base_lr``).  Built
+    with ``[[warmup_steps, 1.0, total_steps]]``; :func:`replan_schedule` appends segments.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        base_lr: float,
+        warmup_steps: int,
+        warmup_start: float,
+        total_steps: int | None,
+        step_size: int | None = None,
+        gamma: float = 0.1,
+        milestones: list[int] | None = None,
+        min_lr: float = 0.0,
+        end_factor: float = 0.0,
+        power: float = 1.0,
+    ) -> None:
+        self.name = name
+        self.base_lr = float(base_lr)
+        self.warmup_steps = int(warmup_steps)
+        self.warmup_start = float(warmup_start)
+        self.total_steps = total_steps
+        self.step_size = step_size
+        self.gamma = float(gamma)
+        self.milestones = list(milestones or [])
+        self.min_lr = float(min_lr)
+        self.end_factor = float(end_factor)
+        self.power = float(power)
+        self.segments: list[list[Any]] = [[self.warmup_steps, 1.0, total_steps]] if name in _ANNEALED else []
+
+    def with_base(self, base_lr: float) -> _Factor:
+        """The same plan (segments included) for a param group with base LR ``base_lr``."""
+        if self.name == "cosine" and base_lr < self.min_lr:
+            raise ValueError(
+                f"min_lr={self.min_lr} of the cosine schedule is above the new group's lr={base_lr}; "
+                "the cosine would raise its LR. Give the group an lr no smaller than min_lr"
+            )
+        other = _Factor.__new__(_Factor)
+        other.__dict__.update(self.__dict__)
+        other.base_lr = float(base_lr)
+        other.milestones = list(self.milestones)
+        other.segments = [list(seg) for seg in self.segments]
+        return other
+
+    # -- evaluation ------------------------------------------------------------------------
+
+    def _segment(self, t: int) -> list[Any] | None:
+        found = None
+        for seg in self.segments:
+            if seg[0] <= t:
+                found = seg
+        return found
+
+    def _unit(self, t: int, seg: list[Any]) -> float:
+        start, scale, end = seg
+        x = 1.0 if end <= start or t >= end else (t - start) / (end - start)
+        if self.name == "cosine":
+            return scale * (1.0 + math.cos(math.pi * x)) / 2.0
+        if self.name == "linear":
+            return scale * (1.0 - x)
+        return scale * (1.0 - x) ** self.power
+
+    def _annealed(self, g: float) -> float:
+        if self.name == "cosine":
+            if self.base_lr <= 0.0:
+                return g  # lr = 0 * factor = 0 whatever the factor
+            return (self.min_lr + (self.base_lr - self.min_lr) * g) / self.base_lr
+        if self.name == "linear":
+            return self.end_factor + (1.0 - self.end_factor) * g
+        return g
+
+    def __call__(self, t: int) -> float:
+        seg = self._segment(t)
+        w = self.warmup_steps
+        if seg is None and t < w:
+            s = self.warmup_start
+            return s + (1.0 - s) * t / w
+        if self.name == "constant":
+            return 1.0
+        if self.name == "step":
+            return self.gamma ** ((t - w) // self.step_size)
+        if self.name == "multistep":
+            return self.gamma ** sum(1 for m in self.milestones if m <= t)
+        return self._annealed(self._unit(t, seg))  # type: ignore[arg-type]
+
+    # -- re-planning -----------------------------------------------------------------------
+
+    def replan(self, t0: int, total_steps: int) -> None:
+        """From update ``t0`` on, reach the end value at ``total_steps`` (see :func:`replan_schedule`)."""
+        if self.name not in _ANNEALED:
+            return
+        seg = self._segment(t0)
+        if seg is not None and t0 >= seg[2]:
+            return  # the anneal is over: stay at the floor
+        if total_steps <= t0:
+            self.segments = self.segments + [[t0, 0.0, t0]]
+            self.total_steps = t0
+            return
+        if seg is None:  # still warming up: the warm-up continues, the main phase spans the new total
+            if total_steps <= self.warmup_steps:
+                raise ValueError(
+                    f"total_steps={total_steps} ends inside the warm-up ({self.warmup_steps} updates, now at update "
+                    f"{t0}); give total_steps > {self.warmup_steps}, or <= {t0} to go to the floor at once"
+                )
+            self.segments = [[self.warmup_steps, 1.0, total_steps]]
+        else:
+            self.segments = self.segments + [[t0, self._unit(t0, seg), total_steps]]
+        self.total_steps = total_steps
+
+
+# --------------------------------------------------------------------------- argument checks
+def _check_int(value: Any, name: str, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_number(value: Any, name: str, *, minimum: float, maximum: float = math.inf) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not minimum <= value <= maximum
+    ):
+        allowed = f">= {minimum}" if maximum == math.inf else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be a number {allowed}, got {value!r}")
+
+
+def _gamma(kw: dict[str, Any]) -> float:
+    gamma = kw.get("gamma", 0.1)
+    _check_number(gamma, "gamma", minimum=0.0)
+    return float(gamma)
+
+
+def _check_common(
+    optimizer: Any,
+    name: Any,
+    names: tuple[str, ...],
+    total_steps: Any,
+    warmup_steps: Any,
+    warmup_start_factor: Any,
+    kwargs: dict[str, Any],
+) -> float:
+    """Checks shared by every schedule; returns the warm-up start factor."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    if not isinstance(name, str) or name not in names:
+        raise ValueError(f"unknown schedule name {name!r}; allowed: {', '.join(names)}")
+    unknown = set(kwargs) - _OPTIONS[name]
+    if unknown:
+        allowed = ", ".join(sorted(_OPTIONS[name])) or "none"
+        raise TypeError(f"unexpected option(s) {sorted(unknown)} for schedule {name!r}; allowed options: {allowed}")
+    if total_steps is not None:
+        _check_int(total_steps, "total_steps", minimum=1)
+    elif name in _NEEDS_TOTAL:
+        raise ValueError(f"schedule {name!r} needs total_steps= (the number of optimizer updates)")
+    _check_int(warmup_steps, "warmup_steps", minimum=0)
+    if warmup_start_factor is None:
+        warmup_start_factor = 1.0 / (warmup_steps + 1)
+    elif (
+        isinstance(warmup_start_factor, bool)
+        or not isinstance(warmup_start_factor, (int, float))
+        or not 0.0 < warmup_start_factor <= 1.0
+    ):
+        raise ValueError(
+            "warmup_start_factor must be in (0, 1] (a fraction of the base LR; "
+            f"0 would make the first update use LR 0), got {warmup_start_factor!r}"
+        )
+    if warmup_steps and total_steps is not None and warmup_steps >= total_steps:
+        raise ValueError(f"warmup_steps={warmup_steps} must be smaller than total_steps={total_steps}")
+    if warmup_steps and name in ("plateau", "onecycle"):
+        hint = "use pct_start= for its own warm-up" if name == "onecycle" else "build the warm-up separately"
+        raise ValueError(f"schedule {name!r} cannot be combined with warmup_steps={warmup_steps}; {hint}")
+    return float(warmup_start_factor)
+
+
+def _plan(name: str, total_steps: int | None, warmup_steps: int, start: float, kw: dict[str, Any]) -> dict[str, Any]:
+    """Validated :class:`_Factor` fields shared by every param group."""
+    plan: dict[str, Any] = dict(name=name, warmup_steps=warmup_steps, warmup_start=start, total_steps=total_steps)
+    if name == "step":
+        if "step_size" not in kw:
+            raise ValueError("schedule 'step' needs step_size= (updates between LR decays)")
+        _check_int(kw["step_size"], "step_size", minimum=1)
+        plan.update(step_size=kw["step_size"], gamma=_gamma(kw))
+    elif name == "multistep":
+        milestones = kw.get("milestones")
+        if milestones is None:
+            raise ValueError("schedule 'multistep' needs milestones= (a list of update counts)")
+        milestones = list(milestones)
+        for m in milestones:
+            _check_int(m, "milestones[...]", minimum=warmup_steps + 1)
+        if milestones != sorted(milestones):
+            raise ValueError(f"milestones must be increasing, got {milestones}")
+        plan.update(milestones=milestones, gamma=_gamma(kw))
+    elif name == "cosine":
+        min_lr = kw.get("min_lr", 0.0)
+        _check_number(min_lr, "min_lr", minimum=0.0)
+        plan.update(min_lr=float(min_lr))
+    elif name == "linear":
+        end_factor = kw.get("end_factor", 0.0)
+        _check_number(end_factor, "end_factor", minimum=0.0, maximum=1.0)
+        plan.update(end_factor=float(end_factor))
+    elif name == "polynomial":
+        power = kw.get("power", 1.0)
+        _check_number(power, "power", minimum=0.0)
+        plan.update(power=float(power))
+    return plan
+
+
+def _base_lrs(optimizer: torch.optim.Optimizer) -> list[float]:
+    """The base LR ``LRScheduler.__init__`` will record for each group (``initial_lr`` if already set)."""
+    return [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]
+
+
+# --------------------------------------------------------------------------- the schedules
+class LRSchedule(lrs.LambdaLR):
+    r"""A per-update LR schedule with an optional linear warm-up: ``lr_t = base_lr * factor(t)`` per param group.
+
+    One ``torch.optim.lr_scheduler.LambdaLR`` for the names ``constant``, ``step``, ``multistep``,
+    ``cosine``, ``linear`` and ``polynomial``; the formulas, options and checks are those of
+    :func:`build_scheduler` (which returns this class for these names).  ``lr_lambdas`` holds one
+    picklable factor object per param group and ``base_lrs`` the groups' base LRs (their
+    ``initial_lr``), so ``state_dict()`` / ``load_state_dict()`` round-trip with
+    ``torch.load(weights_only=True)``.  After ``total_steps`` updates the annealed schedules stay
+    at their end value.
+
+    Args:
+        optimizer: the optimizer (its groups' ``lr`` are the base LRs).
+        name: one of the six names above.
+        total_steps, warmup_steps, warmup_start_factor, options: as in :func:`build_scheduler`.
+        last_epoch: ``-1`` for a new schedule (torch's convention).
+
+    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    >>> sched = LRSchedule(opt, "linear", total_steps=4, warmup_steps=1, end_factor=0.5)
+    >>> seen = []
+    >>> for _ in range(6):
+    ...     seen.append(round(opt.param_groups[0]["lr"], 4))
+    ...     opt.step()
+    ...     sched.step()
+    >>> seen, sched.name, sched.total_steps
+    ([0.05, 0.1, 0.0833, 0.0667, 0.05, 0.05], 'linear', 4)
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        name: str,
+        *,
+        total_steps: int | None = None,
+        warmup_steps: int = 0,
+        warmup_start_factor: float | None = None,
+        last_epoch: int = -1,
+        **options: Any,
+    ) -> None:
+        with _errors_named("LRSchedule"):
+            start = _check_common(optimizer, name, _LAMBDA_NAMES, total_steps, warmup_steps, warmup_start_factor,
+                                  options)
+            plan = _plan(name, total_steps, warmup_steps, start, dict(options))
+            bases = _base_lrs(optimizer)
+            if name == "cosine":
+                for i, base in enumerate(bases):
+                    if base < plan["min_lr"]:
+                        raise ValueError(
+                            f"min_lr={plan['min_lr']} is above param_groups[{i}]['lr']={base}; "
+                            "the cosine would raise that group's LR. Use a min_lr no larger than every group's LR"
+                        )
+        super().__init__(optimizer, [_Factor(base_lr=b, **plan) for b in bases], last_epoch)
+
+    @property
+    def name(self) -> str:
+        """The schedule's name (``"cosine"``, ...)."""
+        return self.lr_lambdas[0].name  # type: ignore[union-attr]
+
+    @property
+    def total_steps(self) -> int | None:
+        """The update count at which the schedule reaches its end (after :func:`replan_schedule`: the new one)."""
+        return self.lr_lambdas[0].total_steps  # type: ignore[union-attr]
+
+    @property
+    def warmup_steps(self) -> int:
+        """Length of the linear warm-up, in updates."""
+        return self.lr_lambdas[0].warmup_steps  # type: ignore[union-attr]
+
+
+class ClampedOneCycleLR(lrs.OneCycleLR):
+    """``torch.optim.lr_scheduler.OneCycleLR`` that stays at its final LR (and momentum) after ``total_steps``
+    updates instead of raising.
+
+    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    >>> sched = ClampedOneCycleLR(opt, max_lr=0.1, total_steps=4, cycle_momentum=False)
+    >>> for _ in range(8):
+    ...     opt.step()
+    ...     sched.step()
+    >>> opt.param_groups[0]["lr"] == 0.1 / 25 / 1e4      # initial_lr / final_div_factor
+    True
+    """
+
+    def get_lr(self) -> list[Any]:
+        t = self.last_epoch
+        if t < self.total_steps:
+            return super().get_lr()
+        self.last_epoch = self.total_steps - 1  # the last update of the cycle: its final value
+        try:
+            return super().get_lr()
+        finally:
+            self.last_epoch = t
 
 
 def build_scheduler(
@@ -64,8 +418,8 @@ def build_scheduler(
     with base LR :math:`\eta` of each param group, warm-up length :math:`W`, start factor
     :math:`s` and :math:`u = t - W` updates after warm-up, :math:`L = T - W`:
 
-    * warm-up (:math:`t < W`): :math:`\eta\,(s + (1 - s)\,t / W)` (``LinearLR`` + ``SequentialLR``;
-      Goyal et al. 2017).  ``warmup_start_factor`` defaults to :math:`1/(W+1)`, so the first LR is
+    * warm-up (:math:`t < W`): :math:`\eta\,(s + (1 - s)\,t / W)` (Goyal et al. 2017).
+      ``warmup_start_factor`` defaults to :math:`1/(W+1)`, so the first LR is
       :math:`\eta/(W+1) > 0` and the LR reaches :math:`\eta` exactly when warm-up ends;
     * ``constant``: :math:`\eta`;
     * ``step`` (``step_size``, ``gamma=0.1``): :math:`\eta\,\gamma^{\lfloor u / \text{step\_size}\rfloor}`;
@@ -74,18 +428,26 @@ def build_scheduler(
       are *absolute* update counts and must be greater than ``warmup_steps``;
     * ``cosine`` (``min_lr=0``, an absolute LR shared by all groups; Loshchilov & Hutter 2017):
       :math:`\text{min\_lr} + (\eta - \text{min\_lr})(1 + \cos(\pi u / L)) / 2`, equal to
-      :math:`\eta` right after warm-up and to ``min_lr`` after ``total_steps`` updates
-      (``CosineAnnealingLR``; stepping past ``total_steps`` makes it rise again);
+      :math:`\eta` right after warm-up and to ``min_lr`` after ``total_steps`` updates;
     * ``linear`` (``end_factor=0``): :math:`\eta\,(1 + (\text{end\_factor} - 1)\,u / L)`;
     * ``polynomial`` (``power=1``): :math:`\eta\,(1 - u / L)^{\text{power}}`;
     * ``onecycle`` (Smith & Topin 2019, ``OneCycleLR`` with ``max_lr`` = each group's LR): has its
       own warm-up (``pct_start``), so ``warmup_steps`` must be 0.  Momentum is cycled only if the
       optimizer already uses momentum or Adam betas (``cycle_momentum`` overrides this);
     * ``plateau``: ``ReduceLROnPlateau``; step it with the monitored metric,
-      ``scheduler.step(val_loss)``.  It cannot be combined with warm-up.
+      ``scheduler.step(val_loss)``.  It cannot be combined with warm-up.  Each group's starting LR
+      is recorded as its ``initial_lr`` (as the other schedules do).
+
+    Past ``total_steps`` updates every schedule stays at its final value (as in timm): ``cosine``
+    at ``min_lr``, ``linear`` at ``end_factor`` times :math:`\eta`, ``polynomial`` at 0,
+    ``onecycle`` at its final LR; ``step`` and ``multistep`` keep their rule, ``constant`` is constant.
 
     Each param group keeps its own base LR (two groups with LRs 0.1 and 0.01 follow the same
     curve, in proportion; with ``cosine`` both end at the shared absolute ``min_lr``).
+    Returns an :class:`LRSchedule` for ``constant``, ``step``, ``multistep``, ``cosine``,
+    ``linear`` and ``polynomial``, a :class:`ClampedOneCycleLR` for ``onecycle`` and a
+    ``ReduceLROnPlateau`` for ``plateau``.  A running schedule takes new param groups with
+    :func:`add_param_group` and a new length with :func:`replan_schedule`.
 
     >>> model = torch.nn.Linear(2, 1)
     >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -98,120 +460,199 @@ def build_scheduler(
     >>> [round(v, 4) for v in lrs_seen[:4]], round(opt.param_groups[0]["lr"], 6)
     ([0.0333, 0.0667, 0.1, 0.0962], 0.001)
     """
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"build_scheduler: optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    if not isinstance(name, str) or name not in SCHEDULERS:
-        raise ValueError(f"build_scheduler: unknown schedule name {name!r}; allowed: {', '.join(SCHEDULERS)}")
-    unknown = set(kwargs) - _OPTIONS[name]
-    if unknown:
-        allowed = ", ".join(sorted(_OPTIONS[name])) or "none"
-        raise TypeError(
-            f"build_scheduler: unexpected option(s) {sorted(unknown)} for schedule {name!r}; allowed options: {allowed}"
-        )
-    if total_steps is not None:
-        _check_int(total_steps, "total_steps", minimum=1)
-    elif name in _NEEDS_TOTAL:
-        raise ValueError(f"build_scheduler: schedule {name!r} needs total_steps= (the number of optimizer updates)")
-    _check_int(warmup_steps, "warmup_steps", minimum=0)
-    if warmup_start_factor is None:
-        warmup_start_factor = 1.0 / (warmup_steps + 1)
-    elif (
-        isinstance(warmup_start_factor, bool)
-        or not isinstance(warmup_start_factor, (int, float))
-        or not 0.0 < warmup_start_factor <= 1.0
-    ):
-        raise ValueError(
-            "build_scheduler: warmup_start_factor must be in (0, 1] (a fraction of the base LR; "
-            f"0 would make the first update use LR 0), got {warmup_start_factor!r}"
-        )
-    if warmup_steps and total_steps is not None and warmup_steps >= total_steps:
-        raise ValueError(
-            f"build_scheduler: warmup_steps={warmup_steps} must be smaller than total_steps={total_steps}"
-        )
-    if warmup_steps and name in ("plateau", "onecycle"):
-        hint = "use pct_start= for its own warm-up" if name == "onecycle" else "build the warm-up separately"
-        raise ValueError(f"build_scheduler: schedule {name!r} cannot be combined with warmup_steps={warmup_steps}; {hint}")
-
-    main_steps = None if total_steps is None else total_steps - warmup_steps
-    main = _build_main(optimizer, name, main_steps, warmup_steps, dict(kwargs))
-    if not warmup_steps:
-        return main
-    warmup = lrs.LinearLR(optimizer, start_factor=float(warmup_start_factor), end_factor=1.0, total_iters=warmup_steps)
-    return lrs.SequentialLR(optimizer, schedulers=[warmup, main], milestones=[warmup_steps])
-
-
-def _build_main(
-    optimizer: torch.optim.Optimizer, name: str, steps: int | None, warmup_steps: int, kw: dict[str, Any]
-) -> Any:
-    if name == "constant":
-        return lrs.ConstantLR(optimizer, factor=1.0, total_iters=0)
-    if name == "step":
-        if "step_size" not in kw:
-            raise ValueError("build_scheduler: schedule 'step' needs step_size= (updates between LR decays)")
-        _check_int(kw["step_size"], "step_size", minimum=1)
-        return lrs.StepLR(optimizer, step_size=kw["step_size"], gamma=_gamma(kw))
-    if name == "multistep":
-        milestones = kw.get("milestones")
-        if milestones is None:
-            raise ValueError("build_scheduler: schedule 'multistep' needs milestones= (a list of update counts)")
-        milestones = list(milestones)
-        for m in milestones:
-            _check_int(m, "milestones[...]", minimum=warmup_steps + 1)
-        if milestones != sorted(milestones):
-            raise ValueError(f"build_scheduler: milestones must be increasing, got {milestones}")
-        return lrs.MultiStepLR(optimizer, milestones=[m - warmup_steps for m in milestones], gamma=_gamma(kw))
-    if name == "cosine":
-        min_lr = kw.get("min_lr", 0.0)
-        _check_number(min_lr, "min_lr", minimum=0.0)
-        for i, group in enumerate(optimizer.param_groups):
-            if float(group["lr"]) < min_lr:
-                raise ValueError(
-                    f"build_scheduler: min_lr={min_lr} is above param_groups[{i}]['lr']={float(group['lr'])}; "
-                    "the cosine would raise that group's LR. Use a min_lr no larger than every group's LR"
+    with _errors_named("build_scheduler"):
+        _check_common(optimizer, name, SCHEDULERS, total_steps, warmup_steps, warmup_start_factor, kwargs)
+        if name in _LAMBDA_NAMES:
+            return LRSchedule(optimizer, name, total_steps=total_steps, warmup_steps=warmup_steps,
+                              warmup_start_factor=warmup_start_factor, **kwargs)
+        kw = dict(kwargs)
+        if name == "onecycle":
+            if "pct_start" in kw:
+                _check_number(kw["pct_start"], "pct_start", minimum=0.0, maximum=1.0)
+                kw["pct_start"] = float(kw["pct_start"])
+            if kw.get("cycle_momentum") is None:
+                kw["cycle_momentum"] = "betas" in optimizer.defaults or any(
+                    float(g.get("momentum", 0.0) or 0.0) > 0 for g in optimizer.param_groups
                 )
-        return lrs.CosineAnnealingLR(optimizer, T_max=steps, eta_min=float(min_lr))
-    if name == "linear":
-        end_factor = kw.get("end_factor", 0.0)
-        _check_number(end_factor, "end_factor", minimum=0.0, maximum=1.0)
-        return lrs.LinearLR(optimizer, start_factor=1.0, end_factor=float(end_factor), total_iters=steps)
-    if name == "polynomial":
-        power = kw.get("power", 1.0)
-        _check_number(power, "power", minimum=0.0)
-        return lrs.PolynomialLR(optimizer, total_iters=steps, power=float(power))
-    if name == "onecycle":
-        if "pct_start" in kw:
-            _check_number(kw["pct_start"], "pct_start", minimum=0.0, maximum=1.0)
-            kw["pct_start"] = float(kw["pct_start"])
-        if kw.get("cycle_momentum") is None:
-            kw["cycle_momentum"] = "betas" in optimizer.defaults or any(
-                float(g.get("momentum", 0.0) or 0.0) > 0 for g in optimizer.param_groups
+            max_lr = [float(g["lr"]) for g in optimizer.param_groups]
+            return ClampedOneCycleLR(optimizer, max_lr=max_lr, total_steps=total_steps, **kw)
+        # plateau
+        scheduler = lrs.ReduceLROnPlateau(optimizer, **kw)
+        for group in optimizer.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+        return scheduler
+
+
+# --------------------------------------------------------------------------- changing a running schedule
+def _resync(scheduler: lrs.LRScheduler) -> None:
+    """Recompute the current update's LRs (all groups) and ``get_last_lr()``: step back once, then ``step()``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()": not a real update
+        scheduler.last_epoch -= 1
+        scheduler.step()
+
+
+def add_param_group(
+    optimizer: torch.optim.Optimizer, group: dict[str, Any], scheduler: Any = None
+) -> dict[str, Any]:
+    """Add a param group to ``optimizer`` while ``scheduler`` runs; the group follows the same curve from now on.
+
+    The group's base LR is ``group["lr"]`` (default: the optimizer's default ``lr``), recorded as
+    its ``initial_lr``; its current LR is where the schedule is now for that base LR, i.e. what
+    it would be had the group been there from the start:
+
+    * :class:`LRSchedule`: a factor for the new group is appended to ``scheduler.lr_lambdas``
+      and its base LR to ``scheduler.base_lrs`` (``cosine``: ``min_lr`` must not exceed it);
+    * ``OneCycleLR`` (:class:`ClampedOneCycleLR`): the group's ``max_lr`` is its base LR and its
+      ``initial_lr`` / ``min_lr`` (and momentum bounds) are in proportion to group 0's;
+    * ``ReduceLROnPlateau``: current LR = base LR times group 0's reduction so far
+      (``lr / initial_lr`` of group 0, so group 0 needs ``initial_lr``, which
+      :func:`build_scheduler` sets), and not below the group's ``min_lr``: the shared ``min_lr``
+      (per-group ``min_lr`` lists: group 0's, scaled by base LR / group 0's base LR), appended to
+      ``min_lrs``.  Once group 0 sits at its own ``min_lr`` its ratio understates the reductions
+      a group with a larger base LR would have had;
+    * ``None``: plain ``optimizer.add_param_group(group)``.
+
+    Any other scheduler raises ``TypeError``.  Only public attributes are changed; the current
+    LRs are recomputed with one ``last_epoch -= 1; step()`` pair, which does not advance the schedule.
+    Returns the added group (``optimizer.param_groups[-1]``).
+
+    >>> w0, w1 = torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
+    >>> opt = torch.optim.SGD([w0], lr=0.1)
+    >>> sched = build_scheduler(opt, "linear", total_steps=10)
+    >>> for _ in range(4):
+    ...     opt.step()
+    ...     sched.step()
+    >>> g = add_param_group(opt, {"params": [w1], "lr": 0.01}, sched)
+    >>> round(g["lr"], 6), g["initial_lr"], round(opt.param_groups[0]["lr"], 6)   # 60 % of each base LR
+    (0.006, 0.01, 0.06)
+    """
+    with _errors_named("add_param_group"):
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if not isinstance(group, dict) or "params" not in group:
+            raise TypeError(f"group must be a dict with 'params' (and optionally 'lr', ...), got {group!r}")
+        if scheduler is None:
+            optimizer.add_param_group(group)
+            return optimizer.param_groups[-1]
+        if not isinstance(scheduler, (LRSchedule, lrs.OneCycleLR, lrs.ReduceLROnPlateau)):
+            raise TypeError(
+                f"scheduler {type(scheduler).__name__} is not supported; give the LRSchedule, OneCycleLR or "
+                "ReduceLROnPlateau of build_scheduler, or None"
             )
-        max_lr = [float(g["lr"]) for g in optimizer.param_groups]
-        return lrs.OneCycleLR(optimizer, max_lr=max_lr, total_steps=steps, **kw)
-    # plateau
-    return lrs.ReduceLROnPlateau(optimizer, **kw)
+        if scheduler.optimizer is not optimizer:
+            raise ValueError("scheduler does not drive this optimizer (scheduler.optimizer is another object)")
+        base = group.get("lr", optimizer.defaults.get("lr"))
+        if isinstance(base, torch.Tensor):
+            base = float(base)
+        _check_number(base, "group['lr'] (or the optimizer's default lr)", minimum=0.0)
+        base = float(base)
+        g0 = optimizer.param_groups[0]
+
+        if isinstance(scheduler, LRSchedule):
+            if len(scheduler.lr_lambdas) != len(optimizer.param_groups):
+                raise ValueError(
+                    f"the scheduler has {len(scheduler.lr_lambdas)} factors for {len(optimizer.param_groups)} param "
+                    "groups: a group was added without add_param_group"
+                )
+            factor = scheduler.lr_lambdas[0].with_base(base)  # type: ignore[union-attr]
+            group["lr"] = group["initial_lr"] = base
+            optimizer.add_param_group(group)
+            scheduler.lr_lambdas.append(factor)
+            scheduler.base_lrs.append(base)
+            _resync(scheduler)
+        elif isinstance(scheduler, lrs.OneCycleLR):
+            if not float(g0["max_lr"]) > 0:
+                raise ValueError("param_groups[0]['max_lr'] is 0: the new group's OneCycle LRs cannot be derived")
+            group["max_lr"] = base
+            group["initial_lr"] = base * float(g0["initial_lr"]) / float(g0["max_lr"])
+            group["min_lr"] = base * float(g0["min_lr"]) / float(g0["max_lr"])
+            group.update({k: g0[k] for k in ("base_momentum", "max_momentum") if k in g0})
+            group["lr"] = group["initial_lr"]
+            optimizer.add_param_group(group)
+            scheduler.base_lrs.append(group["initial_lr"])
+            _resync(scheduler)
+        else:  # ReduceLROnPlateau
+            if "initial_lr" not in g0:
+                raise ValueError(
+                    "param_groups[0] has no 'initial_lr', so the reduction so far is unknown; set each group's "
+                    "initial_lr to its starting LR when building the ReduceLROnPlateau (build_scheduler does)"
+                )
+            base0 = float(g0["initial_lr"])
+            reduction = float(g0["lr"]) / base0 if base0 > 0 else 1.0
+            default_min = getattr(scheduler, "default_min_lr", None)
+            if default_min is not None or len(set(scheduler.min_lrs)) == 1:
+                min_lr = default_min if default_min is not None else scheduler.min_lrs[0]
+            else:
+                min_lr = scheduler.min_lrs[0] * base / base0 if base0 > 0 else scheduler.min_lrs[0]
+            group["initial_lr"] = base
+            group["lr"] = max(base * reduction, float(min_lr))  # the scheduler never goes below min_lr
+            optimizer.add_param_group(group)
+            scheduler.min_lrs.append(min_lr)
+        return optimizer.param_groups[-1]
 
 
-def _gamma(kw: dict[str, Any]) -> float:
-    gamma = kw.get("gamma", 0.1)
-    _check_number(gamma, "gamma", minimum=0.0)
-    return float(gamma)
+def replan_schedule(scheduler: Any, total_steps: int) -> None:
+    r"""Change the length of a running schedule from the current update on (e.g. resuming with more epochs).
 
+    The updates already taken keep their LRs.  With :math:`t_0` = ``scheduler.last_epoch`` (the
+    update about to run) and :math:`T'` = ``total_steps``, the rest of the curve has the
+    schedule's shape, starts at the current factor :math:`f(t_0)` and reaches the end value
+    :math:`f_\text{end}` at :math:`T'`, e.g. cosine
+    :math:`f(t) = f_\text{end} + (f(t_0) - f_\text{end})(1 + \cos(\pi (t - t_0) / (T' - t_0))) / 2`,
+    linear and polynomial likewise (:math:`f_\text{end}` = ``min_lr`` / base LR,
+    ``end_factor``, 0).  During the warm-up, the warm-up continues and the main phase spans
+    :math:`W .. T'` (then :math:`T'` must exceed ``warmup_steps``).  It never makes the LR rise
+    after the anneal: a schedule already at its end stays at its floor.  ``total_steps <=``
+    :math:`t_0` stops the anneal: the schedule jumps to its floor at once, for the current update.
 
-def _check_int(value: Any, name: str, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"build_scheduler: {name} must be an integer >= {minimum}, got {value!r}")
+    ``constant`` and ``step`` have nothing to change (and ``ReduceLROnPlateau``, which follows a
+    metric); ``multistep`` (absolute milestones) and ``onecycle`` cannot be re-planned
+    (``ValueError``); other schedulers raise ``TypeError``.
 
-
-def _check_number(value: Any, name: str, *, minimum: float, maximum: float = math.inf) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not minimum <= value <= maximum
-    ):
-        allowed = f">= {minimum}" if maximum == math.inf else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"build_scheduler: {name} must be a number {allowed}, got {value!r}")
+    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = build_scheduler(opt, "linear", total_steps=4)
+    >>> for _ in range(2):
+    ...     opt.step()
+    ...     sched.step()
+    >>> opt.param_groups[0]["lr"]                 # halfway down
+    0.5
+    >>> replan_schedule(sched, 7)                 # 5 more updates to reach 0 instead of 2
+    >>> seen = []
+    >>> for _ in range(6):
+    ...     opt.step()
+    ...     sched.step()
+    ...     seen.append(round(opt.param_groups[0]["lr"], 2))
+    >>> seen
+    [0.4, 0.3, 0.2, 0.1, 0.0, 0.0]
+    """
+    with _errors_named("replan_schedule"):
+        _check_int(total_steps, "total_steps", minimum=1)
+        if isinstance(scheduler, LRSchedule):
+            name = scheduler.name
+            if name == "multistep":
+                raise ValueError(
+                    "schedule 'multistep' cannot be re-planned: its milestones are absolute update counts; "
+                    "build a new schedule with the milestones you want"
+                )
+            if name not in _ANNEALED:
+                return
+            t0 = scheduler.last_epoch
+            for factor in scheduler.lr_lambdas:
+                factor.replan(t0, total_steps)  # type: ignore[union-attr]
+            _resync(scheduler)
+            return
+        if isinstance(scheduler, lrs.OneCycleLR):
+            raise ValueError(
+                "schedule 'onecycle' cannot be re-planned: its phases are fixed fractions of the whole cycle; "
+                "build a new schedule"
+            )
+        if isinstance(scheduler, lrs.ReduceLROnPlateau):
+            return
+        raise TypeError(
+            f"scheduler must be the LRSchedule of build_scheduler (or OneCycleLR / ReduceLROnPlateau), "
+            f"got {type(scheduler).__name__}"
+        )
 
 
 def scaled_lr(base_lr: float, batch_size: int, base_batch_size: int = 256) -> float:

@@ -1,4 +1,4 @@
-"""From a recipe to a ready :class:`Trainer`: data, model, loss, optimizer, schedule, plug-ins.
+"""From a recipe to a ready :class:`Trainer`: data, task, model, loss, optimizer, schedule, plug-ins.
 
 Everything that can fail on bad input (recipe values, data, model names, devices) is built here
 before anything is written, so a bad recipe leaves no run directory behind.
@@ -8,32 +8,39 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
-import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from trickbag import runtime
-from trickbag.config import Recipe
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import BatchGather, DataSplits, TensorDataset, build_data, collate
-from trickbag.errors import DataError, RecipeError, TrickbagError
-from trickbag.models import build_model
+from trickbag.errors import CheckpointError, DataError, RecipeError, TrickbagError
+from trickbag.models import build_model, import_callable, is_callable_spec
+from trickbag.nn import unwrap
+from trickbag.recipe import Recipe, recipe_from_dict
+from trickbag.train.checkpoint import check_state_fits, load_checkpoint
 from trickbag.train.plugin import Plugin
+from trickbag.train.tasks import Classification, Task
 from trickbag.train.trainer import Trainer
+from trickbag.train.tricks import build_tricks
 
-__all__ = ["BuildContext", "build", "make_loader", "build_optimizer", "build_schedule"]
+__all__ = ["BuildContext", "build", "make_loader", "optimizer_spec", "build_schedule", "make_task",
+           "model_from_checkpoint", "probe_first_samples", "resolve_monitor",
+           "resolve_model_name", "user_plugins"]
 
 
 @dataclasses.dataclass
 class BuildContext:
-    """What recipe tricks may inspect and change while a run is being built (see ``configure``)."""
+    """What recipe tricks may inspect and change while a run is being built (``Plugin.configure``)."""
 
     recipe: Recipe
     data: DataSplits
+    task: Task
     model: torch.nn.Module
     device: torch.device
     dist: runtime.DistInfo
@@ -43,16 +50,44 @@ class BuildContext:
     test_loader: Any
     steps_per_epoch: int
     total_steps: int
+    #: outputs of the model: classes, labels or regression targets
+    num_outputs: int
     #: param groups for the optimizer (dicts with "params" and optional "lr", "weight_decay", ...)
     param_groups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the recipe's optimizer class and keyword arguments (for wrappers such as SAM)
+    optimizer_spec: tuple[type, dict[str, Any]] = (torch.optim.SGD, {})
     #: builds the optimizer from param groups; a trick may wrap it (SAM)
     optimizer_factory: Optional[Callable[[list[dict[str, Any]]], torch.optim.Optimizer]] = None
+    #: the clipping rule the trainer applies once per update (a max norm, a function, or None)
+    clip: Any = None
     optimizer: Optional[torch.optim.Optimizer] = None
     scheduler: Any = None
     plugins: list[Plugin] = dataclasses.field(default_factory=list)
+    #: the recipe's ``train.plugins``, built; the run path adds them after every other plug-in
+    user_plugins: list[Plugin] = dataclasses.field(default_factory=list)
+    #: the metric best.pt and early stopping follow, and whether larger is better
+    monitor: str = "val/acc"
+    mode: str = "max"
     #: extra entries stored in every checkpoint
     checkpoint_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+
+    def make_loader(self, dataset: Any, *, train: bool) -> DataLoader:
+        """A loader over ``dataset`` made like the run's own (seeded sampler, rank shard, workers)."""
+        return make_loader(dataset, self.recipe, train=train, dist=self.dist, device=self.device)
+
+    def load_model(self, spec: str) -> torch.nn.Module:
+        """A trained network named by a run checkpoint path or ``package.module:function`` (a teacher)."""
+        path = Path(spec).expanduser()
+        if path.is_file() or not is_callable_spec(spec):
+            if not path.exists():
+                raise RecipeError(f"{spec!r} does not exist; give a trickbag run checkpoint "
+                                  "(e.g. runs/NAME/checkpoints/best.pt) or package.module:function")
+            return model_from_checkpoint(path)[1]
+        model = import_callable(spec, "model")()
+        if not isinstance(model, torch.nn.Module):
+            raise RecipeError(f"{spec!r} returned {type(model).__name__}, not a torch.nn.Module")
+        return model
 
 
 def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.DistInfo, device: torch.device) -> DataLoader:
@@ -78,14 +113,8 @@ def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.Dist
     )
 
 
-def build_optimizer(recipe: Recipe, param_groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
-    """The recipe's optimizer over ``param_groups`` (group keys override the recipe's values)."""
-    cls, kwargs = optimizer_kwargs(recipe)
-    return cls(param_groups, **kwargs)
-
-
-def optimizer_kwargs(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
-    """The recipe's optimizer class and keyword arguments (for wrappers such as SAM)."""
+def optimizer_spec(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """The recipe's optimizer class and keyword arguments."""
     o = recipe.optim
     table: dict[str, tuple[type[torch.optim.Optimizer], dict[str, Any]]] = {
         "sgd": (torch.optim.SGD, dict(lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
@@ -97,10 +126,28 @@ def optimizer_kwargs(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[
     return table[o.name]
 
 
-def build_schedule(
-    recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int, notes: Optional[list[str]] = None
-) -> Any:
-    """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted)."""
+def _schedule_options(recipe: Recipe, warmup: int, total: int, steps_per_epoch: int, mode: str) -> dict[str, Any]:
+    sc = recipe.schedule
+    if sc.name == "cosine":
+        return {"min_lr": sc.min_lr}
+    if sc.name == "step":
+        return {"step_size": max(1, int(round(sc.step_epochs * steps_per_epoch))), "gamma": sc.gamma}
+    if sc.name == "multistep":
+        return {"milestones": sorted({max(warmup + 1, int(round(m * total))) for m in sc.milestones}),
+                "gamma": sc.gamma}
+    if sc.name == "polynomial":
+        return {"power": sc.power}
+    if sc.name == "plateau":
+        if warmup:
+            raise RecipeError("schedule.warmup_epochs must be 0 with schedule.name=plateau")
+        return {"factor": sc.gamma if sc.gamma < 1 else 0.1, "patience": sc.patience, "mode": mode}
+    return {}
+
+
+def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int,
+                   notes: Optional[list[str]] = None, mode: str = "max") -> Any:
+    """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted); ``mode``:
+    whether the monitored metric (plateau) should rise or fall."""
     from trickbag.optim import build_scheduler
 
     sc = recipe.schedule
@@ -110,147 +157,180 @@ def build_schedule(
         # a quick `train.epochs=1` try of a recipe with warmup: keep half the run for the schedule
         warmup = total // 2
         if notes is not None:
-            notes.append(
-                f"schedule.warmup_epochs={sc.warmup_epochs} is as long as the run ({recipe.train.epochs} epochs); "
-                f"warmup shortened to {warmup} updates"
-            )
-    kw: dict[str, Any] = {}
-    if sc.name == "cosine":
-        kw["min_lr"] = sc.min_lr
-    elif sc.name == "step":
-        kw["step_size"] = max(1, int(round(sc.step_epochs * steps_per_epoch)))
-        kw["gamma"] = sc.gamma
-    elif sc.name == "multistep":
-        kw["milestones"] = sorted({max(warmup + 1, int(round(m * total))) for m in sc.milestones})
-        kw["gamma"] = sc.gamma
-    elif sc.name == "polynomial":
-        kw["power"] = sc.power
-    elif sc.name == "plateau":
-        if warmup:
-            raise RecipeError("schedule.warmup_epochs must be 0 with schedule.name=plateau")
-        kw["factor"] = sc.gamma if sc.gamma < 1 else 0.1
-        kw["patience"] = sc.patience
-        kw["mode"] = recipe.train.mode
+            notes.append(f"schedule.warmup_epochs={sc.warmup_epochs} is as long as the run ({recipe.train.epochs} "
+                         f"epochs); warmup shortened to {warmup} updates")
     try:
-        return build_scheduler(optimizer, sc.name, total_steps=total, warmup_steps=warmup, **kw)
+        return build_scheduler(optimizer, sc.name, total_steps=total, warmup_steps=warmup,
+                               **_schedule_options(recipe, warmup, total, steps_per_epoch, mode))
     except ValueError as exc:
         raise RecipeError(f"schedule: {exc}") from None
 
 
+def make_task(recipe: Recipe, data: DataSplits) -> Task:
+    """The recipe's task for ``data`` (classification: as many classes as ``model.num_classes`` or the data)."""
+    num_classes = recipe.model.num_classes or data.num_classes
+    if num_classes < data.num_classes:
+        raise RecipeError(f"model.num_classes={num_classes} is smaller than the {data.num_classes} classes in the data")
+    return Classification(num_classes=num_classes, classes=list(data.classes))
+
+
+_LOWER_IS_BETTER = ("loss", "mae", "rmse")
+_TRAIN_METRICS = ("loss", "samples_per_s", "epoch_time_s", "grad_norm", "grad_norm_max")
+
+
+def resolve_monitor(recipe: Recipe, task: Task, has_val: bool) -> tuple[str, str]:
+    """``(train.monitor, train.mode)`` with ``auto`` resolved for ``task``; a metric the run will never
+    report is refused in one line."""
+    monitor, mode = recipe.train.monitor, recipe.train.mode
+    if monitor == "auto":
+        monitor = task.monitor[0] if has_val else "train/loss"
+    split, _, name = monitor.partition("/")
+    base = name.removesuffix("_raw")
+    if split == "lr" and re.fullmatch(r"group\d+", name):  # a param group's learning rate, per epoch
+        return monitor, mode if mode != "auto" else "min"
+    allowed = {"val": ["loss", *task.metric_names(test=True)],
+               "train": [*_TRAIN_METRICS, *([task.train_stat_name] if task.train_stat_name else [])]}
+    if split not in allowed or base not in allowed[split]:
+        choices = [f"val/{n}" for n in allowed["val"]] + [f"train/{n}" for n in allowed["train"]]
+        raise RecipeError(f"train.monitor={monitor!r} is not a metric of task.type={task.name}; allowed: "
+                          f"{', '.join(choices)} (val/<metric>_raw with EMA/SWA)")
+    if split == "val" and not has_val:
+        raise RecipeError(f"train.monitor={monitor!r} needs a validation split, but data.val_fraction=0 gives none; "
+                          "set data.val_fraction > 0 or monitor a train/ metric")
+    if mode == "auto":
+        mode = "min" if base in _LOWER_IS_BETTER else "max"
+    return monitor, mode
+
+
+def user_plugins(specs: list[str]) -> list[Plugin]:
+    """The plug-ins ``train.plugins`` names: ``package.module:Name``, a Plugin class (made with no
+    arguments) or a function returning a plug-in or a list of them (importing it runs its code)."""
+    out: list[Plugin] = []
+    for spec in specs:
+        made = import_callable(spec, "train.plugins")()
+        made = made if isinstance(made, (list, tuple)) else [made]
+        bad = [type(p).__name__ for p in made if not isinstance(p, Plugin)]
+        if bad:
+            raise RecipeError(f"train.plugins: {spec!r} made {bad[0]}, not a trickbag Plugin; subclass "
+                              "trickbag.train.plugin.Plugin")
+        out += list(made)
+    return out
+
+
+def _load_weights(model: torch.nn.Module, recipe: Recipe) -> None:
+    from trickbag.nn import load_matching
+
+    path = Path(recipe.model.weights).expanduser()
+    if not path.is_file():
+        raise CheckpointError(f"model.weights={recipe.model.weights!r} does not exist")
+    report = load_matching(model, load_checkpoint(path))
+    if not report.loaded:
+        raise CheckpointError(f"model.weights={recipe.model.weights!r} matches no parameter of {recipe.model.name!r}: "
+                              f"{report}")
+
+
+def resolve_model_name(recipe: Recipe, data: DataSplits) -> str:
+    """``model.name``, with ``auto`` replaced by a model that fits the data: an MLP for tabular features,
+    the signal CNN for 1-D signals, a small CNN for images under 64 pixels, ResNet-18 for larger ones."""
+    name = recipe.model.name
+    if name != "auto":
+        return name
+    shape = tuple(data.input_shape)
+    if data.kind == "tabular" or len(shape) == 1:
+        return "mlp"
+    if data.kind == "signal" or len(shape) == 2:
+        return "signal_cnn"
+    return "small_cnn" if min(shape[1:]) < 64 else "resnet18"
+
+
+def _data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo) -> tuple[DataSplits, Task, Any]:
+    runtime.seed_everything(recipe.train.seed)
+    data = build_data(recipe.data)
+    probe_first_samples(data)  # a data set its transforms cannot handle fails now, not mid-run
+    task = make_task(recipe, data)
+    runtime.seed_everything(recipe.train.seed)  # model init does not depend on the data source's RNG use
+    model = build_model(resolve_model_name(recipe, data), data.input_shape, _num_outputs(task), **recipe.model.kwargs)
+    if recipe.model.weights:
+        _load_weights(model, recipe)
+    model.to(dev)
+    if dist.distributed and recipe.dist.sync_bn:
+        from trickbag.train.distributed import convert_sync_batchnorm
+
+        model = convert_sync_batchnorm(model)  # torch's SyncBatchNorm, plus a CPU (gloo) path
+    return data, task, model
+
+
+def _num_outputs(task: Task) -> int:
+    return int(getattr(task, "num_classes", None) or getattr(task, "num_labels", None)
+               or getattr(task, "num_targets", 1))
+
+
+def _context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: torch.device,
+             dist: runtime.DistInfo) -> BuildContext:
+    train_loader = make_loader(data.train, recipe, train=True, dist=dist, device=dev)
+    if len(train_loader) == 0:
+        raise RecipeError(f"data.batch_size={recipe.data.batch_size} with drop_last leaves no training batch "
+                          f"({len(data.train)} samples)")
+    eval_loader = lambda ds: make_loader(ds, recipe, train=False, dist=dist, device=dev) if ds is not None else None  # noqa: E731
+    steps_per_epoch = math.ceil(len(train_loader) / recipe.train.accumulate)
+    ctx = BuildContext(
+        recipe=recipe, data=data, task=task, model=model, device=dev, dist=dist, loss_fn=task.loss,
+        train_loader=train_loader, val_loader=eval_loader(data.val), test_loader=eval_loader(data.test),
+        steps_per_epoch=steps_per_epoch, total_steps=steps_per_epoch * recipe.train.epochs,
+        num_outputs=_num_outputs(task), param_groups=[{"params": [p for p in model.parameters() if p.requires_grad]}],
+        optimizer_spec=optimizer_spec(recipe), clip=recipe.train.clip,
+    )
+    cls, kwargs = ctx.optimizer_spec
+    ctx.optimizer_factory = lambda groups: cls(groups, **kwargs)
+    ctx.checkpoint_extra["task"] = task.metadata()
+    ctx.monitor, ctx.mode = resolve_monitor(recipe, task, ctx.val_loader is not None)
+    return ctx
+
+
+def _optimizer_and_plugins(ctx: BuildContext, tricks: list[Plugin]) -> None:
+    recipe, dist = ctx.recipe, ctx.dist
+    for t in tricks:
+        t.configure(ctx)
+    if dist.distributed:
+        ctx.model = wrap_ddp(ctx.model, ctx.device)
+        from trickbag.train.distributed import seed_rank
+
+        # every rank built the same model from train.seed (and DDP broadcast rank 0's weights);
+        # from here on each rank draws its own augmentations / dropout masks
+        seed_rank(recipe.train.seed, dist.rank)
+    assert ctx.optimizer_factory is not None
+    ctx.optimizer = ctx.optimizer_factory(ctx.param_groups)
+    ctx.scheduler = build_schedule(recipe, ctx.optimizer, ctx.steps_per_epoch, ctx.notes, ctx.mode)
+    for t in tricks:
+        t.after_optimizer(ctx)
+    ctx.plugins = list(tricks) + ctx.plugins
+    if recipe.train.early_stopping_patience:
+        from trickbag.train.early_stopping import EarlyStop
+
+        ctx.plugins.append(EarlyStop(ctx.monitor, ctx.mode, recipe.train.early_stopping_patience,
+                                     recipe.train.early_stopping_min_delta))
+
+
 def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[str] = None) -> tuple[Trainer, BuildContext]:
     """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins)."""
-    from trickbag.train.tricks import build_tricks
-
     dist = runtime.dist_info()
     runtime.configure_determinism(recipe.train.deterministic, recipe.train.benchmark)
     if recipe.train.threads is not None:
         # tiny models gain nothing from intra-op threads, and lose a lot when a core is busy elsewhere
         torch.set_num_threads(recipe.train.threads)
     dev = runtime.select_device(device or recipe.train.device, local_rank=dist.local_rank)
-    if recipe.train.precision == "16" and dev.type == "cpu":
-        # fp16 autocast on CPU is slow and GradScaler's CPU support varies; bf16 is the CPU analogue
-        pass
     tricks = build_tricks(recipe)  # validates the tricks section before any data is touched
-    runtime.seed_everything(recipe.train.seed)
-    data = build_data(recipe.data)
-    probe_first_samples(data)  # a data set its transforms cannot handle fails now, not mid-run
-    num_classes = recipe.model.num_classes or data.num_classes
-    if num_classes < data.num_classes:
-        raise RecipeError(
-            f"model.num_classes={num_classes} is smaller than the {data.num_classes} classes in the data"
-        )
-    runtime.seed_everything(recipe.train.seed)  # model init does not depend on the data source's RNG use
-    model = build_model(recipe.model.name, data.input_shape, num_classes, **recipe.model.kwargs)
-    if recipe.model.weights:
-        from trickbag.nn import load_matching
-
-        from trickbag.errors import CheckpointError
-
-        path = Path(recipe.model.weights)
-        if not path.is_file():
-            raise CheckpointError(f"model.weights={recipe.model.weights!r} does not exist")
-        from trickbag.train.checkpoint import load_checkpoint
-
-        sd = load_checkpoint(path)
-        report = load_matching(model, sd)
-        if not report.loaded:
-            raise CheckpointError(f"model.weights={recipe.model.weights!r} matches no parameter of {recipe.model.name!r}: {report}")
-    model.to(dev)
-    if dist.distributed and recipe.dist.sync_bn:
-        from trickbag.train.distributed import convert_sync_batchnorm
-
-        model = convert_sync_batchnorm(model)  # torch's SyncBatchNorm, plus a CPU (gloo) path
-    train_loader = make_loader(data.train, recipe, train=True, dist=dist, device=dev)
-    if len(train_loader) == 0:
-        raise RecipeError(
-            f"data.batch_size={recipe.data.batch_size} with drop_last leaves no training batch "
-            f"({len(data.train)} samples)"
-        )
-    val_loader = make_loader(data.val, recipe, train=False, dist=dist, device=dev) if data.val is not None else None
-    test_loader = make_loader(data.test, recipe, train=False, dist=dist, device=dev) if data.test is not None else None
-    steps_per_epoch = math.ceil(len(train_loader) / recipe.train.accumulate)
-    ctx = BuildContext(
-        recipe=recipe,
-        data=data,
-        model=model,
-        device=dev,
-        dist=dist,
-        loss_fn=F.cross_entropy,
-        train_loader=train_loader,
-        val_loader=val_loader,
-        test_loader=test_loader,
-        steps_per_epoch=steps_per_epoch,
-        total_steps=steps_per_epoch * recipe.train.epochs,
-        param_groups=[{"params": [p for p in model.parameters() if p.requires_grad]}],
-    )
-    ctx.optimizer_factory = lambda groups: build_optimizer(recipe, groups)
-    for t in tricks:
-        configure = getattr(t, "configure", None)
-        if configure is not None:
-            configure(ctx)
-    if dist.distributed:
-        ctx.model = wrap_ddp(ctx.model, dev)
-        from trickbag.train.distributed import seed_rank
-
-        # every rank built the same model from train.seed (and DDP broadcast rank 0's weights);
-        # from here on each rank draws its own augmentations / dropout masks
-        seed_rank(recipe.train.seed, dist.rank)
-    ctx.optimizer = ctx.optimizer_factory(ctx.param_groups)
-    ctx.scheduler = build_schedule(recipe, ctx.optimizer, steps_per_epoch, ctx.notes)
-    for t in tricks:
-        after = getattr(t, "after_optimizer", None)
-        if after is not None:
-            after(ctx)
-    ctx.plugins = list(tricks) + ctx.plugins
-    if recipe.train.early_stopping_patience:
-        from trickbag.train.builtin import EarlyStop
-
-        ctx.plugins.append(
-            EarlyStop(recipe.train.monitor, recipe.train.mode, recipe.train.early_stopping_patience,
-                      recipe.train.early_stopping_min_delta)
-        )
-    from trickbag.train.nonfinite import NonFiniteGuard
-
-    # last, so that at LOSS it sees the loss every trick has finished changing
-    ctx.plugins.append(NonFiniteGuard(recipe.train.nonfinite, recipe.train.max_nonfinite,
-                                      out=sys.stderr if dist.is_main else None))
+    mine = user_plugins(recipe.train.plugins)
+    data, task, model = _data_task_model(recipe, dev, dist)
+    ctx = _context(recipe, data, task, model, dev, dist)
+    _optimizer_and_plugins(ctx, tricks)
+    ctx.user_plugins = mine
     trainer = Trainer(
-        ctx.model,
-        ctx.optimizer,
-        train_loader,
-        val_loader,
-        loss_fn=ctx.loss_fn,
-        scheduler=ctx.scheduler,
-        plugins=ctx.plugins,
-        max_epochs=recipe.train.epochs,
-        precision=recipe.train.precision,
-        accumulate=recipe.train.accumulate,
-        clip=recipe.train.clip,
-        device=dev,
-        run_dir=run_dir,
-        monitor=recipe.train.monitor,
-        mode=recipe.train.mode,
-        eval_every=recipe.train.eval_every,
+        ctx.model, ctx.optimizer, ctx.train_loader, ctx.val_loader, task=task, loss_fn=ctx.loss_fn,
+        scheduler=ctx.scheduler, plugins=ctx.plugins, max_epochs=recipe.train.epochs,
+        precision=recipe.train.precision, accumulate=recipe.train.accumulate, clip=ctx.clip, device=dev,
+        run_dir=run_dir, monitor=ctx.monitor, mode=ctx.mode, eval_every=recipe.train.eval_every,
+        nonfinite=recipe.train.nonfinite, max_nonfinite=recipe.train.max_nonfinite,
     )
     return trainer, ctx
 
@@ -303,11 +383,32 @@ def wrap_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     return DDP(model)
 
 
-def check_monitor(recipe: Recipe, has_val: bool) -> None:
-    """Refuse a monitor that will never be reported."""
-    m = recipe.train.monitor
-    if m.startswith("val/") and not has_val:
-        raise TrickbagError(
-            f"train.monitor={m!r} needs a validation split, but data.val_fraction=0 gives none; "
-            "set data.val_fraction > 0 or monitor a train/ metric"
+def model_from_checkpoint(ckpt_path: Path, *, trust_code: bool = False) -> tuple[Recipe, torch.nn.Module, dict[str, Any], DataSplits]:
+    """Rebuild the model a run checkpoint names and load its evaluated weights (EMA/SWA if the run had them).
+
+    The checkpoint's recipe is data from a file that may come from anywhere: a
+    ``package.module:function`` model name in it would import and run code, so it is refused unless
+    ``trust_code`` (``--trust-model-code`` on the command line) says the user trusts the file.
+    """
+    ckpt = load_checkpoint(ckpt_path)
+    if "recipe" not in ckpt or "model" not in ckpt:
+        raise CheckpointError(f"checkpoint {str(ckpt_path)!r} is not a trickbag run checkpoint (no recipe/model)")
+    if not isinstance(ckpt["recipe"], dict):
+        raise CheckpointError(f"checkpoint {str(ckpt_path)!r} has a malformed recipe entry")
+    recipe = recipe_from_dict(ckpt["recipe"])
+    if ":" in recipe.model.name and not trust_code:
+        raise CheckpointError(
+            f"checkpoint {str(ckpt_path)!r} names model code {recipe.model.name!r}; building it would import and run "
+            "that code, so it is refused: pass --trust-model-code only if you trust where the file came from"
         )
+    data = build_data(recipe.data)
+    model = build_model(resolve_model_name(recipe, data), data.input_shape, _num_outputs(make_task(recipe, data)),
+                        **recipe.model.kwargs)
+    weights = ckpt.get("eval_model") or ckpt["model"]
+    check_state_fits(model, weights, f"checkpoint {str(ckpt_path)!r}")
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as exc:
+        raise CheckpointError(f"checkpoint {str(ckpt_path)!r} does not fit model {recipe.model.name!r}: "
+                              f"{str(exc).splitlines()[0]}") from None
+    return recipe, model.eval(), ckpt, data

@@ -44,9 +44,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: stop reason given to ranks that did not ask to stop themselves
-OTHER_RANK_STOPPED = "stopped because another process stopped"
-
 
 # --------------------------------------------------------------------------- basics
 def is_distributed() -> bool:
@@ -140,22 +137,25 @@ def any_rank(flag: bool) -> bool:
 def agree_stop(state: Any) -> bool:
     """Make every rank stop when any rank asked to (``state.should_stop``); returns the shared decision.
 
-    When some rank stops, every rank takes the same ``stop_reason`` (an ``interrupted...`` reason
-    wins, so all ranks take the interrupted path together; otherwise the lowest stopping rank's),
-    so the trainer follows the same branches, and the same collectives, on every rank. Collective;
-    in a single process it returns ``state.should_stop`` unchanged.
+    When some rank stops, every rank takes the same stop reason and detail (an interruption wins,
+    so all ranks take the interrupted path together; otherwise the lowest stopping rank's), so the
+    trainer follows the same branches, and the same collectives, on every rank. Collective; in a
+    single process it returns ``state.should_stop`` unchanged.
     """
     if not is_distributed():
         return bool(state.should_stop)
     if not any_rank(bool(state.should_stop)):
         return False
+    from trickbag.train.state import StopReason
+
     reasons: list[Any] = [None] * dist.get_world_size()
-    mine = (state.stop_reason or "stop requested") if state.should_stop else None
+    mine = ((state.stop_reason or StopReason.REQUESTED).value, state.stop_detail) if state.should_stop else None
     dist.all_gather_object(reasons, mine, group=_control_group())
     given = [r for r in reasons if r is not None]
-    interrupted = [r for r in given if str(r).startswith("interrupted")]
+    interrupted = [r for r in given if r[0] == StopReason.INTERRUPTED.value]
+    reason, detail = interrupted[0] if interrupted else given[0]
     state.should_stop = True
-    state.stop_reason = interrupted[0] if interrupted else given[0]
+    state.stop_reason, state.stop_detail = StopReason(reason), detail
     return True
 
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
-__all__ = ["EarlyStopping"]
+from trickbag.train.plugin import Plugin
+
+if TYPE_CHECKING:
+    from trickbag.train.state import State
+
+__all__ = ["EarlyStopping", "EarlyStop"]
 
 
 class EarlyStopping:
@@ -87,3 +92,26 @@ class EarlyStopping:
         self.checks = int(state["checks"])
         self.bad_checks = int(state["bad_checks"])
         self.reason = state.get("reason")
+
+
+class EarlyStop(Plugin):
+    """Stop training when ``monitor`` has not improved for ``patience`` evaluations (see :class:`EarlyStopping`)."""
+
+    def __init__(self, monitor: str = "val/acc", mode: Literal["max", "min"] = "max", patience: int = 5,
+                 min_delta: float = 0.0) -> None:
+        self.rule = EarlyStopping(patience=patience, mode=mode, min_delta=min_delta, monitor=monitor)
+
+    def on_epoch_end(self, state: "State") -> None:
+        value = state.metrics.get(self.rule.monitor)
+        if value is None:
+            return
+        if self.rule.step(value):
+            from trickbag.train.state import StopReason
+
+            state.stop(StopReason.EARLY_STOPPING, str(self.rule.reason))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.rule.state_dict()
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        self.rule.load_state_dict(sd)

@@ -1,4 +1,4 @@
-"""The plug-in interface: one no-op method per loop event, plus optional state for checkpoints."""
+"""The plug-in interface: two build-time seams, one no-op method per loop event, optional state."""
 
 from __future__ import annotations
 
@@ -7,26 +7,36 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trickbag.train.events import Event
 
 if TYPE_CHECKING:
+    from trickbag.train.build import BuildContext
     from trickbag.train.state import State
 
-__all__ = ["Plugin", "PLUGINS", "register_plugin"]
+__all__ = ["Plugin"]
 
 
 class Plugin:
     """Base class of trainer plug-ins.
 
-    Override any ``on_<event>(state)`` method; the trainer calls only the ones a plug-in overrides.
-    A plug-in with state to resume overrides :meth:`state_dict` / :meth:`load_state_dict`; it is
-    stored in checkpoints under :attr:`key` (default: the class name).
+    Build-time seams, called by :func:`trickbag.train.build.build` for the plug-ins a recipe makes
+    (a hand-built :class:`~trickbag.train.trainer.Trainer` does not call them):
+
+    * :meth:`configure` — before the optimizer exists: change the model, the loss, the param
+      groups, the optimizer factory or the clipping rule on the build context;
+    * :meth:`after_optimizer` — the optimizer and the schedule exist.
+
+    Loop events: override any ``on_<event>(state)``; the trainer calls only the ones a plug-in
+    overrides. A plug-in with state to resume overrides :meth:`state_dict` / :meth:`load_state_dict`;
+    it is stored in checkpoints under :attr:`key` (default: :attr:`name`, else the class name).
 
     >>> class CountSteps(Plugin):
     ...     def __init__(self): self.n = 0
     ...     def on_step(self, state): self.n += 1
     ...     def state_dict(self): return {"n": self.n}
     ...     def load_state_dict(self, sd): self.n = sd["n"]
+    >>> CountSteps().handles(Event.STEP), CountSteps().handles(Event.LOSS)
+    (True, False)
     """
 
-    #: recipe key / registry name (set by :func:`register_plugin`)
+    #: checkpoint key (the trick name for recipe tricks)
     name: ClassVar[str] = ""
 
     @property
@@ -34,15 +44,22 @@ class Plugin:
         """Key of this plug-in's state inside a checkpoint."""
         return self.name or type(self).__name__
 
+    def configure(self, ctx: "BuildContext") -> None:
+        """Build time, before the optimizer is built (recipe runs only)."""
+
+    def after_optimizer(self, ctx: "BuildContext") -> None:
+        """Build time, after the optimizer and the schedule are built (recipe runs only)."""
+
     def on_fit_start(self, state: "State") -> None: ...
     def on_epoch_start(self, state: "State") -> None: ...
     def on_batch_start(self, state: "State") -> None: ...
     def on_loss(self, state: "State") -> None: ...
     def on_after_backward(self, state: "State") -> None: ...
     def on_step(self, state: "State") -> None: ...
-    def on_epoch_end(self, state: "State") -> None: ...
     def on_eval_start(self, state: "State") -> None: ...
     def on_eval_end(self, state: "State") -> None: ...
+    def on_epoch_end(self, state: "State") -> None: ...
+    def on_checkpoint(self, state: "State") -> None: ...
     def on_fit_end(self, state: "State") -> None: ...
 
     def state_dict(self) -> dict[str, Any] | None:
@@ -56,20 +73,3 @@ class Plugin:
         """Whether this plug-in overrides the method for ``event``."""
         method = "on_" + event.value
         return getattr(type(self), method) is not getattr(Plugin, method)
-
-
-#: registry of recipe-switchable plug-ins: name -> class
-PLUGINS: dict[str, type[Plugin]] = {}
-
-
-def register_plugin(name: str):
-    """Class decorator that registers a plug-in under a recipe name."""
-
-    def deco(cls: type[Plugin]) -> type[Plugin]:
-        if name in PLUGINS and PLUGINS[name] is not cls:
-            raise ValueError(f"plug-in name {name!r} is already registered by {PLUGINS[name].__name__}")
-        cls.name = name
-        PLUGINS[name] = cls
-        return cls
-
-    return deco

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 
 from trickbag.runtime import DistInfo
+
+__all__ = ["State", "StopReason"]
+
+
+class StopReason(str, enum.Enum):
+    """Why a run ended before ``max_epochs``."""
+
+    EARLY_STOPPING = "early stopping"
+    NONFINITE = "non-finite"
+    INTERRUPTED = "interrupted"
+    PRUNED = "pruned"
+    REQUESTED = "stopped by a plug-in"
 
 
 @dataclasses.dataclass
@@ -22,7 +35,8 @@ class State:
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    task: Any  # trickbag.train.tasks.Task: the loss and the metrics of the prediction problem
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # the training loss (the task's, or a trick's)
     train_loader: Any
     val_loader: Any
     device: torch.device
@@ -43,27 +57,39 @@ class State:
     loss: Optional[torch.Tensor] = None  # LOSS may replace it (un-divided by accumulation)
     grad_norm: Optional[torch.Tensor] = None  # total norm before clipping, when clipping is on
     step_skipped: bool = False  # the last update was skipped (fp16 overflow or non-finite)
-    skipped_steps: int = 0
+    skipped_steps: int = 0  # updates skipped so far, for any reason
+    nonfinite_skipped: int = 0  # of which for a non-finite loss or gradients
     closure_pass: bool = False  # True while a two-pass optimizer re-runs forward/backward
+    epoch_done: bool = False  # at CHECKPOINT: True after EPOCH_END, False after STEP or a mid-epoch stop
 
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # latest epoch's metrics
+    epoch_metrics: dict[str, Any] = dataclasses.field(default_factory=dict)  # plug-ins' per-epoch values
     eval_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # latest evaluate()
     history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # one dict per epoch
     should_stop: bool = False
-    stop_reason: Optional[str] = None
+    stop_reason: Optional[StopReason] = None
+    stop_detail: str = ""
     predict: Optional[Callable[[torch.Tensor], torch.Tensor]] = None  # forward used by evaluate()
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # plug-ins' shared scratch space
-    #: ``save_checkpoint(path, mid_epoch=False, **extra)``: write the trainer's full state atomically
+    #: the weights evaluation uses when they are not the model's own (EMA, SWA): saved as ``eval_model``
+    eval_weights: Optional[Callable[[], dict[str, torch.Tensor]]] = None
+    #: ``save_checkpoint(path, **extra)``: write the trainer's full state atomically at the current point
     save_checkpoint: Optional[Callable[..., Path]] = None
-    #: ``eval_loop(loader) -> {"loss", "acc", "n"}``: the evaluation loop alone (no events, no mode change),
+    #: ``eval_loop(loader) -> metrics``: the evaluation loop alone (no events, no mode change),
     #: for plug-ins that evaluate a second set of weights (EMA / SWA report the raw weights too)
     eval_loop: Optional[Callable[[Any], dict[str, float]]] = None
 
-    def stop(self, reason: str) -> None:
-        """Ask the trainer to stop after the current epoch (or step), with a reason to report."""
+    def stop(self, reason: StopReason, detail: str = "") -> None:
+        """Ask the trainer to stop after the current update (or epoch), with a reason to report."""
         self.should_stop = True
         if self.stop_reason is None:
-            self.stop_reason = reason
+            self.stop_reason, self.stop_detail = StopReason(reason), detail
+
+    @property
+    def stop_message(self) -> Optional[str]:
+        """``"<reason>: <detail>"`` of the stop, or None while the run goes on."""
+        if self.stop_reason is None:
+            return None
+        return f"{self.stop_reason.value}: {self.stop_detail}" if self.stop_detail else self.stop_reason.value
 
     def lrs(self) -> list[float]:
         """Current learning rate of every param group."""

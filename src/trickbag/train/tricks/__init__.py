@@ -1,101 +1,130 @@
-"""Recipe tricks: each entry of the recipe's ``tricks`` section becomes one or more trainer plug-ins.
+"""Recipe tricks, one module per trick (config section, plug-in, interaction rules, eval effect), and their registry.
 
-A trick registers a factory with :func:`register_trick`::
-
-    @register_trick("mixup", "Mixup: train on convex combinations of pairs of samples (Zhang et al. 2018)")
-    def _mixup(cfg, recipe):          # cfg = recipe.tricks.mixup (a pydantic section with `enabled`)
-        return [MixupPlugin(...)]
-
-Plug-ins may also define ``configure(ctx)`` (called with the :class:`~trickbag.train.build.BuildContext`
-before the optimizer is built: change the model, the loss, the param groups or the optimizer
-factory) and ``after_optimizer(ctx)``. Interaction rules between tricks are checked in
-:func:`check_interactions` before anything is built.
+Adding a trick: write the library function (if new), one module here ending in ``TRICK = Trick(...)``
+(see :mod:`trickbag.train.tricks.cutout` for a small one), add it to :data:`MODULES`, and one test
+file. The recipe's ``tricks`` section (:class:`TricksConfig`), ``trickbag tricks`` and the
+interaction checks are generated from :data:`TRICKS`; the trainer and the run path name no trick.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from trickbag.config import Recipe
+from pydantic import Field, create_model
+
+from trickbag.config import Section
+from trickbag.errors import ConflictError
 from trickbag.train.plugin import Plugin
+from trickbag.train.tricks import (
+    channels_last,
+    class_balanced,
+    clip,
+    cutout,
+    distillation,
+    ema,
+    focal,
+    freeze,
+    grad_norm,
+    l1,
+    label_smoothing,
+    layer_decay,
+    mix,
+    multiscale,
+    param_groups,
+    profile,
+    sam,
+    swa,
+    tta,
+)
+from trickbag.train.tricks import compile as compile_
+from trickbag.train.tricks.base import Trick
 
-__all__ = ["register_trick", "build_tricks", "describe_tricks", "TRICKS", "ORDER", "INTERACTION_CHECKS"]
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+
+__all__ = ["MODULES", "TRICKS", "TricksConfig", "Trick", "build_tricks", "check_interactions", "eval_wrappers",
+           "describe_tricks"]
+
+#: the trick modules, in the order their plug-ins run (events follow it; ``*_END`` events reverse it)
+MODULES = (
+    cutout, mix, label_smoothing, focal, class_balanced, distillation, l1,  # the batch and the loss
+    grad_norm, clip, sam,  # gradients and the optimizer
+    freeze, param_groups, layer_decay, multiscale, channels_last, compile_,  # the model and its parameters
+    tta,  # evaluation
+    ema, swa,  # weight averaging
+    profile,
+)
+
+TRICKS: dict[str, Trick] = {m.TRICK.name: m.TRICK for m in MODULES}
+
+TricksConfig = create_model(
+    "TricksConfig",
+    __base__=Section,
+    __doc__="Training tricks switched on from the recipe (see ``trickbag tricks``).",
+    **{name: (t.config, Field(default_factory=t.config)) for name, t in TRICKS.items()},  # type: ignore[call-overload]
+)
 
 
-@dataclasses.dataclass
-class TrickInfo:
-    name: str
-    description: str
-    factory: Callable[[Any, Recipe], list[Plugin]]
+def _enabled(recipe: "Recipe") -> list[tuple[Trick, Any]]:
+    out = []
+    for name, trick in TRICKS.items():
+        cfg = getattr(recipe.tricks, name)
+        if cfg.enabled:
+            out.append((trick, cfg))
+    return out
 
 
-TRICKS: dict[str, TrickInfo] = {}
-
-#: order in which enabled tricks' plug-ins run (events follow list order; *_END events reverse it)
-ORDER: list[str] = []
-
-#: functions check(recipe) raising ConflictError for combinations that are refused
-INTERACTION_CHECKS: list[Callable[[Recipe], None]] = []
-
-#: modules that register tricks (imported on first use)
-_MODULES: list[str] = ["trickbag.train.tricks.batch_loss", "trickbag.train.tricks.optim_tricks",
-                      "trickbag.train.tricks.model_tricks", "trickbag.train.tricks.eval_tricks",
-                      "trickbag.train.tricks.weights", "trickbag.train.tricks.loggers"]
+def check_interactions(recipe: "Recipe") -> None:
+    """Raise a one-line :class:`~trickbag.errors.RecipeError` for refused combinations and tasks."""
+    task = recipe.task.type
+    for trick, _ in _enabled(recipe):
+        if task not in trick.tasks:
+            raise ConflictError(f"tricks.{trick.name} does not apply to task.type={task}: {trick.why}; "
+                                f"turn tricks.{trick.name} off")
+    for trick in TRICKS.values():
+        for check in trick.checks:
+            check(recipe)
 
 
-def register_trick(name: str, description: str) -> Callable:
-    """Register ``factory(cfg, recipe) -> list[Plugin]`` for ``recipe.tricks.<name>``."""
+def build_tricks(recipe: "Recipe") -> list[Plugin]:
+    """Plug-ins for the tricks enabled in ``recipe.tricks``, in :data:`MODULES` order (checks first).
 
-    def deco(factory: Callable[[Any, Recipe], list[Plugin]]) -> Callable[[Any, Recipe], list[Plugin]]:
-        TRICKS[name] = TrickInfo(name, description, factory)
-        if name not in ORDER:
-            ORDER.append(name)
-        return factory
-
-    return deco
-
-
-def _load() -> None:
-    for mod in _MODULES:
-        importlib.import_module(mod)
-
-
-def check_interactions(recipe: Recipe) -> None:
-    """Raise :class:`~trickbag.errors.ConflictError` (one line: why, and what to do) for refused combinations."""
-    _load()
-    for check in INTERACTION_CHECKS:
-        check(recipe)
-
-
-def build_tricks(recipe: Recipe) -> list[Plugin]:
-    """Plug-ins for the tricks enabled in ``recipe.tricks``, in :data:`ORDER`."""
-    _load()
+    >>> from trickbag.recipe import load_recipe
+    >>> recipe = load_recipe("digits", ["tricks.l1.enabled=true", "tricks.mix.enabled=true", "tricks.cutout.enabled=true"])
+    >>> [type(p).__name__ for p in build_tricks(recipe)]
+    ['CutoutPlugin', 'MixPlugin', 'L1Plugin']
+    """
     check_interactions(recipe)
     plugins: list[Plugin] = []
-    for name in ORDER:
-        cfg = getattr(recipe.tricks, name, None)
-        if cfg is not None and getattr(cfg, "enabled", False):
-            plugins += TRICKS[name].factory(cfg, recipe)
+    for trick, cfg in _enabled(recipe):
+        plugins += trick.build(cfg, recipe)
     return plugins
 
 
-def describe_tricks() -> str:
-    """One block per trick: name, what it does, and its recipe keys with defaults."""
-    _load()
-    from trickbag.config import TricksConfig
+def eval_wrappers(recipe: "Recipe", input_shape: tuple[int, ...]) -> list[tuple[str, Callable[[Any], Any]]]:
+    """``(phrase, wrap)`` for every enabled trick that changes how a trained model predicts, in plug-in
+    order: ``trickbag eval`` / ``predict`` wrap the model's forward with them, as the run's own
+    evaluation did (flip TTA, the multi-scale test size)."""
+    out = []
+    for trick, cfg in _enabled(recipe):
+        wrap = trick.eval_wrapper(cfg, input_shape) if trick.eval_wrapper else None
+        if wrap is not None:
+            out.append((trick.describe_eval(cfg) if trick.describe_eval else trick.name, wrap))
+    return out
 
+
+def _default(field: Any) -> str:
+    value = field.get_default(call_default_factory=True)
+    return "null" if value is None else repr(value)
+
+
+def describe_tricks(name: Optional[str] = None) -> str:
+    """One block per trick: name, what it does, and its recipe keys with defaults."""
     lines = []
-    for name in ORDER:
-        info = TRICKS[name]
-        lines.append(f"{name:18s} {info.description}")
-        field = TricksConfig.model_fields.get(name)
-        model = field.annotation if field is not None else None
-        if isinstance(model, type) and hasattr(model, "model_fields"):
-            keys = []
-            for k, f in model.model_fields.items():
-                default = "required" if f.is_required() else f.get_default(call_default_factory=True)
-                keys.append(f"tricks.{name}.{k}={default!r}" if k != "enabled" else f"tricks.{name}.enabled=true")
-            lines.append(" " * 19 + "  ".join(keys))
-    return "\n".join(lines) if lines else "no recipe tricks are registered"
+    for key, trick in TRICKS.items():
+        if name is not None and key != name:
+            continue
+        lines.append(f"{key:18s} {trick.description}")
+        keys = [f"tricks.{key}.{k}={_default(f)}" for k, f in trick.config.model_fields.items() if k != "enabled"]
+        lines.append(" " * 19 + "  ".join([f"tricks.{key}.enabled=true"] + keys))
+    return "\n".join(lines)

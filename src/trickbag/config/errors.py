@@ -1,0 +1,92 @@
+"""Pydantic's validation report turned into one line naming the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["format_validation_error", "all_keys"]
+
+
+def _schema_keys(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+def _section_model(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = root
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
+        if field is None:
+            return None
+        ann = field.annotation
+        value_type = typing.get_args(ann)[-1] if typing.get_origin(ann) is dict else None
+        if isinstance(value_type, type) and issubclass(value_type, BaseModel) and parts:
+            parts.pop(0)  # a mapping of sections (data.bins.<column>): skip the key
+            ann = value_type
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:
+            return None
+    return model
+
+
+def all_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every leaf key of ``model`` as a dotted name (``optim.lr``, ``tricks.mix.prob``, ...)."""
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys += all_keys(ann, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:  # a self-referencing YAML structure
+        return "<nested value>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unknown_key(root: type[BaseModel], loc: tuple[str, ...]) -> str:
+    key = ".".join(loc) if loc else "recipe"
+    parent = _section_model(root, loc[:-1])
+    # compare the last part within its section: whole dotted keys share the section prefix, which
+    # made any unknown key look close to some key of the same section
+    prefix = ".".join(loc[:-1])
+    names = difflib.get_close_matches(loc[-1], _schema_keys(parent), n=1, cutoff=0.6) if parent else []
+    close = [f"{prefix}.{n}" if prefix else n for n in names] or difflib.get_close_matches(
+        key, all_keys(root), n=1, cutoff=0.75
+    )
+    if close:
+        return f"unknown recipe key {key!r} (did you mean {close[0]!r}?)"
+    allowed = ", ".join(_schema_keys(parent)) if parent else ", ".join(_schema_keys(root))
+    where = f"in '{'.'.join(loc[:-1])}'" if loc[:-1] else "at the top level"
+    return f"unknown recipe key {key!r}; allowed {where}: {allowed or '(none)'}"
+
+
+def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
+    """One line about the first problem pydantic found in a ``root`` document."""
+    e = err.errors()[0]
+    loc = tuple(str(p) for p in e["loc"])
+    key = ".".join(loc) if loc else "recipe"
+    typ = e["type"]
+    if typ == "extra_forbidden":
+        return _unknown_key(root, loc)
+    value = e.get("input")
+    msg = e["msg"]
+    if typ == "literal_error":
+        expected = e.get("ctx", {}).get("expected", "")
+        return f"recipe key {key!r}: {_short(value)} is not allowed; allowed: {expected}"
+    if typ == "value_error" and not loc:
+        return f"invalid recipe: {msg.removeprefix('Value error, ')}"
+    if typ == "model_type" or typ == "dict_type":
+        return f"recipe key {key!r} must be a mapping of keys, got {_short(value)}"
+    msg = msg.removeprefix("Value error, ")
+    return f"recipe key {key!r}: {_short(value)} is not allowed: {msg[0].lower() + msg[1:]}"

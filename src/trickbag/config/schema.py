@@ -1,0 +1,246 @@
+"""The core sections of a recipe (everything but ``tricks``, whose sections live in the trick modules).
+
+Each key carries its default and, in a trailing comment, its one-line help; ``trickbag recipes --keys``
+and docs/recipes.md are generated from these classes.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+__all__ = [
+    "Section",
+    "TrickSection",
+    "needs_items",
+    "BinConfig",
+    "DataConfig",
+    "TaskConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "ScheduleConfig",
+    "TrainConfig",
+    "RunConfig",
+    "LogConfig",
+    "DistConfig",
+]
+
+
+def _accepts(annotation: Any, kind: type) -> bool:
+    """Whether ``annotation`` (``int``, ``bool | int``, ``Optional[float]``, ...) lets a value of ``kind`` through."""
+    if annotation is kind or annotation is Any:
+        return True
+    return any(_accepts(a, kind) for a in typing.get_args(annotation))
+
+
+class Section(BaseModel):
+    """A recipe section: unknown keys are refused, assignments are validated.
+
+    Stricter than pydantic's defaults where YAML makes mistakes easy: ``true`` is not a number
+    (``train.epochs=true`` is refused, not read as 1), and numbers must be finite (``.inf``, ``.nan``).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is None:
+            return v
+        if isinstance(v, bool) and not _accepts(field.annotation, bool):
+            raise ValueError("true/false is not a number here; give a number")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+
+class TrickSection(Section):
+    """The recipe section of one trick (``tricks.<name>``): off unless ``enabled``."""
+
+    enabled: bool = False
+
+
+def needs_items(v: list, info: Any, what: str) -> list:
+    """Validator helper: an enabled trick's list must not be empty."""
+    if info.data.get("enabled") and not v:
+        raise ValueError(f"list at least one {what} when the trick is enabled")
+    return v
+
+
+# --------------------------------------------------------------------------- sections
+class BinConfig(Section):
+    """How one CSV feature column is binned (``trickbag.tabular.bin_feature``) before it reaches the model."""
+
+    method: Literal["width", "quantile", "tree"] = "quantile"  # equal width, equal frequency, or decision-tree splits on the label
+    n_bins: int = Field(10, ge=1, le=1000)  # at most this many bins (ties / tree leaves may give fewer); n_bins + 1 inputs
+
+
+class DataConfig(Section):
+    """Where the data comes from and how it is batched."""
+
+    name: Literal["digits", "mnist1d", "imagefolder", "csv", "fake"] = "digits"
+    root: Optional[str] = None  # folder (imagefolder) or file (csv)
+    batch_size: int = Field(64, ge=1, le=2**24)  # samples per training batch
+    eval_batch_size: Optional[int] = Field(None, ge=1, le=2**24)  # default: 4 x batch_size
+    num_workers: int = Field(0, ge=0)
+    pin_memory: Literal["auto"] | bool = "auto"  # auto: on when training on CUDA
+    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)  # held-out test split (digits, csv, fake)
+    val_fraction: float = Field(0.1, ge=0.0, lt=1.0)  # validation share of what remains
+    split_seed: int = Field(0, ge=0, le=2**32 - 1)  # fixed so every run sees the same split
+    drop_last: bool = False
+    augment: bool = True  # the source's standard training augmentation
+    image_size: Optional[int] = Field(None, ge=8)  # imagefolder: train crop size
+    eval_image_size: Optional[int] = Field(None, ge=8)  # imagefolder: test size (FixRes)
+    mean: Optional[list[float]] = None  # imagefolder normalisation (default ImageNet's)
+    std: Optional[list[float]] = None
+    label_column: str = "label"  # csv
+    feature_columns: Optional[list[str]] = None  # csv: default all but the label
+    num_samples: Optional[int] = Field(None, ge=10)  # fake / mnist1d: samples to generate
+    num_classes: Optional[int] = Field(None, ge=2)  # fake
+    shape: Optional[list[int]] = None  # fake: per-sample shape, e.g. [3, 32, 32]
+    # csv: {feature column: {method, n_bins}}; edges fitted on the training split only, each binned column
+    # replaced in place by one-hot bin indicators plus a last "missing" indicator (empty or NaN cells allowed)
+    bins: dict[str, BinConfig] = Field(default_factory=dict)
+
+    @field_validator("bins")
+    @classmethod
+    def _bins_for_csv(cls, v: dict[str, BinConfig], info: Any) -> dict[str, BinConfig]:
+        if v and info.data.get("name", "csv") != "csv":
+            raise ValueError(f"binning applies to data.name=csv only, not {info.data.get('name')!r}")
+        if any(not k.strip() for k in v):
+            raise ValueError("every key must be a CSV column name")
+        return v
+
+    @field_validator("std")
+    @classmethod
+    def _positive_std(cls, v: Optional[list[float]]) -> Optional[list[float]]:
+        if v is not None and any(s <= 0 for s in v):
+            raise ValueError("every std must be > 0")
+        return v
+
+    @field_validator("mean", "std")
+    @classmethod
+    def _one_per_channel(cls, v: Optional[list[float]]) -> Optional[list[float]]:
+        # images are read as RGB or grayscale: any other count would be broadcast silently
+        if v is not None and len(v) not in (1, 3):
+            raise ValueError("give 3 values (RGB images) or 1 (grayscale)")
+        return v
+
+
+class TaskConfig(Section):
+    """What the model predicts: one class per sample, several labels, or numbers (loss, metrics, predict output)."""
+
+    type: Literal["classification", "multilabel", "regression"] = "classification"
+    loss: Literal["auto", "mse", "huber"] = "auto"  # regression: mse (auto) or huber; the other tasks: auto
+    huber_delta: float = Field(1.0, gt=0.0)  # huber: where the loss turns linear, in standardised target units
+
+
+class ModelConfig(Section):
+    """Which network to train."""
+
+    name: str = "auto"  # auto (fits the data), built-in, torchvision name, or 'module:function' (runs your code)
+    num_classes: Optional[int] = Field(None, ge=2)  # default: taken from the data
+    kwargs: dict[str, Any] = Field(default_factory=dict)  # passed to the model constructor
+    weights: Optional[str] = None  # local state_dict/checkpoint to start from (partial load)
+
+
+class OptimConfig(Section):
+    """Optimizer and its hyper-parameters."""
+
+    name: Literal["sgd", "adamw", "adam", "rmsprop"] = "sgd"
+    lr: float = Field(0.1, gt=0.0)  # peak learning rate (after warmup)
+    momentum: float = Field(0.9, ge=0.0, lt=1.0)  # sgd, rmsprop
+    nesterov: bool = True  # sgd
+    weight_decay: float = Field(5e-4, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.999)  # adam, adamw
+    eps: float = Field(1e-8, gt=0.0)
+
+    @field_validator("betas")
+    @classmethod
+    def _betas_range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(0.0 <= b < 1.0 for b in v):
+            raise ValueError("each beta must be in [0, 1)")
+        return v
+
+
+class ScheduleConfig(Section):
+    """Learning-rate schedule, stepped once per optimizer update (plateau: once per epoch)."""
+
+    name: Literal[
+        "constant", "step", "multistep", "cosine", "onecycle", "linear", "polynomial", "plateau"
+    ] = "cosine"
+    warmup_epochs: float = Field(0.0, ge=0.0)  # linear warmup length, in epochs (fractions allowed)
+    min_lr: float = Field(0.0, ge=0.0)  # cosine: final learning rate
+    step_epochs: float = Field(30.0, gt=0.0)  # step: decay every this many epochs
+    milestones: list[float] = Field(default_factory=lambda: [0.5, 0.75])  # multistep: fractions of training
+    gamma: float = Field(0.1, gt=0.0, le=1.0)  # step / multistep / plateau decay factor
+    power: float = Field(1.0, gt=0.0)  # polynomial
+    patience: int = Field(2, ge=0)  # plateau, in epochs
+
+
+class TrainConfig(Section):
+    """The loop: length, precision, accumulation, seeding, selection of the best checkpoint."""
+
+    epochs: int = Field(10, ge=1)
+    precision: Literal["32", "bf16", "16"] = "32"  # "16" = fp16 autocast + GradScaler (CUDA)
+    accumulate: int = Field(1, ge=1)  # micro-batches per optimizer update
+    clip: Optional[float] = Field(None, gt=0.0)  # max global grad norm (None: off)
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # seeds weights, order, augmentation and tricks
+    deterministic: bool = False
+    benchmark: bool = False  # cudnn.benchmark
+    device: str = "auto"
+    threads: Optional[int] = Field(None, ge=1)  # CPU intra-op threads (None: torch's default); small models: 1
+    monitor: str = "auto"  # metric for best.pt and early stopping, e.g. val/acc, val/f1, val/loss; auto: the task's
+    mode: Literal["auto", "max", "min"] = "auto"  # auto: min for losses and errors (loss, mae, rmse), else max
+    early_stopping_patience: Optional[int] = Field(None, ge=1)  # epochs without improvement
+    early_stopping_min_delta: float = Field(0.0, ge=0.0)
+    eval_every: int = Field(1, ge=1)  # epochs between validations
+    checkpoint_every_steps: Optional[int] = Field(None, ge=1)  # extra mid-epoch checkpoints
+    keep_checkpoints: int = Field(3, ge=1)  # step checkpoints kept for fallback on resume
+    plugins: list[str] = Field(default_factory=list)  # your own plug-ins: package.module:Name (a Plugin class or a function returning plug-ins), run after all others
+    nonfinite: Literal["skip", "stop"] = "skip"  # what a NaN/Inf loss or gradient does
+    max_nonfinite: int = Field(5, ge=1)  # stop after this many skipped updates in a row
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+class RunConfig(Section):
+    """Where the run directory goes and what is written there."""
+
+    name: Optional[str] = None  # default: '<recipe>-<date>-<time>'
+    dir: str = "runs"
+    progress: bool = True  # progress bar
+    plots: bool = True  # curves.png, lr.png
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (not v or "/" in v or "\\" in v or v in (".", "..") or "\0" in v):
+            raise ValueError("must be a plain directory name (no '/')")
+        if v is not None and len(v.encode("utf-8")) > 128:
+            raise ValueError(f"is {len(v.encode('utf-8'))} bytes long; a run name may have at most 128")
+        return v
+
+
+class LogConfig(Section):
+    """Loggers beside metrics.csv."""
+
+    tensorboard: bool = True
+    wandb: bool = False  # needs `pip install trickbag[wandb]`; offline unless WANDB_MODE says otherwise
+    every_steps: int = Field(10, ge=1)  # step-level logging interval
+
+
+class DistConfig(Section):
+    """Multi-process training (torchrun / DDP)."""
+
+    nproc: int = Field(1, ge=1)  # >1: trickbag starts torchrun with this many processes
+    sync_bn: bool = False
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    timeout_s: float = Field(300.0, gt=0.0)

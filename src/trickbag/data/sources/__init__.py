@@ -1,0 +1,53 @@
+"""Data sources a recipe can name (``data.name``): digits, mnist1d, imagefolder, csv, fake.
+
+Each source returns a :class:`DataSplits` with train / val / test datasets, the number of classes,
+the input shape, the per-class training counts (for class-balanced losses) and a ``predict``
+transform that turns one PIL image into the model's input (for ``trickbag predict``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+from trickbag.data.sources.digits import digits
+from trickbag.data.sources.fake import fake
+from trickbag.data.sources.images import imagefolder
+from trickbag.data.sources.memory import BatchGather, Collated, TensorDataset, collate, random_shift
+from trickbag.data.sources.mnist1d import cache_dir, mnist1d
+from trickbag.data.sources.splits import DataSplits
+from trickbag.data.sources.table import csv_table
+from trickbag.errors import DataError
+
+__all__ = ["DataSplits", "build_data", "TensorDataset", "BatchGather", "Collated", "collate", "random_shift",
+           "cache_dir", "SOURCES"]
+
+#: ``data.name`` -> source function ``source(data_config) -> DataSplits``
+SOURCES: dict[str, Callable[[Any], DataSplits]] = {
+    "digits": digits,
+    "mnist1d": mnist1d,
+    "fake": fake,
+    "csv": csv_table,
+    "imagefolder": imagefolder,
+}
+
+
+def build_data(cfg: Any) -> DataSplits:
+    """Build the datasets a :class:`trickbag.config.DataConfig` describes."""
+    if cfg.name not in SOURCES:
+        raise DataError(f"data.name={cfg.name!r} is not a data source; allowed: {', '.join(SOURCES)}")
+    if cfg.root and cfg.name in ("digits", "mnist1d", "fake"):
+        raise DataError(f"data.root is not used by data.name={cfg.name!r}; remove it or pick imagefolder/csv")
+    splits = SOURCES[cfg.name](cfg)
+    n_train = len(splits.train)
+    if cfg.drop_last and cfg.batch_size > n_train:
+        raise DataError(
+            f"data.batch_size={cfg.batch_size} is larger than the training set ({n_train} samples) with "
+            "data.drop_last=true, so no batch would be made; lower the batch size or set drop_last=false"
+        )
+    return splits
+
+
+def data_fingerprint(cfg: Any) -> str:
+    """A short hash of the data settings (used to name caches)."""
+    return hashlib.sha1(repr(sorted(cfg.model_dump().items())).encode()).hexdigest()[:10]

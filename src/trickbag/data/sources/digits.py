@@ -1,0 +1,33 @@
+"""scikit-learn's 8x8 handwritten digits (1797 images, 10 classes), shipped in its wheel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from trickbag._optional import require
+from trickbag.data.sources.memory import random_shift, tensor_splits
+from trickbag.data.sources.splits import DataSplits
+
+__all__ = ["digits"]
+
+
+def digits(cfg: Any) -> DataSplits:
+    """``[N, 1, 8, 8]`` images in [0, 1] (then standardised), random 1-pixel shifts with ``data.augment``."""
+    d = require("sklearn.datasets", extra="app").load_digits()
+    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0  # [N, 1, 8, 8] in [0, 1]
+    y = torch.tensor(d.target, dtype=torch.long)
+    splits = tensor_splits(x, y, cfg, augment=random_shift(1) if cfg.augment else None)
+    normalise = splits.normalise
+
+    def predict(img: Any) -> torch.Tensor:
+        """A PIL image -> [1, 8, 8] like the training data (bright = ink, as in the digits set)."""
+        from PIL import Image
+
+        g = img.convert("L").resize((8, 8), Image.BILINEAR)
+        return normalise(torch.tensor(np.asarray(g, dtype=np.float32) / 255.0).unsqueeze(0))
+
+    splits.predict_transform = predict
+    return splits

@@ -1,0 +1,28 @@
+"""What every data source returns: :class:`DataSplits`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import torch
+from torch.utils.data import Dataset
+
+__all__ = ["DataSplits"]
+
+
+@dataclasses.dataclass
+class DataSplits:
+    """The train / val / test datasets of a source and what the run needs to know about them."""
+
+    train: Dataset
+    val: Optional[Dataset]
+    test: Optional[Dataset]
+    num_classes: int
+    input_shape: tuple[int, ...]  # per sample, e.g. (1, 8, 8)
+    class_counts: list[int]  # training samples per class
+    classes: list[str]
+    predict_transform: Optional[Callable[[Any], torch.Tensor]] = None  # one PIL image -> model input
+    eval_train: Optional[Dataset] = None  # the training data without augmentation
+    normalise: Callable[[torch.Tensor], torch.Tensor] = lambda t: t  # what the source applied to inputs
+    kind: str = "image"  # "image" [C, H, W], "signal" [C, L] or "tabular" [1, F]: what model.name=auto picks for

@@ -1,0 +1,85 @@
+"""One classification loss that combines the loss tricks: cross-entropy or focal, class weights, label smoothing."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from trickbag.losses.focal import focal_loss
+from trickbag.losses.smoothing import smooth_targets
+
+__all__ = ["ClassificationLoss"]
+
+
+class ClassificationLoss:
+    """Cross-entropy or softmax focal loss with optional class weights and label smoothing, as one callable.
+
+    ``loss_fn(logits, target)`` with logits ``[N, C]`` and int labels ``[N]`` or probabilities
+    ``[N, C]`` (e.g. mixup / CutMix targets) returns the mean loss (a scalar):
+
+    * ``gamma is None``: ``F.cross_entropy(logits, target, weight=weight, label_smoothing=smoothing)``;
+    * ``gamma`` set: :func:`~trickbag.losses.focal_loss` with ``gamma``, ``alpha``, ``weight`` on
+      ``smooth_targets(target, C, smoothing)`` when ``smoothing > 0``, else on ``target``
+      (Lin et al. 2017, focal loss, on soft targets).
+
+    Smoothing is ``q = (1 - eps) * target + eps / C`` (Szegedy et al. 2016), for int and soft targets
+    alike.  When the targets were already smoothed (e.g. folded into mixed targets by
+    :class:`~trickbag.data.MixupCutmix`), keep ``smoothing=0`` here so it is applied once.
+    ``weight`` follows ``F.cross_entropy(weight=)``: with int labels the mean is weighted by
+    ``sum_n w_{y_n}``, with probabilities it is the plain mean over ``N``.  The fields are plain
+    attributes and may be changed after construction.
+
+    Args:
+        num_classes: ``C``.
+        smoothing: label smoothing ``eps`` in ``[0, 1)``.
+        gamma: focusing parameter of the focal loss, or ``None`` for cross-entropy.
+        alpha: focal balancing factor: ``None``, a float (``C == 2``) or a tensor ``[C]``.
+        weight: per-class weight ``[C]`` (e.g. :func:`~trickbag.losses.class_balanced_weights`).
+
+    >>> import torch
+    >>> loss_fn = ClassificationLoss(3, smoothing=0.1)
+    >>> logits, y = torch.tensor([[2.0, 0.0, -1.0]]), torch.tensor([0])
+    >>> torch.allclose(loss_fn(logits, y), F.cross_entropy(logits, y, label_smoothing=0.1))
+    True
+    >>> loss_fn.gamma = 0.0  # focal with gamma 0 is cross-entropy
+    >>> torch.allclose(loss_fn(logits, y), F.cross_entropy(logits, y, label_smoothing=0.1))
+    True
+    >>> loss_fn
+    ClassificationLoss(focal(gamma=0.0), smoothing=0.1, alpha=None, weight=None)
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        *,
+        smoothing: float = 0.0,
+        gamma: Optional[float] = None,
+        alpha: Optional[float | Tensor] = None,
+        weight: Optional[Tensor] = None,
+    ) -> None:
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"num_classes must be an int >= 1, got {num_classes!r}")
+        if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
+            raise TypeError(f"smoothing must be a float in [0, 1), got {smoothing!r}")
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing must be in [0, 1), got {smoothing!r}")
+        self.num_classes = num_classes
+        self.smoothing = float(smoothing)
+        self.gamma = gamma
+        self.alpha = alpha
+        self.weight = weight
+
+    def __call__(self, logits: Tensor, target: Tensor) -> Tensor:
+        if self.gamma is None:
+            return F.cross_entropy(logits, target, weight=self.weight, label_smoothing=self.smoothing)
+        if self.smoothing > 0:
+            target = smooth_targets(target, self.num_classes, self.smoothing).to(logits.device)
+        return focal_loss(logits, target, self.gamma, self.alpha, weight=self.weight)
+
+    def __repr__(self) -> str:
+        kind = "cross_entropy" if self.gamma is None else f"focal(gamma={self.gamma})"
+        return (f"ClassificationLoss({kind}, smoothing={self.smoothing}, "
+                f"alpha={'set' if self.alpha is not None else None}, "
+                f"weight={'set' if self.weight is not None else None})")

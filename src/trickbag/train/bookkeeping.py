@@ -1,0 +1,145 @@
+"""The trainer's bookkeeping, kept out of the loop: the epoch's running sums and the resume position."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Optional
+
+import torch
+
+from trickbag import runtime
+
+__all__ = ["EpochMeter", "ResumeCursor", "find_sampler", "update_size"]
+
+
+def find_sampler(loader: Any) -> Any:
+    """The loader's sampler that knows the epoch (``set_epoch``), also behind a batch sampler."""
+    sampler = getattr(loader, "sampler", None)
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if batch_sampler is not None and hasattr(getattr(batch_sampler, "sampler", None), "set_epoch"):
+        return batch_sampler.sampler
+    return sampler
+
+
+def update_size(i: int, accumulate: int, batches: int) -> tuple[int, bool]:
+    """(micro-batches in the update micro-batch ``i`` belongs to, whether ``i`` is its last one).
+
+    The last update of an epoch may be short (``batches`` not a multiple of ``accumulate``); a
+    loader of unknown length (``batches == 0``) has full updates only.
+
+    >>> [update_size(i, 4, 10) for i in (0, 3, 8, 9)]
+    [(4, False), (4, True), (2, False), (2, True)]
+    """
+    start = i - i % accumulate
+    size = min(accumulate, batches - start) if batches else accumulate
+    return size, i - start == size - 1 or (bool(batches) and i == batches - 1)
+
+
+class EpochMeter:
+    """Running sums of one epoch on the device (no host sync per step): loss x samples, the task's
+    training statistic (e.g. correct predictions), samples; the current update's share is kept
+    apart and dropped when the update is vetoed.
+    """
+
+    def __init__(self, device: torch.device, start: Optional[list[float]] = None) -> None:
+        self.sums = torch.zeros(3, dtype=torch.float64, device=device)
+        if start is not None:  # a mid-epoch resume: the sums up to the checkpoint
+            self.sums += torch.tensor(start, dtype=torch.float64, device=device)
+        self.update = torch.zeros(3, dtype=torch.float64, device=device)
+        # views: one in-place op per value and batch (indexing `upd[0] += v` costs three)
+        self._loss, self._stat, self._n = self.update[0], self.update[1], self.update[2]
+        self.has_stat = True
+        self.seen = 0
+        self.t0 = time.perf_counter()
+
+    @torch.no_grad()
+    def add(self, loss: torch.Tensor, stat: Optional[torch.Tensor], batch_size: int) -> None:
+        """One micro-batch: its mean loss, its statistic (None: undefined, e.g. mixed targets)."""
+        self._loss.add_(loss.detach(), alpha=batch_size)  # computed in float64 (the buffer's dtype)
+        if stat is None:
+            self.has_stat = False
+        else:
+            self._stat.add_(stat)
+        self._n.add_(batch_size)
+        self.seen += batch_size
+
+    def close_update(self, vetoed: bool) -> None:
+        """The update ended: keep its share, or drop it when it was vetoed (non-finite)."""
+        if not vetoed:
+            self.sums += self.update
+        self.update.zero_()
+
+    def totals(self) -> list[float]:
+        """The sums so far (a mid-epoch checkpoint stores them)."""
+        return self.sums.tolist()
+
+    def finish(self, stat_name: Optional[str]) -> dict[str, float]:
+        """The epoch's ``train/*`` metrics, summed over the processes of a DDP job."""
+        self.sums += self.update  # micro-batches of an unfinished update (loader of unknown length)
+        self.update.zero_()
+        elapsed = time.perf_counter() - self.t0
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(self.sums)
+        loss, stat, n = self.sums.tolist()
+        n = max(n, 1.0)
+        out = {"train/loss": loss / n}
+        if stat_name and self.has_stat:
+            out[f"train/{stat_name}"] = stat / n
+        out["train/samples_per_s"] = self.seen / elapsed if elapsed > 0 else float("nan")
+        out["train/epoch_time_s"] = elapsed
+        return out
+
+
+class ResumeCursor:
+    """Where training picks up: the micro-batch of the epoch, the sums so far and the RNG state.
+
+    A checkpoint taken inside an epoch resumes at its next micro-batch: a resumable sampler
+    (``set_start``) starts there, any other loader is replayed up to it. The global RNG is
+    restored after the epoch's loader iterator is created (creating it draws from the RNG).
+    """
+
+    def __init__(self) -> None:
+        self.batch_idx = 0
+        self.sums: Optional[list[float]] = None
+        self.rng: Optional[dict[str, Any]] = None
+        self.rank = 0
+
+    def load(self, counters: dict[str, Any], rng: Optional[dict[str, Any]], rank: int) -> None:
+        self.batch_idx = int(counters.get("batch_idx", 0) or 0)
+        self.sums = counters.get("train_sums")
+        self.rng, self.rank = rng, rank
+        if not self.batch_idx:  # an epoch boundary: the RNG state is that of the epoch's start
+            self.restore_rng()
+
+    def restore_rng(self) -> None:
+        rng, self.rng = self.rng, None
+        if rng is not None:
+            runtime.set_rng_state(rng)
+            if self.rank:  # the checkpoint holds rank 0's RNG state: other ranks fork their own
+                from trickbag.train.distributed import reseed_after_resume
+
+                reseed_after_resume(self.rank)
+
+    def take_sums(self) -> Optional[list[float]]:
+        sums, self.sums = self.sums, None
+        return sums
+
+    def start_epoch(self, loader: Any, epoch: int) -> tuple[Iterator[tuple[int, Any]], int]:
+        """(iterator of ``(batch_idx, batch)`` from the resume position, micro-batches in the epoch or 0)."""
+        sampler = find_sampler(loader)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        start, self.batch_idx = self.batch_idx, 0
+        skip = start
+        if start and hasattr(sampler, "set_start") and getattr(loader, "batch_size", None):
+            sampler.set_start(start * loader.batch_size)
+            skip = 0
+        try:
+            total = len(loader) + (start - skip)
+        except TypeError:
+            total = 0
+        batches = iter(loader)
+        for _ in range(skip):  # a loader without a resumable sampler: replay to the position
+            next(batches, None)
+        self.restore_rng()  # mid-epoch resume: after iter(loader), which draws from the global RNG
+        return enumerate(batches, start=start), total

@@ -1,0 +1,136 @@
+"""Checkpoint files of a run: ``last.pt`` and ``best.pt`` at epoch ends, ``step-N.pt`` every few updates.
+
+Written at the CHECKPOINT event, after every other plug-in has recorded the point (early stopping,
+the loggers, weight averaging), atomically, and only from finite weights: a model whose parameters
+or buffers went NaN/Inf never overwrites a good checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal, Optional, TextIO
+
+import torch
+
+from trickbag.train.plugin import Plugin
+from trickbag.train.state import State
+
+__all__ = ["Checkpointing", "list_checkpoints", "is_finite_model"]
+
+_STEP_CKPT = re.compile(r"^step-(\d+)\.pt$")
+
+
+def _better(value: float, best: Optional[float], mode: str) -> bool:
+    """Whether ``value`` should replace ``best`` for best.pt: better, or equal (a later epoch wins a tie).
+
+    Accuracy on a small validation split is coarse (one image of 144 is 0.7 %), so ties are common;
+    of two checkpoints with the same score, the later one has trained longer at a lower learning
+    rate and is the better pick.
+    """
+    if not math.isfinite(value):
+        return False
+    return best is None or (value >= best if mode == "max" else value <= best)
+
+
+def list_checkpoints(ckpt_dir: Path) -> list[Path]:
+    """Checkpoints in ``ckpt_dir`` to resume from, newest first: ``step-N.pt`` by N, then ``last.pt``."""
+    ckpt_dir = Path(ckpt_dir)
+    if not ckpt_dir.is_dir():
+        return []
+    steps = []
+    for p in ckpt_dir.iterdir():
+        m = _STEP_CKPT.match(p.name)
+        if m:
+            steps.append((int(m.group(1)), p))
+    out = [p for _, p in sorted(steps, reverse=True)]
+    last = ckpt_dir / "last.pt"
+    if last.exists():
+        # last.pt is written at epoch ends; order it by modification time among the step files
+        out.append(last)
+        out.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    return out
+
+
+def is_finite_model(model: torch.nn.Module) -> bool:
+    """Whether every floating parameter and buffer of ``model`` is finite (one host sync)."""
+    tensors = [t.detach() for t in [*model.parameters(), *model.buffers()] if t.is_floating_point() and t.numel()]
+    if not tensors:
+        return True
+    norms = torch._foreach_norm(tensors, float("inf"))
+    return bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all())
+
+
+class Checkpointing(Plugin):
+    """Write ``last.pt`` after every epoch, ``best.pt`` when the monitored metric improves, ``step-N.pt``
+    every ``every_steps`` updates (keeping the newest ``keep``), and ``last.pt`` where a run stopped
+    inside an epoch (signal, non-finite policy), so it resumes there.
+
+    ``extra`` entries (e.g. the recipe) go into every checkpoint; ``state.eval_weights`` (EMA, SWA)
+    is saved as ``eval_model``: the weights that were evaluated and that ``trickbag eval`` /
+    ``predict`` use. :attr:`written` maps each file name to the update it holds.
+    """
+
+    def __init__(self, directory: str | Path, *, monitor: str = "val/acc", mode: Literal["max", "min"] = "max",
+                 every_steps: Optional[int] = None, keep: int = 3, extra: Optional[dict[str, Any]] = None,
+                 out: Optional[TextIO] = sys.stderr) -> None:
+        self.directory = Path(directory)
+        self.monitor, self.mode = monitor, mode
+        self.every_steps, self.keep = every_steps, keep
+        self.extra = dict(extra or {})
+        self.out = out
+        self.best: Optional[float] = None
+        self.best_epoch: Optional[int] = None
+        self.written: dict[str, int] = {}
+        self.refused = 0  # checkpoints not written because the weights were not finite
+
+    def _save(self, state: State, name: str) -> bool:
+        from trickbag.nn import unwrap
+
+        if not is_finite_model(unwrap(state.model)):
+            self.refused += 1
+            if self.out is not None and self.refused == 1:
+                kept = ", ".join(f"{n} (update {u})" for n, u in self.written.items()) or "none was written yet"
+                print(f"trickbag: the weights are not finite at update {state.step}: {name} is not written; "
+                      f"the finite checkpoints: {kept}", file=self.out, flush=True)
+            return False
+        extra = dict(self.extra)
+        if state.eval_weights is not None:
+            extra["eval_model"] = state.eval_weights()
+        assert state.save_checkpoint is not None
+        state.save_checkpoint(self.directory / name, **extra)
+        self.written[name] = state.step
+        return True
+
+    def on_checkpoint(self, state: State) -> None:
+        if state.epoch_done:
+            self._epoch_end(state)
+        elif state.should_stop:  # stopped inside the epoch: save where it stopped, to resume there
+            self._save(state, "last.pt")
+        elif self.every_steps and not state.step_skipped and state.step and state.step % self.every_steps == 0:
+            if self._save(state, f"step-{state.step:08d}.pt"):
+                steps = sorted(p for p in self.directory.glob("step-*.pt") if _STEP_CKPT.match(p.name))
+                for old in steps[: -self.keep]:
+                    old.unlink(missing_ok=True)
+                    self.written.pop(old.name, None)
+
+    def _epoch_end(self, state: State) -> None:
+        value = state.metrics.get(self.monitor)
+        improved = value is not None and _better(value, self.best, self.mode)
+        best_before = (self.best, self.best_epoch)
+        if improved:  # recorded before last.pt is written: a resume from it knows this best
+            self.best, self.best_epoch = float(value), state.epoch
+        # written after EPOCH_END, the checkpoints resume at the start of the next epoch
+        if not self._save(state, "last.pt"):
+            self.best, self.best_epoch = best_before  # not finite: nothing of this epoch is kept
+            return
+        if improved or (value is None and not (self.directory / "best.pt").exists()):
+            self._save(state, "best.pt")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "best_epoch": self.best_epoch}
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        self.best, self.best_epoch = sd["best"], sd["best_epoch"]

@@ -1,0 +1,28 @@
+"""The classification loss the loss tricks (label smoothing, focal, class-balanced) compose together."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trickbag.errors import ConflictError
+
+if TYPE_CHECKING:
+    from trickbag.train.build import BuildContext
+
+CLASSIFICATION_ONLY = ("classification",)
+
+
+def classification_loss(ctx: "BuildContext", trick: str) -> Any:
+    """The run's :class:`trickbag.losses.ClassificationLoss`, made on first use from the task's
+    cross-entropy (the loss tricks set its fields in any order)."""
+    from trickbag.losses import ClassificationLoss
+
+    if isinstance(ctx.loss_fn, ClassificationLoss):
+        return ctx.loss_fn
+    if ctx.loss_fn != ctx.task.loss:  # bound methods: equal, never identical
+        raise ConflictError(
+            f"tricks.{trick} changes the loss, but the loss was already replaced by {ctx.loss_fn!r}; "
+            f"turn one of them off"
+        )
+    ctx.loss_fn = ClassificationLoss(ctx.num_outputs)
+    return ctx.loss_fn

@@ -1,0 +1,123 @@
+"""What a trick module declares (:class:`Trick`), and the few helpers several trick modules share.
+
+A trick module (one file per recipe trick in this folder) holds the trick's recipe section (a
+:class:`~trickbag.config.TrickSection`), its plug-in (a thin adapter: the math is in the library),
+its interaction rules, its effect on evaluation and its one-line description, and ends with
+``TRICK = Trick(...)``. Trick modules import no torch at import time, so the schema, ``trickbag
+tricks`` and the recipe errors answer without it; the plug-ins import what they need when built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from trickbag.config import TrickSection
+from trickbag.errors import RecipeError
+from trickbag.train.plugin import Plugin
+
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+    from trickbag.train.build import BuildContext
+    from trickbag.train.state import State
+
+__all__ = ["Trick", "ALL_TASKS", "GeneratorState", "WrapPredict", "image_shape", "add_raw_metrics"]
+
+ALL_TASKS = ("classification", "multilabel", "regression")
+
+#: ``wrap(forward) -> forward``: how a trick changes the model's predictions at evaluation
+Wrapper = Callable[[Callable[[Any], Any]], Callable[[Any], Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trick:
+    """One recipe trick, as the registry (:mod:`trickbag.train.tricks`) sees it.
+
+    Attributes:
+        name: the recipe key, ``tricks.<name>``.
+        config: its recipe section.
+        description: one line for ``trickbag tricks``.
+        build: ``build(cfg, recipe) -> [Plugin, ...]`` for an enabled section.
+        checks: interaction rules ``check(recipe)``, run before anything is built; each raises a
+            :class:`~trickbag.errors.RecipeError` / ``ConflictError`` naming the keys and the fix.
+        tasks: the ``task.type`` values the trick makes sense for; any other is refused with ``why``.
+        why: the reason given when the task does not fit.
+        eval_wrapper: ``eval_wrapper(cfg, input_shape) -> wrap`` when the trick changes how a trained
+            model predicts (TTA, the test size): ``trickbag eval``/``predict`` apply it as the run did.
+        describe_eval: ``describe_eval(cfg) -> str``, the phrase ``eval``/``predict`` print for it.
+    """
+
+    name: str
+    config: type[TrickSection]
+    description: str
+    build: Callable[[Any, "Recipe"], list[Plugin]]
+    checks: tuple[Callable[["Recipe"], None], ...] = ()
+    tasks: tuple[str, ...] = ALL_TASKS
+    why: str = ""
+    eval_wrapper: Optional[Callable[[Any, tuple[int, ...]], Optional[Wrapper]]] = None
+    describe_eval: Optional[Callable[[Any], str]] = None
+
+
+class GeneratorState:
+    """Mix-in: checkpoint the trick's generator, so a resumed run draws the same masks and partners.
+
+    Under DDP the checkpoint holds rank 0's generator; other ranks fork their own stream from it
+    (:func:`trickbag.runtime.fork_generator`) so their augmentations keep differing after a resume.
+    """
+
+    generator: Any
+    rank: int = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        from trickbag.runtime import fork_generator
+
+        self.generator.set_state(state_dict["generator"])
+        fork_generator(self.generator, self.rank)
+
+
+class WrapPredict(Plugin):
+    """Install ``wrap(forward)`` as the evaluation forward at EVAL_START; restore it at EVAL_END.
+
+    It composes with the other evaluation wrappers (in plug-in order) and with weight swapping.
+    """
+
+    def __init__(self, name: str, wrap: Wrapper) -> None:
+        self.trick, self.wrap = name, wrap
+        self._prev: Any = None
+
+    @property
+    def key(self) -> str:
+        return f"wrap:{self.trick}"
+
+    def on_eval_start(self, state: "State") -> None:
+        self._prev = state.predict
+        state.predict = self.wrap(state.predict or state.model)
+
+    def on_eval_end(self, state: "State") -> None:
+        state.predict = self._prev
+        self._prev = None
+
+
+def image_shape(ctx: "BuildContext", trick: str) -> tuple[int, ...]:
+    """The per-sample shape ``[C, H, W]`` of image data, or a :class:`RecipeError` naming the trick."""
+    shape = tuple(ctx.data.input_shape)
+    if len(shape) != 3:
+        raise RecipeError(
+            f"tricks.{trick} works on images [C, H, W]; data {ctx.recipe.data.name!r} has samples of "
+            f"shape {list(shape)}: turn tricks.{trick} off for this data"
+        )
+    return shape
+
+
+def add_raw_metrics(state: "State") -> None:
+    """After an averaged model was evaluated (EMA, SWA), evaluate the raw weights on the validation
+    loader too and add them to ``state.eval_metrics`` as ``<metric>_raw``."""
+    if state.eval_loop is None or state.val_loader is None:
+        return
+    raw = state.eval_loop(state.val_loader)
+    for k, v in raw.items():
+        if k != "n" and isinstance(v, float):
+            state.eval_metrics[f"{k}_raw"] = v

@@ -1,0 +1,110 @@
+"""EMA of the weights (Polyak averaging): evaluation, best.pt and the final model use the averaged weights.
+
+While ``fit`` runs the averaged weights are swapped into the model for every evaluation (the raw
+ones are evaluated too and reported as ``val/<metric>_raw``); every checkpoint stores them as
+``eval_model`` (``trickbag eval``/``predict`` and the final test use it) and the averager's state
+under ``ema``; at FIT_END they are copied into the model for good.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, Optional
+
+from pydantic import Field, field_validator
+
+from trickbag.config import TrickSection
+from trickbag.errors import ConflictError
+from trickbag.train.plugin import Plugin
+from trickbag.train.tricks.base import Trick, add_raw_metrics
+
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+    from trickbag.train.build import BuildContext
+    from trickbag.train.state import State
+
+
+class EMAConfig(TrickSection):
+    """Exponential moving average of the weights; evaluation and best.pt use the averaged weights."""
+
+    decay: float = Field(0.9998, ge=0.0, le=1.0)  # per averaging update; time constant 1/(1-decay) updates (timm: 0.9998)
+    warmup: bool | int = True  # True: decay min(decay, (1+n)/(10+n)); int W: decay (1-exp(-n/W)); False: none
+    every: int = Field(1, ge=1)  # average every this many optimizer updates
+    buffers: Literal["copy", "average"] = "copy"  # BatchNorm running statistics: copied from the live model or averaged
+    eval_raw: bool = True  # also evaluate the raw weights each epoch: val/acc_raw, val/loss_raw
+
+    @field_validator("warmup")
+    @classmethod
+    def _warmup(cls, v: bool | int) -> bool | int:
+        if not isinstance(v, bool) and v < 1:
+            raise ValueError("must be true, false, or a number of averaging updates >= 1")
+        return v
+
+
+class EMAPlugin(Plugin):
+    """:class:`trickbag.nn.EMA` updated after every update that was not skipped; swapped in for evaluation."""
+
+    name = "ema"
+
+    def __init__(self, cfg: EMAConfig) -> None:
+        self.cfg = cfg
+        self.ema: Any = None
+        self._swap: Any = None
+        self._in_fit = False
+
+    def after_optimizer(self, ctx: "BuildContext") -> None:
+        from trickbag.nn import EMA
+
+        c = self.cfg
+        self.ema = EMA(ctx.model, c.decay, warmup=c.warmup, every=c.every, buffers=c.buffers)
+
+    def on_fit_start(self, state: "State") -> None:
+        self._in_fit = True
+        state.eval_weights = lambda: self.ema.module.state_dict()
+
+    def on_step(self, state: "State") -> None:
+        if not state.step_skipped:
+            self.ema.update(state.model)
+
+    def on_eval_start(self, state: "State") -> None:
+        if self._in_fit:
+            self._swap = self.ema.swapped(state.model)
+            self._swap.__enter__()
+
+    def on_eval_end(self, state: "State") -> None:
+        if self._swap is None:
+            return
+        self._swap.__exit__(None, None, None)
+        self._swap = None
+        if self.cfg.eval_raw:
+            add_raw_metrics(state)
+
+    def on_fit_end(self, state: "State") -> None:
+        self._in_fit = False
+        self.ema.copy_to(state.model)
+
+    def state_dict(self) -> Optional[dict[str, Any]]:
+        return self.ema.state_dict()
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        self.ema.load_state_dict(sd)
+
+
+def build(cfg: EMAConfig, recipe: "Recipe") -> list[Plugin]:
+    return [EMAPlugin(cfg)]
+
+
+def check(recipe: "Recipe") -> None:
+    if recipe.tricks.ema.enabled and recipe.tricks.swa.enabled:
+        raise ConflictError(
+            "tricks.ema and tricks.swa both average the weights and would each evaluate their own average; "
+            "enable only one of them"
+        )
+
+
+TRICK = Trick(
+    name="ema",
+    config=EMAConfig,
+    description="EMA of the weights (Polyak averaging); evaluation and best.pt use it, raw accuracy logged too",
+    build=build,
+    checks=(check,),
+)

@@ -1,0 +1,48 @@
+"""L1 penalty on the trainable weights, added to the loss at LOSS."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from trickbag.config import TrickSection
+from trickbag.train.plugin import Plugin
+from trickbag.train.tricks.base import Trick
+
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+    from trickbag.train.state import State
+
+
+class L1Config(TrickSection):
+    """L1 penalty on the trainable weights added to the loss."""
+
+    weight: float = Field(1e-5, gt=0.0)  # lambda in loss + lambda * sum |w| (sum over all trainable parameters)
+
+
+class L1Plugin(Plugin):
+    """``loss + weight * sum |w|`` over the trainable parameters (:func:`trickbag.losses.l1_penalty`)."""
+
+    name = "l1"
+
+    def __init__(self, weight: float) -> None:
+        self.weight = weight
+
+    def on_loss(self, state: "State") -> None:
+        from trickbag.losses import l1_penalty
+
+        params = [p for p in state.model.parameters() if p.requires_grad]
+        state.loss = state.loss + self.weight * l1_penalty(params)
+
+
+def build(cfg: L1Config, recipe: "Recipe") -> list[Plugin]:
+    return [L1Plugin(cfg.weight)]
+
+
+TRICK = Trick(
+    name="l1",
+    config=L1Config,
+    description="L1 penalty: add weight * sum |w| over trainable parameters to the loss",
+    build=build,
+)

@@ -1,0 +1,38 @@
+"""Layer-wise learning-rate decay (ELECTRA, Clark et al. 2020; BEiT): earlier layers learn slower.
+
+The groups are built by the ``param_groups`` trick's plug-in, which reads both sections.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from trickbag.config import TrickSection
+from trickbag.train.plugin import Plugin
+from trickbag.train.tricks.base import Trick
+from trickbag.train.tricks.param_groups import ParamGroupsPlugin
+
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+
+
+class LayerDecayConfig(TrickSection):
+    """Layer-wise learning-rate decay (ELECTRA, Clark et al. 2020; BEiT): earlier layers learn slower."""
+
+    decay: float = Field(0.75, gt=0.0, le=1.0)  # LR factor per layer below the top one (BEiT/MAE fine-tuning: 0.65-0.75)
+    depth: int = Field(1, ge=1)  # name components that make a layer: 1 -> 'features', 2 -> 'features.0'
+
+
+def build(cfg: LayerDecayConfig, recipe: "Recipe") -> list[Plugin]:
+    # one plug-in builds the groups for both sections
+    return [] if recipe.tricks.param_groups.enabled else [ParamGroupsPlugin(recipe)]
+
+
+TRICK = Trick(
+    name="layer_decay",
+    config=LayerDecayConfig,
+    description="Layer-wise LR decay: LR x decay^(layers above), top layer at the full LR (Clark 2020)",
+    build=build,
+)

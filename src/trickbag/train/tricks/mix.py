@@ -1,0 +1,100 @@
+"""Mixup / CutMix on every training batch at BATCH_START (Zhang et al. 2018; Yun et al. 2019).
+
+Label smoothing, when on, is folded into the mixed soft targets here (and the loss then does not
+smooth again): it is applied exactly once. On multi-label and regression tasks the targets are
+mixed with the same weight as the inputs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from trickbag.config import TrickSection
+from trickbag.errors import ConflictError, RecipeError
+from trickbag.train.plugin import Plugin
+from trickbag.train.tricks.base import GeneratorState, Trick
+
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+    from trickbag.train.build import BuildContext
+    from trickbag.train.state import State
+
+
+class MixConfig(TrickSection):
+    """Mixup and/or CutMix on every training batch (one section: both methods and the switch)."""
+
+    mixup_alpha: float = Field(0.8, ge=0.0)  # Beta(a, a) of the mixup weight; 0 turns mixup off (DeiT: 0.8)
+    cutmix_alpha: float = Field(1.0, ge=0.0)  # Beta(a, a) of the CutMix area; 0 turns CutMix off (Yun et al.: 1.0)
+    prob: float = Field(1.0, ge=0.0, le=1.0)  # probability that a batch is mixed at all
+    switch_prob: float = Field(0.5, ge=0.0, le=1.0)  # probability of CutMix rather than mixup when both are on
+
+
+class MixPlugin(GeneratorState, Plugin):
+    """:class:`trickbag.data.MixupCutmix` on ``state.batch`` at BATCH_START (soft targets out)."""
+
+    name = "mix"
+
+    def __init__(self, cfg: MixConfig, smoothing: float) -> None:
+        self.kw = dict(mixup_alpha=cfg.mixup_alpha, cutmix_alpha=cfg.cutmix_alpha, prob=cfg.prob,
+                       switch_prob=cfg.switch_prob)
+        self.smoothing = smoothing
+        self.mixer: Any = None
+
+    def configure(self, ctx: "BuildContext") -> None:
+        from trickbag.data import MixupCutmix
+        from trickbag.runtime import trick_generator
+
+        shape = tuple(ctx.data.input_shape)
+        if len(shape) < 2:
+            raise RecipeError(
+                f"tricks.mix needs samples with a channel dimension ([C, ...]); the data gives shape {list(shape)}"
+            )
+        if self.kw["cutmix_alpha"] > 0 and len(shape) not in (2, 3):
+            raise RecipeError(
+                f"tricks.mix.cutmix_alpha={self.kw['cutmix_alpha']} needs images [C, H, W] or signals [C, L]; "
+                f"the data gives samples of shape {list(shape)}: set tricks.mix.cutmix_alpha=0 (mixup only)"
+            )
+        self.rank = ctx.dist.rank
+        self.generator = trick_generator(ctx.recipe.train.seed, "mix", self.rank)
+        # multi-label and regression targets are float [N, outputs]: mixed as they are
+        self.mixer = MixupCutmix(**self.kw, num_classes=ctx.num_outputs, smoothing=self.smoothing,
+                                 generator=self.generator)
+        if self.smoothing:
+            ctx.notes.append(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
+
+    def on_batch_start(self, state: "State") -> None:
+        xm, ym = self.mixer(state.batch[0], state.batch[1])
+        state.batch = (xm, ym, *state.batch[2:])
+
+
+def build(cfg: MixConfig, recipe: "Recipe") -> list[Plugin]:
+    ls = recipe.tricks.label_smoothing
+    return [MixPlugin(cfg, ls.eps if ls.enabled else 0.0)]
+
+
+def check(recipe: "Recipe") -> None:
+    """Something to mix; training accuracy is undefined on mixed targets, so it cannot be monitored."""
+    cfg = recipe.tricks.mix
+    if not cfg.enabled:
+        return
+    if cfg.mixup_alpha == 0 and cfg.cutmix_alpha == 0:
+        raise RecipeError(
+            "tricks.mix is enabled but tricks.mix.mixup_alpha and tricks.mix.cutmix_alpha are both 0; "
+            "set one of them > 0 (e.g. mixup_alpha=0.2) or turn tricks.mix off"
+        )
+    if recipe.train.monitor == "train/acc":
+        raise ConflictError(
+            "train.monitor=train/acc is never reported with tricks.mix (accuracy is undefined on mixed targets); "
+            "monitor val/acc or train/loss"
+        )
+
+
+TRICK = Trick(
+    name="mix",
+    config=MixConfig,
+    description="Mixup / CutMix per batch, with a switch between them; soft targets (Zhang 2018, Yun 2019)",
+    build=build,
+    checks=(check,),
+)

@@ -1,0 +1,114 @@
+"""Multi-scale / FixRes training (Touvron et al. 2019): resize training batches, fine-tune and evaluate at the test size.
+
+Training batches are resized at BATCH_START (``F.interpolate``): to ``train_sizes`` (one drawn per
+batch when several, reproducibly from ``(train.seed, epoch, batch)``), and to the test size in the
+last ``finetune_epochs`` epochs; evaluation (and ``trickbag eval``/``predict``) at the test size.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, Optional
+
+from pydantic import Field, field_validator
+
+from trickbag.config import TrickSection, needs_items
+from trickbag.train.plugin import Plugin
+from trickbag.train.tricks.base import Trick, WrapPredict, image_shape
+
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+    from trickbag.train.build import BuildContext
+    from trickbag.train.state import State
+
+
+class MultiscaleConfig(TrickSection):
+    """Multi-scale / FixRes training (Touvron et al. 2019): resize training batches, fine-tune at the test size."""
+
+    train_sizes: list[int] = Field(default_factory=list, validate_default=True)  # square training sizes in pixels; several: one drawn per batch
+    test_size: Optional[int] = Field(None, ge=4)  # evaluation size in pixels; None: the data's own size
+    finetune_epochs: int = Field(1, ge=0)  # last epochs trained at the test size (FixRes fine-tuning)
+    mode: Literal["bilinear", "bicubic", "nearest", "area"] = "bilinear"  # F.interpolate mode
+
+    @field_validator("train_sizes")
+    @classmethod
+    def _sizes(cls, v: list[int], info: Any) -> list[int]:
+        if any(s < 4 for s in v):
+            raise ValueError("every size must be >= 4 pixels")
+        return needs_items(v, info, "training size")
+
+
+def resize(x: Any, size: tuple[int, int], mode: str) -> Any:
+    """``x [N, C, H, W]`` resized to ``size`` (antialiased for the smooth modes); unchanged when it fits."""
+    import torch.nn.functional as F
+
+    if tuple(x.shape[-2:]) == tuple(size):
+        return x
+    smooth = mode in ("bilinear", "bicubic")
+    return F.interpolate(x, size=size, mode=mode, align_corners=False if smooth else None, antialias=smooth)
+
+
+class MultiscalePlugin(Plugin):
+    """Resize training batches at BATCH_START; the test size at evaluation is a :class:`WrapPredict`."""
+
+    name = "multiscale"
+
+    def __init__(self, cfg: MultiscaleConfig, epochs: int, seed: int) -> None:
+        self.train_sizes = [int(s) for s in cfg.train_sizes]
+        self.test_size, self.mode, self.seed = cfg.test_size, cfg.mode, seed
+        # a quick `train.epochs=1` try keeps its one epoch at the training sizes
+        self.finetune_from = max(1, epochs - cfg.finetune_epochs) if epochs > 1 else 1
+        self.requested = (cfg.finetune_epochs, epochs)
+        self.native: tuple[int, int] = (0, 0)
+
+    def configure(self, ctx: "BuildContext") -> None:
+        self.native = tuple(image_shape(ctx, "multiscale")[1:])  # type: ignore[assignment]
+        ts = self.test or self.native
+        ft, epochs = self.requested
+        tune = f", fine-tune at it from epoch {self.finetune_from + 1}" if self.finetune_from < epochs else ""
+        short = f" (finetune_epochs={ft} shortened: the run has {epochs} epochs)" if ft and ft >= epochs else ""
+        ctx.notes.append(f"multiscale: train at {self.train_sizes}, evaluate at {ts[0]}x{ts[1]}{tune}{short}")
+
+    @property
+    def test(self) -> Optional[tuple[int, int]]:
+        return (self.test_size, self.test_size) if self.test_size else None
+
+    def size_for(self, epoch: int, batch_idx: int) -> tuple[int, int]:
+        """Input size of the training batch ``batch_idx`` of ``epoch``."""
+        import torch
+
+        if epoch >= self.finetune_from:
+            return self.test or self.native
+        if len(self.train_sizes) == 1:
+            s = self.train_sizes[0]
+        else:
+            g = torch.Generator().manual_seed(hash((self.seed, epoch, batch_idx)) & 0x7FFF_FFFF_FFFF_FFFF)
+            s = self.train_sizes[int(torch.randint(len(self.train_sizes), (1,), generator=g))]
+        return (s, s)
+
+    def on_batch_start(self, state: "State") -> None:
+        b = state.batch
+        state.batch = (resize(b[0], self.size_for(state.epoch, state.batch_idx), self.mode), *b[1:])
+
+
+def eval_wrapper(cfg: MultiscaleConfig, input_shape: tuple[int, ...]) -> Optional[Any]:
+    """Evaluate at ``test_size`` (None when the data's own size is the test size)."""
+    if not cfg.test_size:
+        return None
+    size, mode = (cfg.test_size, cfg.test_size), cfg.mode
+    return lambda forward: (lambda x: forward(resize(x, size, mode)))
+
+
+def build(cfg: MultiscaleConfig, recipe: "Recipe") -> list[Plugin]:
+    wrap = eval_wrapper(cfg, ())
+    return [MultiscalePlugin(cfg, recipe.train.epochs, recipe.train.seed)] + (
+        [WrapPredict("multiscale", wrap)] if wrap else [])
+
+
+TRICK = Trick(
+    name="multiscale",
+    config=MultiscaleConfig,
+    description="Multi-scale / FixRes: train on resized batches, fine-tune and evaluate at the test size",
+    build=build,
+    eval_wrapper=eval_wrapper,
+    describe_eval=lambda cfg: f"test size {cfg.test_size}x{cfg.test_size} (tricks.multiscale)" if cfg.test_size else "",
+)

@@ -1,0 +1,85 @@
+"""Sharpness-Aware Minimization (Foret et al. 2021) around the recipe's optimizer; ASAM (Kwon et al. 2021).
+
+The trainer steps it as ``optimizer.step(closure)``; the closure re-runs forward and backward over
+every micro-batch of the update. BatchNorm running statistics are frozen from the end of the first
+pass to the end of the step, so only the first pass updates them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from pydantic import Field
+
+from trickbag.config import TrickSection
+from trickbag.errors import ConflictError
+from trickbag.train.plugin import Plugin
+from trickbag.train.tricks.base import Trick
+
+if TYPE_CHECKING:
+    from trickbag.recipe import Recipe
+    from trickbag.train.build import BuildContext
+    from trickbag.train.state import State
+
+
+class SAMConfig(TrickSection):
+    """Sharpness-Aware Minimization (Foret et al. 2021) around the recipe's optimizer; ASAM with adaptive."""
+
+    rho: Optional[float] = Field(None, gt=0.0)  # neighbourhood radius; None: 0.05 (SAM) or 0.5 (ASAM, Kwon et al. 2021)
+    adaptive: bool = False  # ASAM: the radius scales with |w| per element (scale-invariant sharpness)
+
+
+class SAMPlugin(Plugin):
+    """Wrap the recipe's optimizer in :class:`~trickbag.optim.SAM`; freeze BN statistics for the second pass."""
+
+    name = "sam"
+
+    def __init__(self, rho: Optional[float], adaptive: bool) -> None:
+        self.rho = rho if rho is not None else (0.5 if adaptive else 0.05)
+        self.adaptive = adaptive
+
+    def configure(self, ctx: "BuildContext") -> None:
+        from trickbag.optim import SAM
+
+        base, kwargs = ctx.optimizer_spec
+        rho, adaptive = self.rho, self.adaptive
+        ctx.optimizer_factory = lambda groups: SAM(groups, base, rho=rho, adaptive=adaptive, **kwargs)
+        ctx.notes.append(f"{'ASAM' if adaptive else 'SAM'} (rho={rho}) around {base.__name__}: two passes per update")
+
+    def on_after_backward(self, state: "State") -> None:
+        from trickbag.optim import disable_running_stats
+
+        if not state.closure_pass:
+            disable_running_stats(state.model)
+
+    def on_step(self, state: "State") -> None:
+        from trickbag.optim import enable_running_stats
+
+        enable_running_stats(state.model)
+
+    def on_fit_end(self, state: "State") -> None:
+        from trickbag.optim import enable_running_stats
+
+        enable_running_stats(state.model)
+
+
+def build(cfg: SAMConfig, recipe: "Recipe") -> list[Plugin]:
+    return [SAMPlugin(cfg.rho, cfg.adaptive)]
+
+
+def check(recipe: "Recipe") -> None:
+    """SAM's second pass is not covered by the fp16 GradScaler's scale / unscale / inf-check bookkeeping."""
+    if recipe.tricks.sam.enabled and recipe.train.precision == "16":
+        raise ConflictError(
+            "tricks.sam cannot run with train.precision=16: the fp16 GradScaler does not scale, unscale or "
+            "inf-check SAM's second pass; use train.precision=bf16 (or 32)"
+        )
+
+
+TRICK = Trick(
+    name="sam",
+    config=SAMConfig,
+    description="SAM / ASAM: minimise the worst loss within radius rho (Foret 2021, Kwon 2021); 2 passes",
+    build=build,
+    checks=(check,),
+)

@@ -1,0 +1,58 @@
+"""Freeze from a recipe."""
+
+from __future__ import annotations
+import fnmatch
+import math
+import pytest
+import torch
+from trickbag.errors import RecipeError
+from .helpers import Hook, tiny_base
+from .helpers import build_tiny as build_run
+
+BASE = tiny_base(epochs=1)
+
+
+def _run(*overrides, hook=None):
+    return build_run(BASE, *overrides, hook=hook)
+
+
+def _group_of(optimizer):
+    """id(param) -> its param group."""
+    return {id(p): g for g in optimizer.param_groups for p in g["params"]}
+
+
+@pytest.mark.parametrize("bn_stats", [True, False])
+def test_freeze_keeps_weights_out_of_the_optimizer_and_unchanged(bn_stats):
+    bn_modes = []
+    hook = Hook(batch_start=lambda s: bn_modes.append(
+        [m.training for m in s.model.features.modules() if isinstance(m, torch.nn.BatchNorm2d)]))
+    trainer, ctx, _ = _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]",
+                           f"tricks.freeze.bn_stats={str(bn_stats).lower()}", hook=hook)
+    model = trainer.model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    frozen = [p for n, p in model.named_parameters() if n.startswith("features.")]
+    assert frozen and all(not p.requires_grad for p in frozen)
+    in_opt = set(_group_of(trainer.optimizer))
+    assert in_opt == {id(p) for n, p in model.named_parameters() if not n.startswith("features.")}
+    trainer.fit()
+    after = model.state_dict()
+    for k in before:
+        if k.startswith("features.") and ("running" not in k and "num_batches" not in k):
+            assert torch.equal(after[k], before[k]), k  # frozen weights never move
+    assert not torch.equal(after["head.weight"], before["head.weight"])
+    stats_same = all(torch.equal(after[k], before[k]) for k in before if k.startswith("features.") and "running" in k)
+    # bn_stats=true: frozen BatchNorm layers stay in eval mode, their statistics fixed; false: they keep updating
+    assert stats_same is bn_stats
+    assert all(not any(modes) for modes in bn_modes) is bn_stats
+
+
+def test_freeze_pattern_typo_is_a_recipe_error():
+    with pytest.raises(RecipeError, match=r"tricks.freeze.patterns: .*'featurs\.\*' matches no parameter name"):
+        _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[featurs.*]")
+    with pytest.raises(RecipeError, match="freezes every parameter"):
+        _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=['*']")
+    with pytest.raises(RecipeError, match="unfreeze_epoch=1 is not before the end of training.*a 1-epoch run"):
+        _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=1")
+    with pytest.raises(RecipeError, match=r"unfreeze_epoch=5 .*\(train.epochs=3\); use an epoch in \[1, 2\]"):
+        _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=5",
+             "train.epochs=3")
