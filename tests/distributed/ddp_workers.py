@@ -426,7 +426,7 @@ def run_ranks(names: list[str], out_dir: Path, timeout_s: float = 240.0) -> dict
         per_rank = []
         for rank in range(WORLD):
             path = out_dir / f"{name}.{rank}.pt"
-            per_rank.append(torch.load(path, weights_only=False) if path.exists() else None)
+            per_rank.append(torch.load(path, weights_only=False) if path.exists() else None)  # noqa: TB403 (our own worker results)
         errors = [r["error"] for r in per_rank if isinstance(r, dict) and "error" in r]
         if errors:
             results[name] = "scenario raised:\n" + errors[0]

@@ -1,0 +1,152 @@
+"""Small helpers over Python's ``ast`` for the lint rules: dotted names, calls in evaluation order,
+import aliases, edit distance.  Standard library only (``trickbag lint`` never imports torch)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator, Optional
+
+__all__ = ["dotted", "call_name", "receiver", "calls_in_order", "Imports", "edit_distance", "name_tokens",
+           "names_in", "const_value", "has_binop", "walk_no_defs"]
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def dotted(node: Optional[ast.AST]) -> Optional[str]:
+    """``a.b.c`` for a Name/Attribute chain (``x[0]`` becomes ``x[]``), else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    if isinstance(node, ast.Subscript):
+        base = dotted(node.value)
+        return f"{base}[]" if base else None
+    return None
+
+
+def call_name(call: ast.Call) -> str:
+    """The called name: ``f`` for ``f(...)``, ``m`` for ``x.y.m(...)``, '' for anything else."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def receiver(call: ast.Call) -> Optional[str]:
+    """The dotted receiver of a method call (``opt`` for ``opt.step()``), else None."""
+    return dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+
+
+def calls_in_order(node: ast.AST) -> list[ast.Call]:
+    """Every call inside ``node`` in evaluation order (arguments before the call, receiver first);
+    lambda bodies and nested definitions are not entered."""
+    out: list[ast.Call] = []
+    _post_order(node, out)
+    return out
+
+
+def _post_order(node: ast.AST, out: list[ast.Call]) -> None:
+    if isinstance(node, _DEFS):
+        return
+    if isinstance(node, ast.Call):
+        _post_order(node.func, out)
+        for a in node.args:
+            _post_order(a, out)
+        for k in node.keywords:
+            _post_order(k.value, out)
+        out.append(node)
+        return
+    for child in ast.iter_child_nodes(node):
+        _post_order(child, out)
+
+
+def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not descend into nested functions, classes or lambdas."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        for child in ast.iter_child_nodes(n):
+            if not isinstance(child, _DEFS):
+                todo.append(child)
+
+
+class Imports:
+    """Import aliases of a module: local name -> qualified name (``F`` -> ``torch.nn.functional``)."""
+
+    def __init__(self, nodes: "ast.AST | list[ast.AST]") -> None:
+        self.alias: dict[str, str] = {}
+        for node in nodes if isinstance(nodes, list) else ast.walk(nodes):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.alias[a.asname] = a.name
+                    else:
+                        self.alias.setdefault(a.name.split(".")[0], a.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def qualname(self, node: Optional[ast.AST]) -> str:
+        """The qualified dotted name of an expression (aliases resolved), '' when it has none."""
+        if isinstance(node, ast.Call):
+            node = node.func
+        name = dotted(node)
+        if not name:
+            return ""
+        head, _, rest = name.partition(".")
+        full = self.alias.get(head, head)
+        return f"{full}.{rest}" if rest else full
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance with adjacent transpositions counted as one edit."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def name_tokens(text: str) -> list[str]:
+    """Lower-case words of an identifier: ``valLoader_2`` -> ``['val', 'loader', '2']``."""
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    return [t for t in re.split(r"[^A-Za-z0-9]+", text.lower()) if t]
+
+
+def names_in(node: ast.AST) -> set[str]:
+    """Every Name id and dotted Attribute chain mentioned in ``node`` (not inside nested defs)."""
+    out: set[str] = set()
+    for n in walk_no_defs(node):
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            d = dotted(n)
+            if d:
+                out.add(d)
+    return out
+
+
+def const_value(node: Optional[ast.AST]) -> object:
+    """The value of a constant (``-1`` included), else the sentinel ``...``."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        v = node.operand.value
+        return -v if isinstance(v, (int, float)) and not isinstance(v, bool) else ...
+    return ...
+
+
+def has_binop(node: ast.AST, ops: tuple[type, ...]) -> bool:
+    """True when ``node`` contains a binary operation of one of ``ops`` (or an augmented one)."""
+    for n in walk_no_defs(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ops):
+            return True
+    return False

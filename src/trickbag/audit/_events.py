@@ -1,0 +1,118 @@
+"""Which training event a call is: ``loss.backward()`` -> BACKWARD, ``scaler.step(opt)`` -> STEP of
+``opt``, ``model(x)`` -> FORWARD, ``evaluate(model)`` -> CALL of a local helper ...  Used by the flow
+model's walker (:mod:`trickbag.audit._flow`) on every call of a function, in execution order."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING, Optional
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, const_value, dotted, receiver
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trickbag.audit._flow import FunctionModel
+
+__all__ = ["classify", "BACKWARD", "STEP", "ZERO", "SCHED", "SCALE", "UNSCALE", "SCALER_UPDATE", "CLIP",
+           "EMA_UPDATE", "FORWARD", "EVAL", "TRAIN", "CALL", "TRAIN_CALL"]
+
+BACKWARD, STEP, ZERO, SCHED, SCALE, UNSCALE, SCALER_UPDATE = \
+    "backward", "step", "zero_grad", "sched", "scale", "unscale", "scaler_update"
+CLIP, EMA_UPDATE, FORWARD, EVAL, TRAIN, CALL, TRAIN_CALL = \
+    "clip", "ema", "forward", "eval", "train", "call", "train_call"
+
+_BACKWARD_DRIVERS = re.compile(r"accelerator|fabric|engine|^self$|trainer|manual")
+_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
+
+
+def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, Optional[str], dict]]:
+    """The training events one call produces (usually none or one)."""
+    name, recv = call_name(call), receiver(call)
+    role = fm.role(recv)
+    if name in ("backward", "manual_backward"):
+        return [_backward(call, recv)]
+    if name == "step" and recv:
+        if role == R.SCALER:
+            opt = dotted(call.args[0]) if call.args else None
+            closure = [dotted(a) for a in call.args[1:] if dotted(a)]
+            return [(STEP, opt, {"scaler": recv, "closure": closure})]
+        if role in (R.OPTIMIZER, R.SCHEDULER, R.EMA):
+            kind = {R.OPTIMIZER: STEP, R.SCHEDULER: SCHED, R.EMA: EMA_UPDATE}[role]
+            return [(kind, recv, {"closure": [dotted(a) for a in call.args if dotted(a)]})]
+    if name == "optimizer_step" and call.args:
+        return [(STEP, dotted(call.args[0]), {})]
+    simple = _simple_kind(fm, call, name, recv, role)
+    if simple:
+        return [(simple, recv, {})]
+    return _forward_or_call(fm, call, name, recv, role)
+
+
+def _module_path(fm: FunctionModel, func: str) -> bool:
+    """``torch.Generator``, ``nn.Linear``, ``Net``: a function or class of a module, not a model instance."""
+    head, _, rest = func.partition(".")
+    if rest and head in fm.file.imports.alias:
+        return True
+    last = func.split(".")[-1]
+    return last in fm.file.class_names or (not rest and last in fm.file.imports.alias and last[:1].isupper())
+
+
+def _backward(call: ast.Call, recv: Optional[str]) -> tuple[str, Optional[str], dict]:
+    if call.args and (recv is None or _BACKWARD_DRIVERS.search(recv.split(".")[-1].lower())):
+        return BACKWARD, None, {"loss": call.args[0]}
+    func = call.func
+    return BACKWARD, None, {"loss": func.value if isinstance(func, ast.Attribute) else None}
+
+
+def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[str], role: Optional[str]) -> Optional[str]:
+    grad_recv = bool(recv) and (recv.endswith(".grad") or recv.endswith(".grad.data"))
+    if name in ("zero_grad", "clear_grad", "clear_grads") or (grad_recv and name == "zero_"):
+        return ZERO
+    if grad_recv and name == "fill_" and call.args and const_value(call.args[0]) == 0:
+        return ZERO
+    if grad_recv and name in ("clamp_", "clip_"):
+        return CLIP
+    if name in _CLIP_FUNCTIONS:
+        last = (recv or "").split(".")[-1]
+        if recv is None or last in {"utils", "clip_grad", "nn", "torch"}:
+            return CLIP
+    if name in ("clip_gradients", "adaptive_clip_gradients") and \
+            fm.file.imports.qualname(call.func).startswith("trickbag"):
+        return CLIP
+    if role == R.SCALER and name in ("scale", "update"):
+        return SCALE if name == "scale" else SCALER_UPDATE
+    if name == "unscale_":
+        return UNSCALE
+    if name == "update_parameters" or (name == "update" and role == R.EMA):
+        return EMA_UPDATE
+    if isinstance(call.func, ast.Attribute) and name in ("eval", "train"):
+        return _mode_kind(call, name, recv)
+    return None
+
+
+def _mode_kind(call: ast.Call, name: str, recv: Optional[str]) -> Optional[str]:
+    if name == "eval":
+        return EVAL if not call.args and not call.keywords else None
+    if recv and "trainer" in recv.lower():
+        return None
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    if arg is None or const_value(arg) is True:
+        return TRAIN
+    return EVAL if const_value(arg) is False else None
+
+
+def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[str],
+                     role: Optional[str]) -> list[tuple[str, Optional[str], dict]]:
+    func = dotted(call.func)
+    if func and (call.args or call.keywords) and fm.role(func) in (R.MODEL, R.EMA) \
+            and fm.file.resolve(call, fm) is None and not _module_path(fm, func):
+        return [(FORWARD, func, {})]
+    if name in ("forward", "module") and role in (R.MODEL, R.EMA):
+        return [(FORWARD, recv, {})]
+    helper = fm.file.resolve(call, fm)
+    if helper is not None:
+        args = {dotted(a) for a in list(call.args) + [k.value for k in call.keywords] if dotted(a)}
+        return [(CALL, recv, {"helper": helper, "args": args})]
+    if R.TRAIN_FUNCTION.match(name) and not (isinstance(call.func, ast.Attribute) and name == "train"):
+        return [(TRAIN_CALL, recv, {})]
+    return []

@@ -1,0 +1,574 @@
+"""The data-flow model the lint rules query: for every function (and the module body) of a file, the
+training events (backward, optimizer/scheduler/scaler steps, zero_grad, clipping, EMA updates,
+forwards, train/eval switches, calls of local helpers) in execution order, each with the loops,
+``if`` branches and ``with`` contexts around it.  Built once per file, read by every rule."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import Imports, call_name, calls_in_order, const_value, dotted, name_tokens, receiver, \
+    walk_no_defs
+from trickbag.audit._events import BACKWARD, CALL, CLIP, EMA_UPDATE, EVAL, FORWARD, SCALE, SCALER_UPDATE, SCHED, \
+    STEP, TRAIN, TRAIN_CALL, UNSCALE, ZERO, classify
+
+__all__ = ["FileModel", "FunctionModel", "Event", "Loop", "Guard", "Assignment", "Accumulation",
+           "BACKWARD", "STEP", "ZERO", "SCHED", "SCALE", "UNSCALE", "SCALER_UPDATE", "CLIP", "EMA_UPDATE",
+           "FORWARD", "EVAL", "TRAIN", "CALL", "TRAIN_CALL"]
+
+_ACCUM_WORDS = re.compile(r"accum|sync_grad|grad_acc|should_step|do_step|should_update|do_update|is_update|"
+                          r"update_step|is_last|last_micro|boundary|optim_step|step_now|take_step|micro")
+_NOT_ACCUM_WORDS = {"log", "logging", "print", "eval", "val", "valid", "save", "ckpt", "checkpoint", "display",
+                    "report", "plot", "vis", "sample", "test", "warmup", "swa"}
+_GRAD_OFF = {"no_grad", "inference_mode"}
+
+
+@dataclass(eq=False)
+class Guard:
+    """One branch of an ``if`` around an event: ``branch`` is True in the body, False in ``else``."""
+
+    node: ast.If
+    branch: bool
+    depth: int  # number of loops around the ``if``
+    accum: bool  # the test looks like an accumulation counter (``(i + 1) % k == 0``, ``sync_gradients``)
+
+
+@dataclass(eq=False)
+class Loop:
+    """A ``for``/``while`` loop with every event inside it (nested loops included), in order."""
+
+    node: ast.AST
+    parent: Optional["Loop"]
+    depth: int
+    events: list["Event"] = field(default_factory=list)
+    nested_defs: list[str] = field(default_factory=list)
+
+    @property
+    def targets(self) -> set[str]:
+        target = getattr(self.node, "target", None)
+        return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+
+    def contains(self, other: "Loop") -> bool:
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent
+        return False
+
+
+@dataclass(eq=False)
+class Event:
+    """A training event: ``kind`` (BACKWARD, STEP, ...), the call node, the object it acts on."""
+
+    kind: str
+    node: ast.AST
+    recv: Optional[str]
+    guards: tuple[Guard, ...]
+    loops: tuple[Loop, ...]
+    contexts: tuple[tuple[str, ast.AST], ...]
+    order: int
+    fm: "FunctionModel"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def loop(self) -> Optional[Loop]:
+        return self.loops[-1] if self.loops else None
+
+    def in_context(self, kind: str) -> Optional[ast.AST]:
+        for k, node in self.contexts:
+            if k == kind:
+                return node
+        return None
+
+    @property
+    def grad_disabled(self) -> bool:
+        return self.fm.grad_disabled or any(k == "nograd" for k, _ in self.contexts)
+
+    def rel_guards(self, loop: Optional[Loop]) -> tuple[Guard, ...]:
+        depth = loop.depth if loop is not None else 0
+        return tuple(g for g in self.guards if g.depth >= depth)
+
+    def under(self, guard: Guard) -> bool:
+        return any(g.node is guard.node and g.branch == guard.branch for g in self.guards)
+
+    def exclusive(self, other: "Event") -> bool:
+        """True when the two events sit in different branches of one ``if`` (never both run)."""
+        return any(g.node is h.node and g.branch != h.branch for g in self.guards for h in other.guards)
+
+    def kinds(self) -> set[str]:
+        """Its kind, and for a call of a local helper every kind the helper contains."""
+        if self.kind == CALL:
+            return {self.kind} | self.fm.file.summary(self.extra["helper"]).kinds
+        return {self.kind}
+
+
+@dataclass(eq=False)
+class Assignment:
+    """``names = value`` (or ``name op= value`` when ``op`` is set) at a point of a function."""
+
+    names: list[str]
+    value: Optional[ast.AST]
+    node: ast.AST
+    order: int
+    loops: tuple[Loop, ...]
+    op: Optional[ast.operator] = None
+    contexts: tuple[tuple[str, ast.AST], ...] = ()
+
+    @property
+    def is_append(self) -> bool:
+        return isinstance(self.node, ast.Call)
+
+
+@dataclass
+class Summary:
+    """What a local helper does, seen from its callers."""
+
+    kinds: set[str]
+    last_mode: Optional["Event"]
+    mode_recvs: set[str]
+
+
+@dataclass(eq=False)
+class Accumulation:
+    """Gradient accumulation in a loop: micro-batches are its iterations (guarded-step shape) or the
+    iterations of an inner loop (nested shape), and the update happens under ``guard`` / after ``inner``."""
+
+    loop: Loop
+    guard: Optional[Guard]
+    inner: Optional[Loop]
+    counter: set[str]
+
+    def is_micro(self, ev: Event) -> bool:
+        if self.inner is not None:
+            return self.inner in ev.loops
+        if self.loop not in ev.loops:
+            return False
+        if ev.under(self.guard):
+            return False
+        if any(g.node is self.guard.node for g in ev.guards):
+            return True  # the other branch of the update test
+        return not any(g.accum for g in ev.rel_guards(self.loop))
+
+
+def guard_is_accum(test: ast.AST) -> bool:
+    """True for an ``if`` test that looks like an accumulation boundary."""
+    for n in walk_no_defs(test):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+            words = set()
+            for m in walk_no_defs(n.right):
+                if isinstance(m, (ast.Name, ast.Attribute)):
+                    words.update(name_tokens(dotted(m) or ""))
+            if not words & _NOT_ACCUM_WORDS:
+                return True
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            name = (dotted(n) or "").lower()
+            if _ACCUM_WORDS.search(name) and not set(name_tokens(name)) & _NOT_ACCUM_WORDS:
+                return True
+    return False
+
+
+def _ends_with_continue(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Continue)
+
+
+class FunctionModel:
+    """The events, loops and assignments of one function (or of the module body)."""
+
+    def __init__(self, node: ast.AST, file: "FileModel", cls: Optional[ast.ClassDef],
+                 parent: Optional["FunctionModel"]) -> None:
+        self.node, self.file, self.cls, self.parent = node, file, cls, parent
+        self.name = getattr(node, "name", "<module>")
+        self.events: list[Event] = []
+        self.loops: list[Loop] = []
+        self.assigns: list[Assignment] = []
+        self.nested: dict[str, FunctionModel] = {}
+        self.roles: dict[str, str] = {}
+        self.grad_disabled = any(_decorator_kind(d, file.imports) == "nograd"
+                                 for d in getattr(node, "decorator_list", []))
+        self._accum: dict[int, Optional[Accumulation]] = {}
+        self._nodes: Optional[list[ast.AST]] = None
+
+    # ------------------------------------------------------------------ roles
+    def body(self) -> list[ast.stmt]:
+        if isinstance(self.node, ast.Module):
+            return [s for s in self.node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                    ast.ClassDef))]
+        return self.node.body
+
+    @property
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the body (nested functions, classes and lambdas excluded), computed once."""
+        if self._nodes is None:
+            self._nodes = [n for stmt in self.body() for n in walk_no_defs(stmt)]
+        return self._nodes
+
+    def collect_roles(self) -> None:
+        args = getattr(self.node, "args", None)
+        if args is not None:
+            for a in args.posonlyargs + args.args + args.kwonlyargs:
+                role = R.annotation_role(a.annotation)
+                if role:
+                    self.roles[a.arg] = role
+        for n in self.nodes:
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+                role = R.role_by_constructor(n.value, self.file.imports, self.file.class_names) \
+                    or (R.NOT_AN_OBJECT if _plain_data(n.value) else None)
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                for t in targets:
+                    if role and dotted(t) and (role != R.NOT_AN_OBJECT or dotted(t) not in self.roles):
+                        self.roles[dotted(t)] = role
+
+    def role(self, name: Optional[str]) -> Optional[str]:
+        """The role of a dotted name here: local constructor, class attribute, module, or the name."""
+        if not name:
+            return None
+        scope: Optional[FunctionModel] = self
+        while scope is not None:
+            if name in scope.roles:
+                return scope.roles[name]
+            scope = scope.parent
+        if name.startswith("self.") and self.cls is not None:
+            role = self.file.class_roles.get(self.cls.name, {}).get(name)
+            if role:
+                return role
+        if name in self.file.module.roles:
+            return self.file.module.roles[name]
+        if name.split(".")[-1].replace("[]", "") in self.file.module.roles:
+            return self.file.module.roles[name.split(".")[-1].replace("[]", "")]
+        return R.role_by_name(name)
+
+    # ------------------------------------------------------------------ queries
+    def kind_events(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def accumulation(self, loop: Loop) -> Optional[Accumulation]:
+        """How ``loop`` accumulates gradients (None when each iteration is one update)."""
+        key = id(loop)
+        if key not in self._accum:
+            self._accum[key] = _guarded_accumulation(self, loop) or _nested_accumulation(self, loop)
+        return self._accum[key]
+
+    def call_sites(self) -> list[Event]:
+        return [e for fm in self.file.functions for e in fm.events
+                if e.kind == CALL and e.extra.get("helper") is self]
+
+    def last_assignments(self, name: str, before: int) -> list[Assignment]:
+        return [a for a in self.assigns if name in a.names and a.order < before and not a.is_append]
+
+
+def _plain_data(value: ast.AST) -> bool:
+    """A literal (dict, list, string, number) or ``dict(...)``: whatever the name, not a model."""
+    if isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Constant, ast.JoinedStr, ast.ListComp,
+                          ast.DictComp, ast.SetComp)):
+        return True
+    return isinstance(value, ast.Call) and call_name(value) in ("dict", "OrderedDict", "list", "str", "defaultdict")
+
+
+def _decorator_kind(dec: ast.AST, imports: Imports) -> Optional[str]:
+    name = imports.qualname(dec).split(".")[-1]
+    return "nograd" if name in _GRAD_OFF else None
+
+
+def _is_batch_loop(fm: FunctionModel, loop: Loop) -> bool:
+    return any(BACKWARD in e.kinds() for e in loop.events)
+
+
+def _own_events(fm: FunctionModel, loop: Loop, kind: str) -> list[Event]:
+    """Events of ``kind`` in ``loop`` that do not belong to a nested loop with its own backward."""
+    out = []
+    for e in loop.events:
+        if e.kind != kind:
+            continue
+        inner = e.loops[e.loops.index(loop) + 1:]
+        if not any(_is_batch_loop(fm, lp) for lp in inner):
+            out.append(e)
+    return out
+
+
+def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+    steps, backs = _own_events(fm, loop, STEP), _own_events(fm, loop, BACKWARD)
+    if not steps or not backs:
+        return None
+    guards = []
+    for s in steps:
+        accum = [g for g in s.rel_guards(loop) if g.accum]
+        if not accum:
+            return None
+        guards.append(accum[-1])
+    g = guards[0]
+    if not all(s.under(g) for s in steps):
+        return None
+    micro = [b for b in backs if not b.under(g)]
+    inside = [b for b in backs if b.under(g)]
+    if not micro:
+        return None
+    if inside and not any(any(h.node is g.node and h.branch != g.branch for h in b.guards) for b in micro):
+        return None
+    counter = set()
+    for n in walk_no_defs(g.node.test):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+            counter |= {dotted(m) for m in walk_no_defs(n.right) if dotted(m)}
+        elif isinstance(n, (ast.Name, ast.Attribute)) and "accum" in (dotted(n) or "").lower():
+            counter.add(dotted(n))
+    return Accumulation(loop, g, None, counter)
+
+
+def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+    steps = [s for s in loop.events if s.kind == STEP and s.loop is loop]
+    if not steps:
+        return None
+    for e in loop.events:
+        inner = e.loops[e.loops.index(loop) + 1] if len(e.loops) > e.loops.index(loop) + 1 else None
+        if inner is None or e.kind != BACKWARD:
+            continue
+        if any(x.kind == STEP for x in inner.events):
+            continue
+        if any(s.order > e.order for s in steps):
+            counter = set()
+            it = getattr(inner.node, "iter", None)
+            if isinstance(it, ast.Call) and call_name(it) == "range" and it.args:
+                counter = {dotted(a) for a in it.args if dotted(a)}
+            return Accumulation(loop, None, inner, counter)
+    return None
+
+
+class FileModel:
+    """Every function model of one parsed file, plus module-wide tables (imports, classes, roles)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.nodes: list[ast.AST] = list(ast.walk(tree))
+        self._memo: dict[str, object] = {}
+        self.imports = Imports(self.nodes)
+        self.classes = {n.name: n for n in self.nodes if isinstance(n, ast.ClassDef)}
+        self.class_names = set(self.classes)
+        self.functions: list[FunctionModel] = []
+        self.module = self._add(tree, None, None)
+        self.top: dict[str, FunctionModel] = {}
+        self.methods: dict[tuple[str, str], FunctionModel] = {}
+        self._make_children(tree, None, self.module, False)
+        self.class_roles = self._class_roles()
+        for fm in self.functions:
+            fm.collect_roles()
+        for fm in self.functions:
+            _Walker(fm).run()
+        self._summaries: dict[int, Summary] = {}
+
+    def _add(self, node: ast.AST, cls: Optional[ast.ClassDef], parent: Optional[FunctionModel]) -> FunctionModel:
+        fm = FunctionModel(node, self, cls, parent)
+        self.functions.append(fm)
+        return fm
+
+    def _make_children(self, node: ast.AST, cls: Optional[ast.ClassDef], parent: FunctionModel,
+                       in_class: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                fm = self._add(child, cls, parent if parent is not self.module and not in_class else None)
+                if in_class and cls is not None:
+                    self.methods[(cls.name, child.name)] = fm
+                elif parent is self.module:
+                    self.top[child.name] = fm
+                else:
+                    parent.nested[child.name] = fm
+                self._make_children(child, cls, fm, False)
+            elif isinstance(child, ast.ClassDef):
+                self._make_children(child, child, parent, True)
+            elif not isinstance(child, ast.Lambda):
+                self._make_children(child, cls, parent, in_class)
+
+    def _class_roles(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for cls in self.classes.values():
+            roles = out.setdefault(cls.name, {})
+            for n in ast.walk(cls):
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+                    role = R.role_by_constructor(n.value, self.imports, self.class_names)
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        name = dotted(t)
+                        if role and name and name.startswith("self."):
+                            roles[name] = role
+        return out
+
+    def resolve(self, call: ast.Call, fm: FunctionModel) -> Optional[FunctionModel]:
+        """The local function a call runs: a nested or module-level def, or ``self.method``."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            scope: Optional[FunctionModel] = fm
+            while scope is not None:
+                if func.id in scope.nested:
+                    return scope.nested[func.id]
+                scope = scope.parent
+            return self.top.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and fm.cls is not None:
+            return self.methods.get((fm.cls.name, func.attr))
+        return None
+
+    def memo(self, key: str, compute):
+        """``compute()`` once per file (rules share file-wide tables this way)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def resolve_any(self, expr: ast.AST, fm: FunctionModel) -> Optional[FunctionModel]:
+        """The first local helper called anywhere inside ``expr`` (None when there is none)."""
+        for n in walk_no_defs(expr):
+            if isinstance(n, ast.Call):
+                found = self.resolve(n, fm)
+                if found is not None:
+                    return found
+        return None
+
+    def summary(self, fm: FunctionModel, _depth: int = 0) -> Summary:
+        """Kinds of events a helper runs (through its own helpers too) and its last train/eval switch."""
+        if id(fm) in self._summaries:
+            return self._summaries[id(fm)]
+        self._summaries[id(fm)] = Summary(set(), None, set())  # cycle guard
+        kinds: set[str] = set()
+        last_mode, recvs = None, set()
+        for e in fm.events:
+            if e.kind == CALL and _depth < 4:
+                sub = self.summary(e.extra["helper"], _depth + 1)
+                kinds |= sub.kinds
+                last_mode = sub.last_mode or last_mode
+                recvs |= sub.mode_recvs
+            else:
+                kinds.add(e.kind)
+            if e.kind in (EVAL, TRAIN):
+                last_mode = e
+                recvs.add(e.recv or "")
+        result = Summary(kinds, last_mode, recvs)
+        self._summaries[id(fm)] = result
+        return result
+
+
+class _Walker:
+    """Walks one function body in execution order and records its events, loops and assignments."""
+
+    def __init__(self, fm: FunctionModel) -> None:
+        self.fm = fm
+        self.order = 0
+
+    def run(self) -> None:
+        self.block(self.fm.body(), (), (), ())
+
+    def block(self, stmts: list[ast.stmt], guards: tuple, loops: tuple, ctx: tuple) -> None:
+        extra: tuple = ()
+        for st in stmts:
+            self.stmt(st, guards + extra, loops, ctx)
+            if isinstance(st, ast.If) and not st.orelse and _ends_with_continue(st.body) \
+                    and guard_is_accum(st.test):
+                extra += (Guard(st, False, len(loops), True),)
+
+    def stmt(self, st: ast.stmt, guards: tuple, loops: tuple, ctx: tuple) -> None:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if loops and not isinstance(st, ast.ClassDef):
+                loops[-1].nested_defs.append(st.name)
+            return
+        if isinstance(st, ast.If):
+            self.exprs(st.test, guards, loops, ctx)
+            accum = guard_is_accum(st.test)
+            self.block(st.body, guards + (Guard(st, True, len(loops), accum),), loops, ctx)
+            self.block(st.orelse, guards + (Guard(st, False, len(loops), accum),), loops, ctx)
+        elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
+            self.loop(st, guards, loops, ctx)
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            added = ctx
+            for item in st.items:
+                self.exprs(item.context_expr, guards, loops, ctx)
+                kind = self.context_kind(item.context_expr)
+                if kind:
+                    added += ((kind, item.context_expr),)
+                if item.optional_vars is not None and dotted(item.optional_vars):
+                    self.assign([dotted(item.optional_vars)], item.context_expr, st, loops, ctx=ctx)
+            self.block(st.body, guards, loops, added)
+        elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
+            self.block(st.body, guards, loops, ctx)
+            for h in st.handlers:
+                self.block(h.body, guards, loops, ctx)
+            self.block(st.orelse, guards, loops, ctx)
+            self.block(st.finalbody, guards, loops, ctx)
+        elif type(st).__name__ == "Match":
+            self.exprs(st.subject, guards, loops, ctx)
+            for case in st.cases:
+                self.block(case.body, guards, loops, ctx)
+        else:
+            self.simple(st, guards, loops, ctx)
+
+    def loop(self, st: ast.AST, guards: tuple, loops: tuple, ctx: tuple) -> None:
+        loop = Loop(st, loops[-1] if loops else None, len(loops) + 1)
+        self.fm.loops.append(loop)
+        if isinstance(st, ast.While):
+            self.exprs(st.test, guards, loops + (loop,), ctx)
+        else:
+            self.exprs(st.iter, guards, loops, ctx)
+            names = [dotted(n) for n in ast.walk(st.target) if isinstance(n, ast.Name)]
+            self.assign(names, None, st, loops + (loop,), ctx=ctx)
+        self.block(st.body, guards, loops + (loop,), ctx)
+        self.block(st.orelse, guards, loops, ctx)
+
+    def simple(self, st: ast.stmt, guards: tuple, loops: tuple, ctx: tuple) -> None:
+        self.exprs(st, guards, loops, ctx)
+        if isinstance(st, ast.Assign):
+            names = [dotted(n) for t in st.targets for n in _target_names(t)]
+            self.assign([n for n in names if n], st.value, st, loops, ctx=ctx)
+            for t in st.targets:
+                if isinstance(t, ast.Attribute) and t.attr == "grad" and const_value(st.value) is None:
+                    self.emit(ZERO, st, dotted(t.value), guards, loops, ctx)
+        elif isinstance(st, (ast.AugAssign, ast.AnnAssign)) and dotted(st.target):
+            self.assign([dotted(st.target)], st.value, st, loops, getattr(st, "op", None), ctx)
+
+    def assign(self, names: list, value: Optional[ast.AST], node: ast.AST, loops: tuple,
+               op: Optional[ast.operator] = None, ctx: tuple = ()) -> None:
+        self.order += 1
+        self.fm.assigns.append(Assignment([n for n in names if n], value, node, self.order, loops, op, ctx))
+
+    def exprs(self, node: ast.AST, guards: tuple, loops: tuple, ctx: tuple) -> None:
+        for call in calls_in_order(node):
+            for kind, recv, extra in self.classify(call):
+                self.emit(kind, call, recv, guards, loops, ctx, extra)
+            if call_name(call) in ("append", "extend") and call.args and receiver(call):
+                self.assign([receiver(call)], call.args[0], call, loops, ast.Add(), ctx)
+
+    def emit(self, kind: str, node: ast.AST, recv: Optional[str], guards: tuple, loops: tuple, ctx: tuple,
+             extra: Optional[dict] = None) -> None:
+        self.order += 1
+        ev = Event(kind, node, recv, guards, loops, ctx, self.order, self.fm, extra or {})
+        self.fm.events.append(ev)
+        for lp in loops:
+            lp.events.append(ev)
+
+    def context_kind(self, expr: ast.AST) -> Optional[str]:
+        if not isinstance(expr, ast.Call):
+            return "nograd" if self.fm.file.imports.qualname(expr).split(".")[-1] in _GRAD_OFF else None
+        name = call_name(expr)
+        first = expr.args[0] if expr.args else None
+        if name in _GRAD_OFF:
+            return "nograd" if const_value(first) is not False else None
+        if name == "set_grad_enabled":
+            return "nograd" if const_value(first) is False else None
+        if name == "autocast":
+            off = [k for k in expr.keywords if k.arg == "enabled" and const_value(k.value) is False]
+            return None if off else "autocast"
+        if name == "no_sync":
+            return "no_sync"
+        if name == "accumulate":
+            return "accumulate"
+        return None
+
+    def classify(self, call: ast.Call) -> list[tuple[str, Optional[str], dict]]:
+        return classify(self.fm, call)
+
+
+def _target_names(t: ast.AST) -> Iterator[ast.AST]:
+    if isinstance(t, (ast.Tuple, ast.List)):
+        for e in t.elts:
+            yield from _target_names(e)
+    elif isinstance(t, ast.Starred):
+        yield from _target_names(t.value)
+    else:
+        yield t

@@ -1,0 +1,204 @@
+"""The wrappers :class:`trickbag.audit.watch.Audit` installs for the duration of a ``with`` block:
+clipping functions, LR schedulers, GradScaler, EMA/SWA updates and, for ``trickbag audit SCRIPT``,
+optimizer construction and top-level module discovery.  Every wrapper calls the original with the
+same arguments; all are undone by ``Audit.__exit__``."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+import torch
+from torch.optim import lr_scheduler as lrs
+
+from trickbag.audit._where import user_where
+
+__all__ = ["install", "stop_module_discovery"]
+
+_SCHEDULER_BASES = (lrs.LRScheduler, lrs.ReduceLROnPlateau)
+
+
+def install(audit: Any) -> None:
+    """Install every wrapper the audit needs (explicit objects instance-wise, the rest class-wise)."""
+    audit._sched_depth = audit._ema_depth = 0
+    _patch_clip(audit)
+    _patch_schedulers(audit)
+    _patch_scaler(audit)
+    _patch_ema(audit)
+    if audit._adopt:
+        _patch_optimizer_init(audit)
+        _start_module_discovery(audit)
+
+
+# --------------------------------------------------------------------------- clipping
+def _clip_wrapper(audit: Any, orig: Callable) -> Callable:
+    @functools.wraps(orig)
+    def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+        if audit._active:
+            if not isinstance(parameters, torch.Tensor):
+                parameters = list(parameters)  # a generator would be consumed by the check
+            audit.on_clip(parameters)
+        return orig(parameters, *args, **kwargs)
+
+    return clip
+
+
+def _patch_clip(audit: Any) -> None:
+    import torch.nn.utils as utils
+    import torch.nn.utils.clip_grad as clip_grad
+
+    for name in ("clip_grad_norm_", "clip_grad_value_"):
+        orig = getattr(clip_grad, name)
+        wrapper = _clip_wrapper(audit, orig)
+        for module in (utils, clip_grad):
+            if getattr(module, name, None) is orig:
+                audit.patch(module, name, wrapper)
+
+
+# --------------------------------------------------------------------------- schedulers
+def _constructing(sched: Any) -> bool:
+    """True while a scheduler's ``__init__`` runs (its initial ``step()`` is not a training step)."""
+    f = sys._getframe(2)
+    for _ in range(25):
+        if f is None:
+            return False
+        if f.f_code.co_name == "__init__" and isinstance(f.f_locals.get("self"), _SCHEDULER_BASES):
+            return True
+        f = f.f_back
+    return False
+
+
+def _sched_call(audit: Any, sched: Any, call: Callable[[], Any]) -> Any:
+    if audit._active and audit._sched_depth == 0 and not _constructing(sched):
+        audit.on_scheduler_step(sched)
+    audit._sched_depth += 1
+    try:
+        return call()
+    finally:
+        audit._sched_depth -= 1
+
+
+def _patch_schedulers(audit: Any) -> None:
+    if audit.schedulers:
+        for s in audit.schedulers:
+            audit._wrap_method(s, "step", lambda orig, a, kw, s=s: _sched_call(audit, s, lambda: orig(*a, **kw)))
+        return
+    classes = {c for c in vars(lrs).values() if isinstance(c, type) and issubclass(c, _SCHEDULER_BASES)}
+    for cls in classes:
+        if "step" in vars(cls):
+            orig = vars(cls)["step"]
+
+            def step(self: Any, *a: Any, _orig: Callable = orig, **kw: Any) -> Any:
+                return _sched_call(audit, self, lambda: _orig(self, *a, **kw))
+
+            audit.patch(cls, "step", functools.wraps(orig)(step))
+
+
+# --------------------------------------------------------------------------- GradScaler
+def _scaler_call(audit: Any, kind: str, scaler: Any, args: tuple, call: Callable[[], Any]) -> Any:
+    if not audit._active:
+        return call()
+    if kind == "scale":
+        audit.on_scaler_scale(scaler)
+    elif kind == "unscale_":
+        audit.on_scaler_unscale()
+    elif kind == "update":
+        audit.on_scaler_update()
+    elif kind == "step" and args:
+        return audit.on_scaler_step(args[0], call)
+    return call()
+
+
+def _patch_scaler(audit: Any) -> None:
+    kinds = ("scale", "unscale_", "step", "update")
+    if audit.scaler is not None:
+        for kind in kinds:
+            audit._wrap_method(audit.scaler, kind, lambda orig, a, kw, kind=kind: _scaler_call(
+                audit, kind, audit.scaler, a, lambda: orig(*a, **kw)))
+        return
+    cls = torch.amp.GradScaler
+    for kind in kinds:
+        orig = getattr(cls, kind)
+
+        def method(self: Any, *a: Any, _orig: Callable = orig, _kind: str = kind, **kw: Any) -> Any:
+            return _scaler_call(audit, _kind, self, a, lambda: _orig(self, *a, **kw))
+
+        audit.patch(cls, kind, functools.wraps(orig)(method))
+
+
+# --------------------------------------------------------------------------- EMA / SWA
+def _ema_call(audit: Any, ema: Any, call: Callable[[], Any]) -> Any:
+    if audit._active and audit._ema_depth == 0:
+        audit.on_ema_update(ema)
+    audit._ema_depth += 1
+    try:
+        return call()
+    finally:
+        audit._ema_depth -= 1
+
+
+def _ema_classes() -> list[tuple[type, str]]:
+    from torch.optim.swa_utils import AveragedModel
+
+    from trickbag.nn.ema import EMA
+    from trickbag.nn.swa import SWA
+
+    out = [(AveragedModel, "update_parameters"), (EMA, "update"), (SWA, "update")]
+    timm_ema = sys.modules.get("timm.utils.model_ema")
+    for name in ("ModelEma", "ModelEmaV2", "ModelEmaV3"):
+        cls = getattr(timm_ema, name, None) if timm_ema is not None else None
+        if isinstance(cls, type):
+            out.append((cls, "update"))
+    return out
+
+
+def _patch_ema(audit: Any) -> None:
+    if audit.emas:
+        for e in audit.emas:
+            name = "update_parameters" if hasattr(e, "update_parameters") else "update"
+            audit._wrap_method(e, name, lambda orig, a, kw, e=e: _ema_call(audit, e, lambda: orig(*a, **kw)))
+        return
+    for cls, name in _ema_classes():
+        orig = getattr(cls, name)
+
+        def update(self: Any, *a: Any, _orig: Callable = orig, **kw: Any) -> Any:
+            return _ema_call(audit, self, lambda: _orig(self, *a, **kw))
+
+        audit.patch(cls, name, functools.wraps(orig)(update))
+
+
+# --------------------------------------------------------------------------- script mode
+def _patch_optimizer_init(audit: Any) -> None:
+    orig = torch.optim.Optimizer.__init__
+
+    @functools.wraps(orig)
+    def init(self: Any, *a: Any, **kw: Any) -> None:
+        orig(self, *a, **kw)
+        if audit._active and id(self) not in audit._opt:
+            audit._adopt_optimizer(self, built_at=user_where())
+
+    audit.patch(torch.optim.Optimizer, "__init__", init)
+
+
+def _start_module_discovery(audit: Any) -> None:
+    """Record the top-level modules called before the first optimizer step (global hooks, removed
+    at the first step: after that only the attached models are hooked)."""
+    from torch.nn.modules import module as M
+
+    def pre(mod: torch.nn.Module, args: Any) -> None:
+        if audit._depth == 0:
+            audit._top_modules.setdefault(id(mod), mod)
+        audit._depth += 1
+
+    def post(mod: torch.nn.Module, args: Any, out: Any) -> None:
+        audit._depth = max(0, audit._depth - 1)
+
+    audit._discovery = [M.register_module_forward_pre_hook(pre), M.register_module_forward_hook(post)]
+    audit._undo.append(lambda: stop_module_discovery(audit))
+
+
+def stop_module_discovery(audit: Any) -> None:
+    for handle in getattr(audit, "_discovery", []):
+        handle.remove()
+    audit._discovery = []

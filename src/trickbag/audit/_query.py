@@ -1,0 +1,216 @@
+"""Questions the loop rules ask of the flow model: which loop trains, what runs before the step,
+whether a loss was divided, which train/eval switch is in force at a forward."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, Optional
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted, has_binop, names_in, name_tokens
+from trickbag.audit._flow import BACKWARD, CALL, EVAL, STEP, TRAIN, TRAIN_CALL, Event, FileModel, \
+    FunctionModel, Loop
+
+__all__ = ["stepish", "has_kind", "train_loop", "at_level", "loops_of", "scaled_loss", "mode_events", "same_model",
+           "is_eval_function", "is_valish", "is_data_loop", "loss_names", "short_name"]
+
+
+def loops_of(file: FileModel) -> Iterator[tuple[FunctionModel, Loop]]:
+    for fm in file.functions:
+        for loop in fm.loops:
+            yield fm, loop
+
+
+def stepish(ev: Event) -> bool:
+    """An optimizer step, a local helper that steps, or a call of a ``train_one_epoch``-like function."""
+    return ev.kind in (STEP, TRAIN_CALL) or (ev.kind == CALL and STEP in ev.kinds())
+
+
+def has_kind(loop: Loop, kind: str) -> bool:
+    return any(kind in e.kinds() for e in loop.events)
+
+
+def train_loop(ev: Event) -> Optional[Loop]:
+    """The innermost loop around ``ev`` that runs a backward pass (None: not in a training loop)."""
+    for lp in reversed(ev.loops):
+        if has_kind(lp, BACKWARD):
+            return lp
+    return None
+
+
+def at_level(ev: Event, loop: Loop) -> bool:
+    """True when no loop between ``loop`` and ``ev`` steps on its own (``ev`` is per-iteration of ``loop``)."""
+    inner = ev.loops[ev.loops.index(loop) + 1:]
+    return not any(any(stepish(x) for x in lp.events) for lp in inner)
+
+
+# --------------------------------------------------------------------------- loss scaling
+_SCALING_METHODS = {"div", "div_", "mul", "mul_", "true_divide", "divide", "multiply"}
+_DIV_OPS = (ast.Div, ast.Mult, ast.FloorDiv)
+
+
+def scaled_loss(fm: FunctionModel, expr: Optional[ast.AST], before: int, counter: set[str],
+                depth: int = 0) -> Optional[bool]:
+    """Was the loss ``expr`` divided (or multiplied) before ``before``?  True / False (an unscaled
+    loss value), None when unknown (a helper computes it, a parameter, ...)."""
+    if expr is None or depth > 4:
+        return None
+    if isinstance(expr, ast.Call) and call_name(expr) == "scale" and expr.args:
+        return scaled_loss(fm, expr.args[0], before, counter, depth + 1)
+    if has_binop(expr, _DIV_OPS) or _mentions_counter(expr, counter):
+        return True
+    if any(isinstance(n, ast.Call) and call_name(n) in _SCALING_METHODS for n in ast.walk(expr)):
+        return True
+    helper = fm.file.resolve(expr, fm) if isinstance(expr, ast.Call) else None
+    if helper is not None:
+        return _helper_scaled(helper, counter)
+    name = dotted(expr)
+    if name is None:
+        if isinstance(expr, ast.BinOp):
+            sides = [scaled_loss(fm, s, before, counter, depth + 1) for s in (expr.left, expr.right)]
+            return True if True in sides else (False if False in sides else None)
+        return False if R.is_loss_value(expr, fm.role) else None
+    return _scaled_name(fm, name, before, counter, depth)
+
+
+def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], depth: int) -> Optional[bool]:
+    assigns = fm.last_assignments(name, before)
+    if not assigns:
+        return None
+    verdicts = []
+    for a in assigns:
+        if a.op is not None and isinstance(a.op, _DIV_OPS):
+            return True
+        if a.value is None:
+            verdicts.append(None)
+            continue
+        v = scaled_loss(fm, a.value, a.order, counter, depth + 1)
+        if v is None and isinstance(a.value, (ast.Call, ast.Attribute, ast.Subscript)) \
+                and "loss" in name_tokens(name) and fm.file.resolve_any(a.value, fm) is None:
+            v = False
+        verdicts.append(v)
+    if True in verdicts:
+        return True
+    return False if verdicts and all(v is False for v in verdicts) else None
+
+
+def _helper_scaled(helper: FunctionModel, counter: set[str]) -> Optional[bool]:
+    """Does a local helper that computes the loss divide it?  (None: it returns something else.)"""
+    returns = [n.value for n in helper.nodes if isinstance(n, ast.Return) and n.value is not None]
+    if not returns:
+        return None
+    if any(has_binop(r, _DIV_OPS) or _mentions_counter(r, counter) for r in returns) or \
+            any(_mentions_counter(n, counter) for n in helper.nodes if isinstance(n, ast.Name)):
+        return True
+    return False if all(R.is_loss_value(r, helper.role) for r in returns) else None
+
+
+def _mentions_counter(expr: ast.AST, counter: set[str]) -> bool:
+    names = names_in(expr)
+    return bool(names & counter) or any("accum" in n.lower() for n in names)
+
+
+# --------------------------------------------------------------------------- train / eval
+def mode_events(fm: FunctionModel, events: list[Event]) -> list[tuple[Event, str]]:
+    """(event, 'eval' / 'train') for every switch of mode among ``events`` (helpers included)."""
+    out = []
+    for e in events:
+        if e.kind in (EVAL, TRAIN):
+            out.append((e, e.kind))
+        elif e.kind == TRAIN_CALL:
+            out.append((e, TRAIN))
+        elif e.kind == CALL:
+            kinds = e.kinds()
+            if TRAIN in kinds or TRAIN_CALL in kinds:
+                out.append((e, TRAIN))
+            elif EVAL in kinds:
+                out.append((e, EVAL))
+    return out
+
+
+def same_model(mode: Event, fwd: Event) -> bool:
+    """Does the train/eval switch ``mode`` act on the model that ``fwd`` runs?"""
+    target = fwd.recv or ""
+    if mode.kind in (CALL, TRAIN_CALL):
+        if mode.kind == TRAIN_CALL:
+            return True
+        summary = mode.fm.file.summary(mode.extra["helper"])
+        args = mode.extra.get("args", set())
+        return target in args or target in summary.mode_recvs or short_name(target) in {short_name(a) for a in args} \
+            or (target.startswith("self.") and (mode.recv or "") == "self") or "self" in summary.mode_recvs
+    a = mode.recv or ""
+    if not a:
+        return False
+    if not target or a == target:
+        return True
+    if a == "self":
+        return target.startswith("self.")
+    return short_name(a) == short_name(target)
+
+
+def short_name(name: str) -> str:
+    parts = [p for p in name.split(".") if p not in ("module", "self", "_orig_mod")]
+    return parts[-1] if parts else name
+
+
+_LIGHTNING_BASES = {"LightningModule", "LightningDataModule"}
+
+
+def is_eval_function(fm: FunctionModel) -> bool:
+    """A function that evaluates: decorated with no_grad/inference_mode or named like ``evaluate``
+    (Lightning's ``validation_step`` & co. are run by Lightning under both and are skipped)."""
+    if fm.cls is not None:
+        bases = {(dotted(b) or "").split(".")[-1] for b in fm.cls.bases}
+        methods = {n.name for n in fm.cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if bases & _LIGHTNING_BASES or "training_step" in methods or "forward" in methods \
+                or any(b.endswith("Module") for b in bases):
+            return False  # Lightning hooks, and an nn.Module's own predict()/inference() methods
+    if fm.grad_disabled:
+        return True
+    return bool(R.EVAL_NAME.match(fm.name))
+
+
+_VALISH = {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout", "heldout"}
+
+
+def is_valish(loop: Loop) -> bool:
+    """A loop over a validation/test set (``for x, y in val_loader``, ``tqdm(test_dl)``)."""
+    it = getattr(loop.node, "iter", None)
+    if it is None:
+        return False
+    words: set[str] = set()
+    for n in ast.walk(it):
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            words.update(name_tokens(dotted(n) or getattr(n, "attr", "")))
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            words.update(name_tokens(n.value))
+    return bool(words & _VALISH)
+
+
+_DATA = {"loader", "dataloader", "dl", "data", "dataset", "ds", "batches", "iterator", "split", "images", "samples",
+         "inputs", "examples", "records"}
+
+
+def is_data_loop(loop: Loop) -> bool:
+    """A loop over a data set (``for x, y in loader``, ``enumerate(tqdm(dataloader))``)."""
+    it = getattr(loop.node, "iter", None)
+    words: set[str] = set()
+    for n in ast.walk(it) if it is not None else ():
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            words.update(name_tokens(dotted(n) or getattr(n, "attr", "")))
+    return bool(words & _DATA)
+
+
+def loss_names(fm: FunctionModel) -> set[str]:
+    """Names that hold a loss tensor with its graph: backward targets and loss-valued assignments."""
+    out = set()
+    for e in fm.kind_events(BACKWARD):
+        loss = e.extra.get("loss")
+        while isinstance(loss, ast.Call) and call_name(loss) == "scale" and loss.args:
+            loss = loss.args[0]
+        if dotted(loss):
+            out.add(dotted(loss))
+    for a in fm.assigns:
+        if a.value is not None and a.op is None and len(a.names) == 1 and R.is_loss_value(a.value, fm.role):
+            out.add(a.names[0])
+    return out

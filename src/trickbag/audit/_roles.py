@@ -1,0 +1,164 @@
+"""What a name is in a training loop (optimizer, scheduler, scaler, EMA, model, loss function), from
+the constructor assigned to it, its annotation, or the names people commonly use."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Optional
+
+from trickbag.audit._ast import Imports, dotted, name_tokens
+
+__all__ = ["OPTIMIZER", "SCHEDULER", "SCALER", "EMA", "MODEL", "LOSS", "role_by_name", "role_by_constructor",
+           "innermost_call", "is_loss_value", "CE_LOSSES", "NLL_LOSSES", "EVAL_NAME", "TRAIN_FUNCTION"]
+
+OPTIMIZER, SCHEDULER, SCALER, EMA, MODEL, LOSS = "optimizer", "scheduler", "scaler", "ema", "model", "loss"
+NOT_AN_OBJECT = "data"  # a name assigned plain data (a dict, a string): no name-based role
+
+_OPTIMIZER_CLASSES = {
+    "SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "Rprop", "LBFGS", "NAdam", "RAdam",
+    "SparseAdam", "ASGD", "Lion", "LAMB", "Lamb", "Adafactor", "SAM", "Muon", "Lookahead", "Ranger", "Adan",
+    "ZeroRedundancyOptimizer", "FusedAdam", "FusedLAMB", "AdamW8bit", "Adam8bit", "Prodigy", "Shampoo",
+}
+_SCHEDULER_CLASSES = {"ReduceLROnPlateau", "CosineAnnealingWarmRestarts", "ChainedScheduler", "LRSchedule"}
+_SCALER_CLASSES = {"GradScaler", "ShardedGradScaler"}
+_EMA_CLASSES = {"EMA", "SWA", "ModelEma", "ModelEmaV2", "ModelEmaV3", "ExponentialMovingAverage",
+                "AveragedModel", "EMAModel", "EmaModel"}
+_MODEL_CALLS = {"Sequential", "ModuleList", "DistributedDataParallel", "DataParallel", "DDP", "FSDP",
+                "FullyShardedDataParallel", "create_model", "build_model", "from_pretrained",
+                "SmallCNN", "SignalCNN", "Linear", "Conv2d", "Conv1d", "LSTM", "GRU", "Transformer"}
+CE_LOSSES = {"cross_entropy", "CrossEntropyLoss"}
+NLL_LOSSES = {"nll_loss", "NLLLoss", "kl_div", "KLDivLoss"}
+_LOSS_CLASSES = CE_LOSSES | NLL_LOSSES | {
+    "MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss", "FocalLoss",
+    "SoftTargetCrossEntropy", "LabelSmoothingCrossEntropy", "CTCLoss", "MarginRankingLoss", "CosineEmbeddingLoss"}
+
+_ROLE_WORDS = [
+    (EMA, re.compile(r"^(ema|swa)(_?model|_?net)?s?$|^(model|net)_?(ema|swa)$|_ema$|^ema_|averaged_model|avg_model")),
+    (SCALER, re.compile(r"scaler$|^scaler|grad_?scaler")),
+    (SCHEDULER, re.compile(r"sched|^lr_?scheduler|^scheduler")),
+    (OPTIMIZER, re.compile(r"^(opt|optim|optimizer|optimiser)(s|_?[a-z0-9]{1,3}|_\w+)?$|_(opt|optim|optimizer|optimiser)s?$")),
+    (MODEL, re.compile(r"^(model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|"
+                       r"critic|student|unet|vae|transformer|cnn|resnet|mlp|ddp_model)(_?[a-z0-9]+)?$|"
+                       r"_(model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|critic)$|"
+                       r"^net_?[gd]$|^[gd]_?net$|^model_?[gd]$|^net[a-z0-9]?$")),
+]
+_NOT_OPTIMIZER = {"option", "options", "optional", "optimal", "opts_file", "optimize"}
+
+#: evaluation-function names (``evaluate``, ``validate_one_epoch``, ``run_eval``, ``test`` ...)
+EVAL_NAME = re.compile(
+    r"^(eval|evaluate|evaluation|valid|validate|validation|val|test|testing)"
+    r"(_(epoch|one_epoch|loop|model|step|fn|func|loader|all|once|net|batch|run|set|data))?$|"
+    r"^(run|do|perform|compute)_(eval|evaluation|validation|validate|test|val)\w*$|"
+    r"^(predict|prediction|predictions|inference|infer|check_accuracy|compute_accuracy|get_accuracy|"
+    r"calc_accuracy|calculate_accuracy|evaluate_accuracy|accuracy|compute_metrics|test_accuracy)(_\w+)?$|"
+    r"_(eval|evaluate|evaluation|validate|validation|accuracy|inference)$")
+#: helper names that train (their body is not visible): ``train_one_epoch``, ``train_step``, ``fit_epoch``
+TRAIN_FUNCTION = re.compile(r"^_?train(_one)?(_epoch|_step|_loop|_batch|_iter|_iteration)?s?$|^(fit|run)_(one_)?epoch$")
+
+
+#: words that make a name something *about* a model/optimizer (``model_state``, ``opt_level``), not one
+_NOT_AN_OBJECT = {"state", "states", "dict", "path", "paths", "name", "names", "cfg", "config", "conf", "args",
+                  "kwargs", "dir", "file", "type", "params", "parameters", "output", "outputs", "ckpt",
+                  "checkpoint", "weights", "sd", "info", "fn", "func", "class", "id", "size", "list", "registry",
+                  "version", "str", "url", "level", "hparams", "spec", "factory", "builder", "summary", "stats",
+                  "results"}
+
+
+def role_by_name(name: Optional[str]) -> Optional[str]:
+    """The role suggested by the last component of a dotted name (``self.opt_g`` -> optimizer)."""
+    if not name:
+        return None
+    last = name.split(".")[-1].replace("[]", "").lower()
+    if last in _NOT_OPTIMIZER or last in {"self", "cls"} or set(name_tokens(last)) & _NOT_AN_OBJECT:
+        return None
+    for role, pattern in _ROLE_WORDS:
+        if pattern.search(last):
+            return role
+    return None
+
+
+def innermost_call(value: ast.AST) -> Optional[ast.Call]:
+    """``Net().to(dev).train()`` -> the ``Net()`` call; ``torch.compile(Net())`` stays the outer call."""
+    node = value
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call) \
+            and node.func.attr in {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
+                                   "requires_grad_", "share_memory", "to_empty"}:
+        node = node.func.value
+    return node if isinstance(node, ast.Call) else None
+
+
+def role_by_constructor(value: Optional[ast.AST], imports: Imports, module_classes: set[str]) -> Optional[str]:
+    """The role of whatever ``value`` constructs (``torch.optim.SGD(...)`` -> optimizer)."""
+    if isinstance(value, ast.IfExp):
+        return role_by_constructor(value.body, imports, module_classes) or \
+            role_by_constructor(value.orelse, imports, module_classes)
+    call = innermost_call(value) if value is not None else None
+    if call is None:
+        return None
+    qual = imports.qualname(call.func)
+    last = qual.split(".")[-1] if qual else ""
+    if last == "compile" and call.args:  # torch.compile(model) is a model, torch.compile(fn) is not
+        inner = call.args[0]
+        return role_by_constructor(inner, imports, module_classes) if isinstance(inner, ast.Call) \
+            else (MODEL if role_by_name(dotted(inner)) == MODEL else None)
+    return _role_of_class(last, qual, module_classes)
+
+
+def _role_of_class(last: str, qual: str, module_classes: set[str]) -> Optional[str]:
+    low = last.lower()
+    if last in _SCALER_CLASSES:
+        return SCALER
+    if last in _EMA_CLASSES:
+        return EMA
+    if last in _SCHEDULER_CLASSES or "lr_scheduler" in qual or last.endswith("LR") or "schedule" in low \
+            or "Scheduler" in last:
+        return SCHEDULER
+    if last in _OPTIMIZER_CLASSES or (".optim." in f".{qual}." and last[:1].isupper()) \
+            or re.search(r"(create|build|get|make)_optimi[sz]er", low) or last.endswith("Optimizer"):
+        return OPTIMIZER
+    if last in _LOSS_CLASSES or last.endswith("Loss"):
+        return LOSS
+    if last in _MODEL_CALLS or last in module_classes or qual.startswith(("torchvision.models", "timm.")):
+        return MODEL
+    return None
+
+
+def annotation_role(annotation: Optional[ast.AST]) -> Optional[str]:
+    """The role of an annotated argument (``optimizer: torch.optim.Optimizer``)."""
+    name = dotted(annotation) or ""
+    last = name.split(".")[-1]
+    if last in {"Optimizer"} or last in _OPTIMIZER_CLASSES:
+        return OPTIMIZER
+    if last in {"LRScheduler", "_LRScheduler"} or last in _SCHEDULER_CLASSES:
+        return SCHEDULER
+    if last in _SCALER_CLASSES:
+        return SCALER
+    if last in {"Module"}:
+        return MODEL
+    return None
+
+
+_LOSS_WORDS = {"loss", "criterion", "cross", "entropy", "nll", "mse", "bce", "focal", "l1", "kl", "div", "huber"}
+
+
+def is_loss_value(node: ast.AST, role_of) -> bool:
+    """True for an expression that computes a loss: ``criterion(out, y)``, ``F.cross_entropy(...)``,
+    ``outputs.loss``, ``loss_a + 0.1 * loss_b`` (``role_of`` maps a dotted name to its role)."""
+    if isinstance(node, ast.BinOp):
+        return is_loss_value(node.left, role_of) or is_loss_value(node.right, role_of)
+    if isinstance(node, ast.Attribute) and node.attr == "loss":
+        return True
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "loss":
+        return True
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in {"mean", "sum"}:
+            return is_loss_value(func.value, role_of)
+        name = dotted(func) or ""
+        if role_of(name) == LOSS:
+            return True
+        words = set(name_tokens(name.split(".")[-1]))
+        return bool(words & {"loss", "criterion", "crit"}) or name.split(".")[-1] in CE_LOSSES | NLL_LOSSES \
+            or name.split(".")[-1].endswith("_loss")
+    return False

@@ -1,0 +1,496 @@
+"""Lint rules on torch API misuse that fails silently: param-group keys, misspelled attributes,
+probabilities fed to log-probability losses, a warm-up that starts at zero (codes TB3xx)."""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from typing import Iterator, Optional, Union
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted, edit_distance, name_tokens, walk_no_defs
+from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+_HYPER = {"lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps", "amsgrad", "alpha",
+          "initial_lr", "foreach", "maximize", "capturable", "differentiable", "fused", "centered", "lambd",
+          "t0", "rho", "decoupled_weight_decay", "momentum_decay", "lr_decay", "initial_accumulator_value",
+          "max_iter", "history_size", "line_search_fn", "tolerance_grad", "tolerance_change", "max_eval",
+          "etas", "step_sizes", "adaptive", "weight_decouple", "max_lr", "min_lr"}
+_HYPER_TYPOS = {"learning_rate": "lr", "learningrate": "lr", "lr_rate": "lr", "wd": "weight_decay",
+                "decay": "weight_decay", "beta": "betas", "epsilon": "eps", "momentun": "momentum"}
+_PARAM_WORDS = {"parameters", "named_parameters", "params", "param"}
+
+
+def _param_group_dicts(file: FileModel) -> Iterator[ast.Dict]:
+    """Dict literals used as optimizer param groups."""
+    seen: set[int] = set()
+    for node in file.nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        is_opt = R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER \
+            or call_name(node) == "add_param_group"
+        first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "params"), None)
+        if not is_opt or first is None:
+            continue
+        elts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else \
+            [first.elt] if isinstance(first, (ast.ListComp, ast.GeneratorExp)) else [first]
+        for d in elts:
+            if isinstance(d, ast.Dict) and id(d) not in seen:
+                seen.add(id(d))
+                yield d
+    for node in file.nodes:
+        if isinstance(node, ast.Dict) and id(node) not in seen and _looks_like_group(node):
+            yield node
+
+
+def _keys(d: ast.Dict) -> list[tuple[str, ast.AST, ast.AST]]:
+    return [(k.value, k, v) for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+
+
+def _holds_parameters(value: ast.AST) -> bool:
+    for n in ast.walk(value):
+        if isinstance(n, ast.Call) and call_name(n) in {"parameters", "named_parameters"}:
+            return True
+        if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) or "").split(".")[-1] in _PARAM_WORDS:
+            return True
+    return False
+
+
+def _looks_like_group(d: ast.Dict) -> bool:
+    keys = {k for k, _, _ in _keys(d)}
+    if "params" in keys and len(keys) > 1:
+        return True
+    return bool(keys & {"lr", "weight_decay"}) and any(_holds_parameters(v) for _, _, v in _keys(d))
+
+
+@rule("TB301", "param-group-key", fix="name the tensors 'params' and use torch's hyper-parameter keys (lr, weight_decay, ...)")
+def param_group_key(file: FileModel) -> Iterator[Hit]:
+    """An optimizer param-group dict has its tensors under a key other than ``'params'``, or a
+    misspelled hyper-parameter key.
+
+    ``torch.optim`` reads the tensors of a group from ``'params'`` only (``{'model': ...}`` or
+    ``{'parameters': ...}`` fails or trains nothing) and keeps unknown keys silently: a group with
+    ``'learning_rate'`` or ``'wd'`` uses the optimizer's default ``lr`` / ``weight_decay``.
+
+    Wrong::
+
+        optimizer = torch.optim.AdamW([
+            {"parameters": model.backbone.parameters(), "lr": 1e-4},
+            {"params": model.head.parameters(), "learning_rate": 1e-3},
+        ])
+
+    Right::
+
+        optimizer = torch.optim.AdamW([
+            {"params": model.backbone.parameters(), "lr": 1e-4},
+            {"params": model.head.parameters(), "lr": 1e-3},
+        ])
+    """
+    for d in _param_group_dicts(file):
+        keys = _keys(d)
+        if not keys or len(keys) != len(d.keys):
+            continue
+        names = {k for k, _, _ in keys}
+        if "params" not in names:
+            bad = next(((k, node) for k, node, v in keys if k not in _HYPER and _holds_parameters(v)), None) \
+                or next(((k, node) for k, node, _ in keys if k not in _HYPER), None)
+            if bad:
+                yield Hit(bad[1], f"param group holds its tensors under {bad[0]!r}; torch.optim reads 'params'")
+            continue
+        for k, node, _ in keys:
+            meant = _HYPER_TYPOS.get(k) or next((h for h in _HYPER if k not in _HYPER and len(k) > 3
+                                                 and edit_distance(k, h) <= 2), None)
+            if meant and k not in _HYPER:
+                yield Hit(node, f"param-group key {k!r} is ignored by torch.optim (did you mean {meant!r}?)")
+
+
+_TYPO_TARGETS = {"requires_grad": {"requires_gradient", "require_gradient", "requires_grad_"},
+                 "training": set()}
+_CUDNN = {"benchmark", "deterministic", "enabled", "allow_tf32", "benchmark_limit"}
+_MODULE_ITERS = {"modules", "children", "named_modules", "named_children"}
+
+
+def _module_loop_var(fm: FunctionModel, name: str) -> bool:
+    for a in fm.assigns:
+        if isinstance(a.node, (ast.For, ast.AsyncFor)) and a.names and a.names[-1] == name:
+            it = a.node.iter
+            if isinstance(it, ast.Call) and call_name(it) in _MODULE_ITERS:
+                return True
+    return False
+
+
+_REAL_ATTRS = {"require_backward_grad_sync", "require_forward_param_sync", "requires_grad"}
+
+
+def _typo_message(fm: FunctionModel, base: str, attr: str) -> Optional[str]:
+    if attr == "requires_grad_" or (attr not in _REAL_ATTRS and (
+            attr in _TYPO_TARGETS["requires_grad"] or edit_distance(attr, "requires_grad") <= 2
+            or (attr.startswith("req") and "grad" in attr and len(attr) <= len("requires_gradient")))):
+        return f"'.{attr}' is not 'requires_grad': the assignment creates a new attribute and freezes nothing"
+    if attr == "requires_grad" and (fm.role(base) == R.MODEL or _module_loop_var(fm, base)):
+        return (f"an nn.Module has no 'requires_grad': '{base}.requires_grad = ...' freezes nothing "
+                f"(use {base}.requires_grad_(False))")
+    if base.split(".")[-1] == "cudnn" and attr not in _CUDNN:
+        near = next((c for c in _CUDNN if edit_distance(attr, c) <= 2), None)
+        if near:
+            return f"'cudnn.{attr}' is not a cuDNN flag (did you mean 'cudnn.{near}'?): nothing is set"
+    if attr != "training" and edit_distance(attr, "training") <= 2 and len(attr) > 6 and fm.role(base) == R.MODEL:
+        return f"'.{attr}' is not 'training': use {base}.train() / {base}.eval()"
+    return None
+
+
+@rule("TB302", "misspelled-attribute", fix="spell the attribute exactly (p.requires_grad = False / model.requires_grad_(False))")
+def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
+    """An assignment to a misspelled torch attribute silently creates a new attribute.
+
+    Python objects accept any attribute: ``p.required_grad = False`` (or ``requires_gard``,
+    ``require_grad``) stores a new, unused attribute and the parameter keeps training;
+    ``model.requires_grad = False`` does the same on a module (modules have ``requires_grad_()``);
+    ``torch.backends.cudnn.benchmarks = True`` sets nothing.
+
+    Wrong::
+
+        for p in model.backbone.parameters():
+            p.required_grad = False
+
+    Right::
+
+        for p in model.backbone.parameters():
+            p.requires_grad = False
+    """
+    for fm in file.functions:
+        for a in fm.assigns:
+            if not isinstance(a.node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                continue
+            for name in a.names:
+                base, _, attr = name.rpartition(".")
+                msg = _typo_message(fm, base, attr) if base else None
+                if msg:
+                    yield Hit(a.node, msg)
+
+
+# --------------------------------------------------------------------------- softmax into NLL losses
+def _prob_models(file: FileModel) -> set[str]:
+    """Names assigned a model whose output is already a softmax (Sequential ending in Softmax, or a
+    class of this file whose forward returns softmax(...))."""
+    returns_probs = set()
+    for cls in file.classes.values():
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                rets = [n for n in walk_no_defs(fn) if isinstance(n, ast.Return) and n.value is not None]
+                if rets and all(_is_softmax_call(r.value) for r in rets):
+                    returns_probs.add(cls.name)
+    out = set()
+    for fm in file.functions:
+        for a in fm.assigns:
+            call = R.innermost_call(a.value) if a.value is not None and a.op is None else None
+            if call is None or len(a.names) != 1:
+                continue
+            last = file.imports.qualname(call.func).split(".")[-1]
+            if last in returns_probs or (last == "Sequential" and call.args and _is_softmax_call(call.args[-1])):
+                out.add(a.names[0])
+    return out
+
+
+def _is_softmax_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    name = call_name(node)
+    if name in ("softmax", "Softmax"):
+        return True
+    return isinstance(node.func, ast.Call) and call_name(node.func) == "Softmax"
+
+
+def _softmaxed(fm: FunctionModel, node: Optional[ast.AST], line: int, probs: set[str], depth: int = 0) -> bool:
+    if node is None or depth > 3:
+        return False
+    if _is_softmax_call(node):
+        return True
+    if isinstance(node, ast.Call) and dotted(node.func) in probs:
+        return True
+    name = dotted(node)
+    if name is None:
+        return False
+    assigns = [a for a in fm.assigns if name in a.names and a.value is not None and a.op is None
+               and a.node.lineno <= line]
+    return bool(assigns) and len(assigns[-1].names) == 1 and \
+        _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno, probs, depth + 1)
+
+
+def _loss_kinds(file: FileModel) -> dict[str, str]:
+    """criterion name -> 'ce' / 'nll' for ``criterion = nn.CrossEntropyLoss()`` & co."""
+    out = {}
+    for fm in file.functions:
+        for a in fm.assigns:
+            call = R.innermost_call(a.value) if a.value is not None and a.op is None else None
+            if call is not None and len(a.names) == 1:
+                last = file.imports.qualname(call.func).split(".")[-1]
+                if last in R.CE_LOSSES | R.NLL_LOSSES:
+                    out[a.names[0]] = "ce" if last in R.CE_LOSSES else "nll"
+    return out
+
+
+@rule("TB303", "softmax-into-log-loss", fix="pass logits to cross_entropy; log_softmax to nll_loss / kl_div")
+def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
+    """Softmax probabilities go where logits or log-probabilities belong.
+
+    ``CrossEntropyLoss`` / ``F.cross_entropy`` apply ``log_softmax`` themselves: feeding them
+    ``softmax`` output squashes the logits twice (gradients vanish, training stalls near chance).
+    ``nll_loss`` and ``kl_div`` expect log-probabilities.  A hand-written cross-entropy needs
+    ``log_softmax`` (``torch.log(softmax(x))`` underflows to ``-inf``).
+
+    Wrong::
+
+        probs = F.softmax(logits, dim=1)
+        loss = F.cross_entropy(probs, targets)
+
+    Right::
+
+        loss = F.cross_entropy(logits, targets)
+    """
+    probs, kinds = _prob_models(file), _loss_kinds(file)
+    for fm in file.functions:
+        lossy_function = bool(set(name_tokens(fm.name)) & _LOSS_WORDS)
+        for node in fm.nodes:
+            if isinstance(node, ast.Call):
+                yield from _check_loss_call(fm, node, probs, kinds)
+                yield from _check_log_softmax(fm, node)
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+                yield from _check_handwritten(node.operand, node)
+            elif _loss_statement(node, lossy_function) and not any(
+                    isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and _softmax_product(n.operand)
+                    for n in walk_no_defs(node.value)):
+                yield from _check_handwritten(node.value, node, needs_minus=True)
+
+
+_LOSS_WORDS = {"loss", "ce", "xent", "nll", "entropy", "crossentropy"}
+
+
+def _loss_statement(node: ast.AST, lossy_function: bool) -> bool:
+    """``loss = ...`` / ``ce = ...``, or a ``return`` in a function named like a loss."""
+    if isinstance(node, ast.Return) and node.value is not None:
+        return lossy_function
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return bool(set(name_tokens(dotted(node.targets[0]) or "")) & _LOSS_WORDS)
+    return False
+
+
+def _softmax_product(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+               and (_is_softmax_call(n.left) or _is_softmax_call(n.right)) for n in walk_no_defs(node))
+
+
+def _check_loss_call(fm: FunctionModel, call: ast.Call, probs: set[str], kinds: dict[str, str]) -> Iterator[Hit]:
+    name = call_name(call)
+    kind = "ce" if name in R.CE_LOSSES else "nll" if name in R.NLL_LOSSES else kinds.get(dotted(call.func) or "")
+    if isinstance(call.func, ast.Call) and call_name(call.func) in R.CE_LOSSES | R.NLL_LOSSES:
+        kind = "ce" if call_name(call.func) in R.CE_LOSSES else "nll"
+    if kind is None or (name in R.CE_LOSSES | R.NLL_LOSSES and name[0].isupper()):
+        return
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "input"), None)
+    if _softmaxed(fm, arg, call.lineno, probs):
+        what = "cross-entropy applies log_softmax itself" if kind == "ce" else "this loss expects log-probabilities"
+        yield Hit(call, f"softmax probabilities passed to a loss that takes logits/log-probabilities ({what})")
+
+
+def _check_log_softmax(fm: FunctionModel, call: ast.Call) -> Iterator[Hit]:
+    if call_name(call) != "log":
+        return
+    arg = call.args[0] if call.args else (call.func.value if isinstance(call.func, ast.Attribute) else None)
+    if arg is not None and _is_softmax_call(arg):  # log of a stored ``p`` may be an entropy or a focal term
+        yield Hit(call, "log(softmax(x)) underflows to -inf; use log_softmax(x)")
+
+
+def _check_handwritten(expr: ast.AST, where: ast.AST, needs_minus: bool = False) -> Iterator[Hit]:
+    """``-(targets * softmax(x)).sum()``: a cross-entropy without its log."""
+    if any(isinstance(n, ast.Call) and call_name(n) in ("log", "log_softmax", "logsumexp", "log2", "log1p")
+           for n in walk_no_defs(expr)):
+        return
+    if needs_minus and not any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) for n in walk_no_defs(expr)):
+        return
+    if _softmax_product(expr):
+        yield Hit(where, "hand-written cross-entropy multiplies by softmax(x); it needs log_softmax(x)")
+
+
+# --------------------------------------------------------------------------- warm-up that starts at 0
+class _Positive:
+    """An unknown value assumed > 0 (``warmup_steps``, ``args.warmup``)."""
+
+
+POS = _Positive()
+Value = Union[float, _Positive, None]
+
+
+def _num(v: Value) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+          ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+
+
+def _pos(v: Value) -> bool:
+    return v is POS or (_num(v) and v > 0)
+
+
+def _binop(op: ast.operator, a: Value, b: Value) -> Value:
+    """``a op b`` where either side may be a positive unknown; None when the sign is unknown."""
+    if a is None or b is None:
+        return None
+    if _num(a) and _num(b):
+        try:
+            return float(_ARITH[type(op)](a, b))
+        except (KeyError, ArithmeticError):
+            return None
+    a_zero, b_zero = _num(a) and a == 0, _num(b) and b == 0
+    if isinstance(op, (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)) and a_zero and _pos(b):
+        return 0.0
+    if isinstance(op, ast.Mult) and b_zero:
+        return 0.0
+    if isinstance(op, (ast.Add, ast.Sub)) and b_zero:
+        return a
+    if isinstance(op, ast.Add):
+        return b if a_zero else POS if _pos(a) and _pos(b) else None
+    if isinstance(op, (ast.Mult, ast.Div)) and _pos(a) and _pos(b):
+        return POS
+    return None
+
+
+def _compare(op: ast.cmpop, a: Value, b: Value) -> Optional[bool]:
+    if _num(a) and _num(b):
+        return {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b,
+                ast.NotEq: a != b}.get(type(op))
+    if _num(a) and a <= 0 and b is POS:
+        return {ast.Lt: True, ast.LtE: True, ast.Gt: False, ast.GtE: False, ast.Eq: False, ast.NotEq: True}.get(type(op))
+    if a is POS and _num(b) and b <= 0:
+        return {ast.Lt: False, ast.LtE: False, ast.Gt: True, ast.GtE: True, ast.Eq: False, ast.NotEq: True}.get(type(op))
+    return None
+
+
+def _value(node: ast.AST, env: dict[str, Value]) -> Value:
+    """The value of ``node`` when the step argument is 0 (numbers, POS, or None when unknown)."""
+    if isinstance(node, ast.Constant):
+        return float(node.value) if _num(node.value) else None
+    if isinstance(node, ast.Name):
+        return env.get(node.id, POS)
+    if isinstance(node, ast.Attribute):
+        return POS
+    if isinstance(node, ast.BinOp):
+        return _binop(node.op, _value(node.left, env), _value(node.right, env))
+    if isinstance(node, ast.IfExp):
+        test = _truth(node.test, env)
+        return None if test is None else _value(node.body if test else node.orelse, env)
+    if isinstance(node, ast.Call):
+        return _call_value(node, env)
+    return None
+
+
+def _call_value(node: ast.Call, env: dict[str, Value]) -> Value:
+    name = call_name(node)
+    args = [_value(a, env) for a in node.args]
+    if name == "float" and len(args) == 1:
+        return args[0]
+    if name in ("min", "max") and args and not node.keywords:
+        if None in args:
+            return None
+        nums = [a for a in args if _num(a)]
+        if name == "min":
+            if any(a == 0 for a in nums) and all(a is POS or a >= 0 for a in args):
+                return 0.0
+            return min(nums) if len(nums) == len(args) else (POS if all(a is POS or a > 0 for a in args) else None)
+        if any(a is POS or a > 0 for a in args):
+            return max(nums) if len(nums) == len(args) else POS
+        return max(nums) if nums else None
+    return None
+
+
+def _truth(test: ast.AST, env: dict[str, Value]) -> Optional[bool]:
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return _compare(test.ops[0], _value(test.left, env), _value(test.comparators[0], env))
+    return None
+
+
+def _run_body(body: list[ast.stmt], env: dict[str, Value]) -> tuple[Value, Optional[ast.AST]]:
+    """Run a small lr_lambda body at step 0: (returned value, the return statement)."""
+    for st in body:
+        if isinstance(st, ast.Return) and st.value is not None:
+            return _value(st.value, env), st
+        if isinstance(st, ast.If):
+            truth = _truth(st.test, env)
+            if truth is None:
+                return None, None
+            value, ret = _run_body(st.body if truth else st.orelse, env)
+            if ret is not None or value is not None:
+                return value, ret
+        elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            env = {**env, st.targets[0].id: _value(st.value, env)}
+        elif not isinstance(st, (ast.Expr, ast.Pass)):
+            return None, None
+    return None, None
+
+
+def _constants(fm: FunctionModel) -> dict[str, Value]:
+    env: dict[str, Value] = {}
+    for scope in (fm.file.module, fm):
+        for a in scope.assigns:
+            if len(a.names) == 1 and a.value is not None and a.op is None:
+                v = _value(a.value, env)
+                env[a.names[0]] = v if _num(v) else POS
+    return env
+
+
+def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        for e in node.elts:
+            yield from _lambdas(fm, e)
+    elif isinstance(node, ast.Lambda):
+        yield node
+    elif isinstance(node, ast.Name):
+        helper = fm.nested.get(node.id) or fm.file.top.get(node.id)
+        if helper is not None:
+            yield helper.node
+        for a in fm.assigns + fm.file.module.assigns:
+            if node.id in a.names and isinstance(a.value, ast.Lambda):
+                yield a.value
+
+
+@rule("TB304", "warmup-starts-at-zero", fix="make the factor non-zero at step 0, e.g. (step + 1) / warmup_steps")
+def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
+    """A warm-up ``LambdaLR`` whose factor is 0 at step 0.
+
+    ``LambdaLR`` sets the learning rate to ``base_lr * lr_lambda(step)`` starting with step 0.  With
+    ``lambda step: step / warmup`` the first update is done with learning rate 0 (a wasted step;
+    with Adam the moment estimates still absorb that batch), and a one-step warm-up never trains.
+
+    Wrong::
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, step / warmup_steps))
+
+    Right::
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup_steps))
+    """
+    for fm in file.functions:
+        for call in (n for n in fm.nodes if isinstance(n, ast.Call) and call_name(n) == "LambdaLR"):
+            fn = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords
+                                                                 if k.arg == "lr_lambda"), None)
+            for lam in (_lambdas(fm, fn) if fn is not None else ()):
+                hit = _zero_at_start(fm, lam)
+                if hit is not None:
+                    yield Hit(hit, "the warm-up factor is 0 at step 0: the first update uses learning rate 0")
+
+
+def _zero_at_start(fm: FunctionModel, lam: ast.AST) -> Optional[ast.AST]:
+    args = lam.args.posonlyargs + lam.args.args
+    if not args:
+        return None
+    env = {**_constants(fm), args[0].arg: 0.0}
+    if isinstance(lam, ast.Lambda):
+        value, where = _value(lam.body, env), lam
+    else:
+        value, where = _run_body(lam.body, env)
+    return where if _num(value) and math.isclose(value, 0.0, abs_tol=0.0) else None

@@ -1,0 +1,373 @@
+"""Lint rules on evaluation: ``model.eval()`` set and undone, evaluation forwards without gradients,
+losses kept with their graph (codes TB2xx)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, Optional
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens
+from trickbag.audit._flow import BACKWARD, CALL, EVAL, FORWARD, STEP, TRAIN, Event, FileModel, FunctionModel, Loop
+from trickbag.audit._query import short_name, has_kind, is_data_loop, is_eval_function, is_valish, loss_names, \
+    mode_events, same_model, stepish
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+def _mode_before(fm: FunctionModel, fwd: Event) -> Optional[str]:
+    """The train/eval switch last run (in this function) before ``fwd``: 'eval', 'train' or None."""
+    events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
+    modes = [(e, kind) for e, kind in mode_events(fm, events) if same_model(e, fwd)]
+    return modes[-1][1] if modes else None
+
+
+def _callers_set_eval(fm: FunctionModel) -> Optional[bool]:
+    """True/False when every/some call site of ``fm`` switched to eval before the call, None if uncalled."""
+    sites = fm.call_sites()
+    if not sites:
+        return None
+    return all(any(kind == EVAL for _, kind in mode_events(s.fm, [e for e in s.fm.events if e.order < s.order]))
+               for s in sites)
+
+
+def _callers_disable_grad(fm: FunctionModel) -> Optional[bool]:
+    sites = fm.call_sites()
+    if not sites:
+        return None
+    return all(s.grad_disabled or _grad_off_statement(s.fm) for s in sites)
+
+
+def _grad_off_statement(fm: FunctionModel) -> bool:
+    """``torch.set_grad_enabled(False)`` as a statement of the function."""
+    return any(isinstance(n, ast.Call) and call_name(n) == "set_grad_enabled" and n.args
+               and const_value(n.args[0]) is False for n in fm.nodes)
+
+
+def _eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
+    """(first forward, why) of each evaluation scope of ``fm``: an evaluation function, a loop over a
+    validation set, a loop without backward after ``model.eval()``."""
+    fwds = fm.kind_events(FORWARD)
+    if is_eval_function(fm) and fwds:
+        yield min(fwds, key=lambda e: e.order), "function"
+        return
+    for loop in fm.loops:
+        if loop.parent is not None and _is_eval_loop(fm, loop.parent):
+            continue
+        if _is_eval_loop(fm, loop):
+            mine = [e for e in loop.events if e.kind == FORWARD]
+            if mine:
+                yield min(mine, key=lambda e: e.order), "loop"
+
+
+def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
+    if has_kind(loop, BACKWARD) or any(stepish(e) for e in loop.events):
+        return False
+    fwds = [e for e in loop.events if e.kind == FORWARD]
+    if not fwds:
+        return False
+    first_fwd = min(fwds, key=lambda e: e.order)
+    return is_valish(loop) or _mode_before(fm, first_fwd) == EVAL or \
+        (is_data_loop(loop) and first_fwd.grad_disabled and not fm.kind_events(BACKWARD))
+
+
+@rule("TB201", "eval-without-eval-mode", fix="call model.eval() before evaluating (and model.train() after)")
+def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
+    """An evaluation runs the model without ``model.eval()``.
+
+    ``torch.no_grad()`` / ``inference_mode()`` only stop gradients; in train mode dropout still drops
+    units and BatchNorm normalises with the batch statistics (and updates its running averages with
+    the validation data).  The metrics are noisy and too low, and they depend on the batch size.
+
+    Wrong::
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            correct = 0
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+            return correct
+
+    Right::
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            model.eval()
+            correct = 0
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+            model.train()
+            return correct
+    """
+    for fm in file.functions:
+        for fwd, scope in _eval_forwards(fm):
+            mode = _mode_before(fm, fwd)
+            if mode == EVAL or (mode == TRAIN and scope == "function"):  # train() on purpose: update_bn & co.
+                continue
+            if mode is None:
+                callers = _callers_set_eval(fm)
+                if callers or (callers is None and any(e.kind == EVAL for f in file.functions for e in f.events)):
+                    continue
+            yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
+                                f"batch statistics): call {fwd.recv.split('(')[0]}.eval() first")
+
+
+_FROZEN_WORDS = {"teacher", "target", "ref", "reference", "frozen", "pretrained", "vae", "clip", "critic_target",
+                 "old", "momentum", "key", "tgt"}
+
+
+def _trained_models(file: FileModel) -> set[str]:
+    """Short names of the models whose parameters go to an optimizer in this file (empty: unknown)."""
+    return file.memo("trained_models", lambda: _find_trained_models(file))
+
+
+def _find_trained_models(file: FileModel) -> set[str]:
+    out = set()
+    for node in file.nodes:
+        if isinstance(node, ast.Call) and R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters") \
+                        and isinstance(n.func, ast.Attribute) and dotted(n.func.value):
+                    out.add(short_name(dotted(n.func.value)))
+    return out
+
+
+def _frozen(file: FileModel, name: str) -> bool:
+    """A model that is not trained: named like a teacher/target network or ``requires_grad_(False)``-ed."""
+    if set(name_tokens(name.split(".")[-1])) & _FROZEN_WORDS:
+        return True
+    frozen = file.memo("frozen_models", lambda: {
+        short_name(dotted(n.func.value) or "") for n in file.nodes
+        if isinstance(n, ast.Call) and call_name(n) == "requires_grad_" and n.args
+        and const_value(n.args[0]) is False and isinstance(n.func, ast.Attribute)})
+    return short_name(name) in frozen
+
+
+def _training_forwards(fm: FunctionModel) -> Iterator[Event]:
+    trained = _trained_models(fm.file)
+    for f in fm.kind_events(FORWARD):
+        if f.grad_disabled or not f.loops or not has_kind(f.loops[-1], BACKWARD) or not f.recv \
+                or not any(stepish(e) for lp in f.loops for e in lp.events):
+            continue
+        if (trained and short_name(f.recv) not in trained) or _frozen(fm.file, f.recv):
+            continue
+        yield f
+
+
+def _culprit(fm: FunctionModel, fwd: Event) -> Optional[Event]:
+    """The ``eval()`` switch left in force at a training forward, if any."""
+    for loop in reversed(fwd.loops):
+        modes = [(e, k) for e, k in mode_events(fm, loop.events) if same_model(e, fwd)]
+        if any(k == TRAIN for _, k in modes):
+            return None
+        evals = [e for e, k in modes if k == EVAL]
+        if evals:
+            return evals[0]
+    outer = fwd.loops[0]
+    before = [e for e in fm.events if e.order < fwd.order and outer not in e.loops]
+    modes = [(e, k) for e, k in mode_events(fm, before) if same_model(e, fwd)]
+    if modes and modes[-1][1] == EVAL and all(fwd.under(g) for g in modes[-1][0].guards):
+        return modes[-1][0]
+    return None
+
+
+@rule("TB202", "train-in-eval-mode", fix="call model.train() at the start of every training epoch")
+def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
+    """The model is switched to eval mode and training continues without ``model.train()``.
+
+    After the first evaluation (``model.eval()``) every later epoch trains with dropout off and
+    BatchNorm frozen on its running statistics — quietly worse results.  Switch back with
+    ``model.train()`` at the top of each epoch (or at the end of the evaluation).
+
+    Wrong::
+
+        for epoch in range(epochs):
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                val_loss = sum(loss_fn(model(x), y).item() for x, y in val_loader)
+
+    Right::
+
+        for epoch in range(epochs):
+            model.train()
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                val_loss = sum(loss_fn(model(x), y).item() for x, y in val_loader)
+    """
+    for fm in file.functions:
+        for fwd in _training_forwards(fm):
+            bad = _culprit(fm, fwd)
+            if bad is not None:
+                yield Hit(bad.node, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
+                                    f"with .train()")
+        for loop in fm.loops:
+            bad = _helper_culprit(fm, loop)
+            if bad is not None:
+                yield Hit(bad.node, "the model is switched to eval mode here and the training helpers called in "
+                                    "this loop never switch it back with .train()")
+
+
+def _helper_culprit(fm: FunctionModel, loop: Loop) -> Optional[Event]:
+    """A loop that trains through helpers (``train_epoch(); validate()``) and switches to eval only."""
+    if any(e.kind == FORWARD for e in loop.events) or not any(e.kind == CALL and {BACKWARD, STEP} <= e.kinds()
+                                                              for e in loop.events):
+        return None
+    modes = [(e, k) for e, k in mode_events(fm, loop.events) if not (e.recv and _frozen(fm.file, e.recv))]
+    if any(k == TRAIN for _, k in modes):
+        return None
+    evals = [e for e, k in modes if k == EVAL and not (e.kind == CALL and BACKWARD in e.kinds())]
+    return evals[0] if evals else None
+
+
+@rule("TB203", "eval-with-grad", fix="evaluate under `with torch.inference_mode():` (or @torch.no_grad())")
+def eval_with_grad(file: FileModel) -> Iterator[Hit]:
+    """An evaluation forward runs with gradients enabled.
+
+    Without ``torch.no_grad()`` / ``torch.inference_mode()`` every evaluation batch records a graph:
+    activations are kept for a backward that never comes (memory grows, out-of-memory on larger
+    validation batches) and the forward is slower.
+
+    Wrong::
+
+        def validate(model, loader):
+            model.eval()
+            total = 0.0
+            for x, y in loader:
+                total += loss_fn(model(x), y).item()
+            return total
+
+    Right::
+
+        @torch.inference_mode()
+        def validate(model, loader):
+            model.eval()
+            total = 0.0
+            for x, y in loader:
+                total += loss_fn(model(x), y).item()
+            return total
+    """
+    for fm in file.functions:
+        if fm.grad_disabled or _grad_off_statement(fm):
+            continue
+        for fwd, scope in _eval_forwards(fm):
+            if fwd.grad_disabled or fwd.in_context("grad") is not None:
+                continue
+            if scope == "function" and fm.kind_events(BACKWARD):
+                continue
+            if _callers_disable_grad(fm):
+                continue
+            yield Hit(fwd.node, "evaluation forward with gradients enabled: the graph of every batch is built "
+                                "and kept")
+
+
+def _defined_before(fm: FunctionModel, name: str, loop: Loop) -> bool:
+    if "." in name or "[]" in name:
+        return True
+    args = getattr(fm.node, "args", None)
+    if args is not None and name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}:
+        return True
+    return any(name in a.names and a.node.lineno < loop.node.lineno for a in fm.assigns)
+
+
+_DETACHING = {"item", "detach", "tolist", "numpy", "float", "int", "round", "detach_"}
+
+
+def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> Optional[str]:
+    """The loss whose graph ``node`` keeps alive (None if every use is detached)."""
+    if isinstance(node, ast.Call) and call_name(node) not in _DETACHING and R.is_loss_value(node, fm.role):
+        return "the loss"
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = dotted(node)
+        if (isinstance(node, ast.Attribute) and node.attr == "data") or name not in losses:
+            return None
+        last = fm.last_assignments(name, before)
+        if last and isinstance(last[-1].value, ast.Call) and call_name(last[-1].value) in _DETACHING:
+            return None  # loss = loss.item() before the sum
+        return name
+    if isinstance(node, ast.BinOp):
+        return _keeps_graph(node.left, fm, losses, before) or _keeps_graph(node.right, fm, losses, before)
+    if isinstance(node, ast.Call):
+        if call_name(node) in _DETACHING:
+            return None
+        if isinstance(node.func, ast.Attribute) and call_name(node) in {"sum", "mean", "clone", "cpu", "to", "view",
+                                                                         "reshape", "squeeze"}:
+            return _keeps_graph(node.func.value, fm, losses, before)
+    return None
+
+
+def _accumulations(fm: FunctionModel, loop: Loop) -> Iterator[tuple[ast.AST, str, ast.AST, int]]:
+    """(statement, accumulator name, added value, order) for ``acc += v``, ``acc = acc + v``, ``acc.append(v)``
+    run with gradients enabled."""
+    for a in fm.assigns:
+        if loop not in a.loops or not a.names or a.value is None or fm.grad_disabled \
+                or any(k == "nograd" for k, _ in a.contexts):
+            continue
+        target = a.names[0]
+        if a.op is not None and isinstance(a.op, ast.Add):
+            yield a.node, target, a.value, a.order
+        elif a.op is None and isinstance(a.value, ast.BinOp) and isinstance(a.value.op, ast.Add) \
+                and dotted(a.value.left) == target:
+            yield a.node, target, a.value.right, a.order
+
+
+@rule("TB204", "loss-kept-with-graph", fix="accumulate loss.item() (or loss.detach()) for logging")
+def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
+    """A loss tensor is summed (or appended) across iterations without ``.item()`` / ``.detach()``.
+
+    ``total_loss += loss`` keeps a reference to the graph of every iteration (activations included):
+    memory grows each step until the epoch ends or the GPU runs out — the classic "out of memory
+    after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.
+
+    Wrong::
+
+        total_loss = 0.0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss
+
+    Right::
+
+        total_loss = 0.0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item()
+    """
+    for fm in file.functions:
+        losses = loss_names(fm)
+        backed = {n for b in fm.kind_events(BACKWARD) for n in _names(b.extra.get("loss"))}
+        for loop in fm.loops:
+            if not has_kind(loop, BACKWARD):
+                continue
+            for node, target, value, order in _accumulations(fm, loop):
+                kept = _keeps_graph(value, fm, losses, order)
+                if kept and target != kept and target not in backed and target not in losses \
+                        and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
+                    yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
+                                    f"graph stays in memory")
+
+
+def _names(node: Optional[ast.AST]) -> set[str]:
+    if node is None:
+        return set()
+    return {dotted(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+
+
+def _reset_in_loop(fm: FunctionModel, target: str, loop: Loop, node: ast.AST) -> bool:
+    """``acc = 0`` inside the loop (before the accumulation): a per-iteration sum, not a leak."""
+    return any(target in a.names and a.op is None and loop in a.loops and a.node is not node
+               and a.node.lineno < getattr(node, "lineno", 0) for a in fm.assigns)

@@ -1,0 +1,111 @@
+"""``trickbag lint`` (static check of training loops, no torch import) and ``trickbag audit SCRIPT``
+(run a script under the runtime audit): the loop doctor, see docs/lint.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from trickbag.cli._common import positive_int
+from trickbag.errors import TrickbagError
+
+__all__ = ["register"]
+
+
+def _codes(values: Optional[list[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    return [c for v in values for c in v.replace(" ", ",").split(",") if c]
+
+
+def _print_rules() -> None:
+    from trickbag.audit.registry import RULES
+
+    for code in sorted(RULES):
+        r = RULES[code]
+        print(f"{r.code}  {r.name:30s} {r.summary}")
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from trickbag.audit import lint
+    from trickbag.audit.registry import find_rule
+
+    if args.explain:
+        rule = find_rule(args.explain)
+        if rule is None:
+            raise TrickbagError(f"--explain: unknown rule {args.explain!r} (see trickbag lint --list)")
+        print(rule.explain(), end="")
+        return 0
+    if args.list:
+        _print_rules()
+        return 0
+    if not args.paths:
+        raise TrickbagError("give at least one file or folder to lint (or --explain RULE / --list)")
+    try:
+        findings = lint.lint_paths(args.paths, select=_codes(args.select), ignore=_codes(args.ignore),
+                                   exclude=_codes(args.exclude) or ())
+    except (ValueError, FileNotFoundError) as exc:
+        raise TrickbagError(str(exc)) from None
+    if args.format == "json":
+        print(lint.to_json(findings))
+    else:
+        for f in findings:
+            print(f.format())
+    if findings and args.format == "text":
+        files = len({f.path for f in findings})
+        print(f"trickbag lint: {len(findings)} finding{'s' * (len(findings) != 1)} in {files} "
+              f"file{'s' * (files != 1)}", file=sys.stderr)
+    return 1 if findings else 0
+
+
+def _split_steps(args: argparse.Namespace) -> None:
+    """``trickbag audit train.py --lr 0.1 --steps 20``: a trailing ``--steps N`` is the audit's own
+    unless ``--steps`` was given before the script."""
+    rest = list(args.args)
+    if args.steps is None and len(rest) >= 2 and rest[-2] == "--steps":
+        try:
+            args.steps = positive_int(rest[-1])
+        except argparse.ArgumentTypeError as exc:
+            raise TrickbagError(f"--steps: {exc}") from None
+        rest = rest[:-2]
+    args.args = rest
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    _split_steps(args)
+    from trickbag.audit.script import run_script
+
+    try:
+        result = run_script(args.script, args.args, steps=args.steps or 50)
+    except FileNotFoundError as exc:
+        raise TrickbagError(str(exc)) from None
+    if result.outcome == "failed":
+        return 1
+    return 1 if result.report.findings else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    lint = sub.add_parser("lint", help="find ordering mistakes in training loops (static: nothing is run)",
+                          description="Check Python files, folders and the ```python blocks of Markdown files for "
+                                      "training-loop mistakes.  Exit 1 with findings, 0 when clean, 2 on a usage "
+                                      "error.  Silence one line with `# noqa: CODE`.  See docs/lint.md.")
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (folders: *.py, recursively)")
+    lint.add_argument("--select", action="append", metavar="CODES",
+                      help="only these rules: codes, code prefixes (TB1) or names, comma-separated")
+    lint.add_argument("--ignore", action="append", metavar="CODES", help="skip these rules (same syntax)")
+    lint.add_argument("--exclude", action="append", metavar="GLOB", help="skip files/folders matching these globs")
+    lint.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    lint.add_argument("--explain", metavar="RULE", help="print a rule's explanation with a wrong and a right example")
+    lint.add_argument("--list", action="store_true", help="list the rules")
+    lint.set_defaults(func=cmd_lint)
+
+    audit = sub.add_parser("audit", help="run a training script under the runtime audit (first N optimizer steps)",
+                           description="Run SCRIPT with ARGS under trickbag.audit, attached to the optimizers it "
+                                       "creates, stop it after --steps optimizer steps and print the findings.  "
+                                       "Exit 1 with findings, 0 without, 2 if the script does not exist.")
+    audit.add_argument("--steps", type=positive_int, default=None,
+                       help="stop after this many optimizer steps (default 50; may also come last)")
+    audit.add_argument("script", metavar="SCRIPT", help="the training script (.py)")
+    audit.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments passed to the script")
+    audit.set_defaults(func=cmd_audit)

@@ -1,0 +1,12 @@
+import torch
+from torch import nn
+
+
+def load_pretrained(model: nn.Module, url_path: str):
+    checkpoint = torch.load(url_path, map_location="cpu")  # expect: TB403
+    model.load_state_dict(checkpoint["state_dict"])
+    return model
+
+
+def export(model: nn.Module, path: str):
+    torch.save(model, path)  # expect: TB404

@@ -1,0 +1,5 @@
+import torch
+
+
+def configure():
+    torch.backends.cudnn.benchmarks = True  # expect: TB302

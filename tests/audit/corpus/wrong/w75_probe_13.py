@@ -1,0 +1,4 @@
+import torch
+
+torch.backends.cudnn.benchmark = True  # expect: TB405
+torch.backends.cudnn.deterministic = True

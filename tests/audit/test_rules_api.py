@@ -1,0 +1,121 @@
+"""API-misuse rules (TB3xx): param-group keys, misspelled attributes, probabilities into log-losses,
+a warm-up factor of zero at step 0."""
+
+import textwrap
+
+import pytest
+
+from trickbag.audit.lint import lint_source
+
+
+def found(src: str, code: str) -> list[int]:
+    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+
+
+def test_tb301_group_built_before_and_add_param_group():
+    wrong = """
+    head = {"weights": model.head.parameters(), "lr": 0.1}
+    opt = torch.optim.SGD([{"params": model.body.parameters()}], lr=0.01)
+    opt.add_param_group({"parameters": model.neck.parameters()})
+    groups = [{"params": p, "wd": 0.0} for p in bias_params]
+    """
+    assert found(wrong, "TB301") == [2, 4, 5]
+    right = """
+    head = {"params": model.head.parameters(), "lr": 0.1, "name": "head"}
+    opt = torch.optim.SGD([{"params": model.body.parameters()}], lr=0.01)
+    opt.add_param_group({"params": model.neck.parameters(), "weight_decay": 0.0})
+    config = {"model": "resnet18", "lr": 0.1}
+    """
+    assert found(right, "TB301") == []
+
+
+@pytest.mark.parametrize("attr", ["required_grad", "require_grad", "requires_gard", "requiresgrad", "requires_grads",
+                                  "requires_grad_"])
+def test_tb302_requires_grad_typos(attr):
+    assert found(f"for p in net.parameters():\n    p.{attr} = False\n", "TB302") == [2]
+
+
+def test_tb302_correct_spellings_and_module_requires_grad():
+    right = """
+    for p in net.parameters():
+        p.requires_grad = False
+    model.requires_grad_(False)
+    torch.backends.cudnn.benchmark = True
+    self.required = True
+    """
+    assert found(right, "TB302") == []
+    wrong = """
+    for m in model.modules():
+        m.requires_grad = False
+    model.encoder.requires_grad = False
+    torch.backends.cudnn.determinstic = True
+    """
+    assert found(wrong, "TB302") == [3, 4, 5]
+
+
+def test_tb303_nll_on_softmax_model_output_and_log_of_softmax():
+    wrong = """
+    class Net(nn.Module):
+        def forward(self, x):
+            return self.fc(x).softmax(dim=1)
+
+    net = Net()
+    out = net(x)
+    loss = F.nll_loss(out, y)
+    logp = torch.log(F.softmax(logits, dim=-1))
+    """
+    assert found(wrong, "TB303") == [8, 9]
+    right = """
+    class Net(nn.Module):
+        def forward(self, x):
+            return self.fc(x)
+
+    net = Net()
+    loss = F.nll_loss(F.log_softmax(net(x), dim=1), y)
+    probs = F.softmax(net(x), dim=1)
+    confidence = probs.max(dim=1).values
+    ce = nn.CrossEntropyLoss()(net(x), y)
+    """
+    assert found(right, "TB303") == []
+
+
+def test_tb303_hand_written_cross_entropy_without_log():
+    assert found("loss = -(targets * F.softmax(logits, 1)).sum(1).mean()\n", "TB303") == [1]
+    assert found("loss = -(targets * F.log_softmax(logits, 1)).sum(1).mean()\n", "TB303") == []
+
+
+@pytest.mark.parametrize("lam", [
+    "lambda s: s / warmup",
+    "lambda s: min(1.0, s / warmup)",
+    "lambda it: float(it) / float(max(1, warmup))",
+    "lambda e: (e / 5) ** 2 if e < 5 else 1.0",
+    "lambda step: step * (1.0 / warmup)",
+])
+def test_tb304_zero_factor_at_step_zero(lam):
+    assert found(f"sched = LambdaLR(opt, lr_lambda={lam})\n", "TB304") == [1]
+
+
+@pytest.mark.parametrize("lam", [
+    "lambda s: (s + 1) / warmup",
+    "lambda s: min(1.0, (s + 1) / warmup)",
+    "lambda e: 0.95 ** e",
+    "lambda e: 1 - e / epochs",
+    "lambda s: max(0.01, s / warmup)",
+    "lambda s: schedule(s)",
+])
+def test_tb304_non_zero_factors(lam):
+    assert found(f"sched = LambdaLR(opt, lr_lambda={lam})\n", "TB304") == []
+
+
+def test_tb304_named_function_reports_the_return_line():
+    src = """
+    WARM = 10
+
+    def factor(step):
+        if step >= WARM:
+            return 1.0
+        return step / WARM
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    """
+    assert found(src, "TB304") == [7]

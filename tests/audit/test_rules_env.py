@@ -1,0 +1,106 @@
+"""Environment and file rules (TB4xx) and the syntax-error finding TB001."""
+
+import textwrap
+
+import pytest
+
+from trickbag.audit.lint import lint_source
+from trickbag.audit.rules_env import meant_env
+
+
+def found(src: str, code: str) -> list[int]:
+    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+
+
+@pytest.mark.parametrize("key, meant", [
+    ("CUDA_VISIBLE_DEVICE", "CUDA_VISIBLE_DEVICES"), ("CUDA_VISIBLE_DEVICES ", "CUDA_VISIBLE_DEVICES"),
+    ("cuda_visible_devices", "CUDA_VISIBLE_DEVICES"), ("CUBLAS_WORKSPACE", "CUBLAS_WORKSPACE_CONFIG"),
+    ("CUDA_LAUNCH_BLOCKIN", "CUDA_LAUNCH_BLOCKING"), ("PYTORCH_CUDA_ALLOC_CONFIG", "PYTORCH_CUDA_ALLOC_CONF"),
+    ("LOCAL_RNAK", "LOCAL_RANK"),
+])
+def test_meant_env_finds_the_intended_variable(key, meant):
+    assert meant_env(key) == meant
+
+
+@pytest.mark.parametrize("key", ["CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RANK", "MY_APP_HOME",
+                                 "WANDB_MODE", "DATA_ROOT", "CUDA_DEVICE_ORDER"])
+def test_meant_env_leaves_real_and_unrelated_names_alone(key):
+    assert meant_env(key) is None
+
+
+def test_tb401_all_the_ways_to_name_a_variable():
+    wrong = """
+    import os
+    from os import environ
+    os.environ.update(CUDA_VISIBLE_DEVICE="0")
+    environ["CUBLAS_WORKSPACE"] = ":4096:8"
+    if "CUDA_LAUNCH_BLOCKIN" in os.environ:
+        pass
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONFIG="expandable_segments:True")
+    path = os.path.exsts("x")
+    """
+    assert found(wrong, "TB401") == [4, 5, 6, 8, 9]
+    right = """
+    import os
+    os.environ.update(CUDA_VISIBLE_DEVICES="0")
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    path = os.path.exists("x")
+    """
+    assert found(right, "TB401") == []
+
+
+def test_tb402_after_cuda_tensor_or_to_cuda_name():
+    wrong = """
+    import os, torch
+    def main():
+        dev = "cuda:1"
+        model = Net().to(dev)
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+    """
+    assert found(wrong, "TB402") == [6]
+    right = """
+    import os, torch
+    def main():
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+        if torch.cuda.is_initialized():
+            raise RuntimeError("too late")
+        torch.cuda.manual_seed_all(0)
+        model = Net().to("cuda")
+    """
+    assert found(right, "TB402") == []
+
+
+def test_tb403_alias_and_kwargs_forwarding():
+    wrong = "import torch as th\nstate = th.load('a.pt')\n"
+    assert found(wrong, "TB403") == [2]
+    assert found("import torch\nstate = torch.load(p, **kw)\n", "TB403") == []
+    assert found("import torch\nstate = torch.load(p, weights_only=True)\n", "TB403") == []
+
+
+def test_tb404_model_vs_state_dict_and_checkpoint_dict():
+    assert found("import torch\nnet = Net()\ntorch.save(net, 'n.pt')\n", "TB404") == [3]
+    right = "import torch\ntorch.save(net.state_dict(), 'n.pt')\ntorch.save({'model': net.state_dict()}, 'c.pt')\n"
+    assert found(right, "TB404") == []
+
+
+def test_tb405_same_function_only_and_exclusive_branches():
+    wrong = """
+    def seed_all(s):
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = True
+    """
+    assert found(wrong, "TB405") == [4]
+    right = """
+    def setup(deterministic):
+        if deterministic:
+            torch.backends.cudnn.deterministic = True
+        else:
+            torch.backends.cudnn.benchmark = True
+    """
+    assert found(right, "TB405") == []
+
+
+def test_tb001_syntax_error_is_one_finding_with_position():
+    findings = lint_source("for x in y\n    pass\n", "broken.py")
+    assert [(f.rule, f.line) for f in findings] == [("TB001", 1)]
+    assert "does not parse" in findings[0].message

@@ -1,0 +1,164 @@
+"""Evaluation rules (TB2xx): eval() set and undone, evaluation without gradients, losses kept with
+their graph; each with a firing and a non-firing snippet."""
+
+import textwrap
+
+from trickbag.audit.lint import lint_source
+
+
+def found(src: str, code: str) -> list[int]:
+    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+
+
+def test_tb201_method_named_validate_without_eval():
+    wrong = """
+    class Runner:
+        @torch.no_grad()
+        def validate(self):
+            hits = 0
+            for x, y in self.val_loader:
+                hits += (self.model(x).argmax(1) == y).sum().item()
+            return hits
+    """
+    assert found(wrong, "TB201") == [7]
+    right = wrong.replace("            hits = 0", "            self.model.eval()\n            hits = 0")
+    assert found(right, "TB201") == []
+
+
+def test_tb201_caller_switches_to_eval_before_calling():
+    src = """
+    def evaluate(net, loader):
+        with torch.inference_mode():
+            return [net(x) for x, _ in loader]
+
+    def main(net, loader):
+        net.eval()
+        evaluate(net, loader)
+    """
+    assert found(src, "TB201") == []
+
+
+def test_tb201_lightning_validation_step_is_skipped():
+    src = """
+    class Lit(pl.LightningModule):
+        def training_step(self, batch, i):
+            return self.model(batch[0]).mean()
+
+        def validation_step(self, batch, i):
+            self.log("v", self.model(batch[0]).mean())
+    """
+    assert found(src, "TB201") == [] and found(src, "TB203") == []
+
+
+def test_tb202_eval_before_the_training_loop():
+    wrong = """
+    def finetune(model, loader, opt):
+        model.eval()
+        for x, y in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+    """
+    assert found(wrong, "TB202") == [3]
+    right = wrong.replace("model.eval()", "model.train()")
+    assert found(right, "TB202") == []
+
+
+def test_tb202_frozen_teacher_and_phase_loop_are_fine():
+    src = """
+    teacher.eval()
+    for epoch in range(3):
+        for phase in ["train", "val"]:
+            model.train() if phase == "train" else model.eval()
+            for x, y in loaders[phase]:
+                opt.zero_grad()
+                with torch.no_grad():
+                    t = teacher(x)
+                loss = crit(model(x), y) + kd(model(x), t)
+                if phase == "train":
+                    loss.backward()
+                    opt.step()
+    """
+    assert found(src, "TB202") == []
+
+
+def test_tb203_eval_loop_after_eval_without_no_grad():
+    wrong = """
+    model.eval()
+    preds = []
+    for batch in test_loader:
+        preds.append(model(batch).argmax(-1))
+    """
+    assert found(wrong, "TB203") == [5]
+    right = """
+    model.eval()
+    preds = []
+    with torch.inference_mode():
+        for batch in test_loader:
+            preds.append(model(batch).argmax(-1))
+    """
+    assert found(right, "TB203") == []
+
+
+def test_tb203_caller_disables_grad_and_gradient_based_eval_is_skipped():
+    src = """
+    def evaluate(model, loader):
+        model.eval()
+        return sum(model(x).sum().item() for x in loader)
+
+    def saliency(model, x):
+        model.eval()
+        x.requires_grad_(True)
+        model(x).max().backward()
+        return x.grad
+
+    with torch.no_grad():
+        evaluate(model, val_loader)
+    """
+    assert found(src, "TB203") == []
+
+
+def test_tb204_append_and_sum_with_graph_in_training_loop():
+    wrong = """
+    history = []
+    running = 0.0
+    for x, y in loader:
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        history.append(loss)
+        running += crit(model(x), y)
+    """
+    assert found(wrong, "TB204") == [9, 10]
+    right = """
+    history = []
+    running = 0.0
+    for x, y in loader:
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        history.append(loss.item())
+        running += loss.detach() * x.size(0)
+    """
+    assert found(right, "TB204") == []
+
+
+def test_tb204_losses_summed_for_one_backward_or_reset_each_iteration():
+    src = """
+    for batch in loader:
+        total = 0
+        for head in heads:
+            total = total + crit(model(batch)[head], batch[head])
+        total.backward()
+        opt.step()
+        opt.zero_grad()
+    for x, y in loader:
+        with torch.no_grad():
+            val_sum += crit(model(x), y)
+        crit(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    """
+    assert found(src, "TB204") == []

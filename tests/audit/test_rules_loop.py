@@ -1,0 +1,291 @@
+"""Loop-order rules (TB1xx): each fires on a wrong snippet at the offending line and stays silent on
+the corrected one (snippets in other shapes than the rules' own docstring examples)."""
+
+import textwrap
+
+from trickbag.audit.lint import lint_source
+
+
+def found(src: str, code: str) -> list[int]:
+    """Lines where ``code`` fires."""
+    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+
+
+def test_tb101_scheduler_first_in_batch_loop():
+    wrong = """
+    for batch in tqdm(loader):
+        sched.step()
+        opt.zero_grad()
+        model(batch).mean().backward()
+        opt.step()
+    """
+    assert found(wrong, "TB101") == [3]
+    right = wrong.replace("        sched.step()\n", "") + "    sched.step()\n"
+    assert found(right, "TB101") == []
+
+
+def test_tb101_silent_for_plateau_with_metric_and_guarded_first_epoch():
+    src = """
+    for epoch in range(10):
+        if epoch > 0:
+            scheduler.step()
+        plateau.step(val_loss)
+        train_one_epoch(model, loader, optimizer)
+    """
+    assert found(src, "TB101") == []
+
+
+def test_tb102_scheduler_in_micro_batch_of_nested_loop():
+    wrong = """
+    for it in range(iters):
+        for k in range(accum):
+            (loss_fn(model(xs[k]), ys[k]) / accum).backward()
+            lr_scheduler.step()
+        optimizer.step()
+        optimizer.zero_grad()
+    """
+    assert found(wrong, "TB102") == [5]
+    right = wrong.replace("            lr_scheduler.step()\n", "") + "    lr_scheduler.step()\n"
+    assert found(right, "TB102") == []
+
+
+def test_tb103_zero_grad_unguarded_after_the_update_branch():
+    wrong = """
+    for i, (x, y) in enumerate(loader):
+        (crit(net(x), y) / 4).backward()
+        if (i + 1) % 4 == 0:
+            opt.step()
+        opt.zero_grad()
+    """
+    assert found(wrong, "TB103") == [6]
+    right = """
+    for i, (x, y) in enumerate(loader):
+        if i % 4 == 0:
+            opt.zero_grad()
+        (crit(net(x), y) / 4).backward()
+        if (i + 1) % 4 == 0:
+            opt.step()
+    """
+    assert found(right, "TB103") == []
+
+
+def test_tb103_silent_on_two_optimizers_gan_order():
+    src = """
+    for real in loader:
+        d_opt.zero_grad()
+        d_loss(real).backward()
+        d_opt.step()
+        g_opt.zero_grad()
+        g_loss().backward()
+        g_opt.step()
+    """
+    assert found(src, "TB103") == []
+
+
+def test_tb104_while_loop_and_per_optimizer_check():
+    wrong = """
+    step = 0
+    while step < n:
+        loss = criterion(model(next(it)), target)
+        loss.backward()
+        optimizer.step()
+        step += 1
+    """
+    assert found(wrong, "TB104") == [6]
+    right = wrong.replace("        loss.backward()", "        optimizer.zero_grad()\n        loss.backward()")
+    assert found(right, "TB104") == []
+
+
+def test_tb104_zeroing_by_hand_or_in_closure_counts():
+    src = """
+    for x, y in loader:
+        for p in model.parameters():
+            p.grad = None
+        loss_fn(model(x), y).backward()
+        opt.step()
+    for _ in range(5):
+        def closure():
+            lbfgs.zero_grad()
+            out = loss_fn(model(x), y)
+            out.backward()
+            return out
+        lbfgs.step(closure)
+    """
+    assert found(src, "TB104") == []
+
+
+def test_tb105_nested_micro_loop_with_scaler():
+    wrong = """
+    for step in range(steps):
+        for micro in range(grad_accum):
+            with autocast():
+                loss = model(x[micro]).loss
+            scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    """
+    assert found(wrong, "TB105") == [6]
+    right = wrong.replace("model(x[micro]).loss", "model(x[micro]).loss / grad_accum")
+    assert found(right, "TB105") == []
+
+
+def test_tb105_division_in_separate_statement_or_helper_is_accepted():
+    src = """
+    for i, batch in enumerate(loader):
+        loss = compute_loss(model, batch)
+        if accum > 1:
+            loss /= accum
+        loss.backward()
+        if (i + 1) % accum == 0:
+            opt.step()
+            opt.zero_grad()
+    """
+    assert found(src, "TB105") == []
+
+
+def test_tb106_clip_value_before_unscale_in_method():
+    wrong = """
+    class T:
+        def step(self, loss):
+            self.scaler.scale(loss).backward()
+            clip_grad_value_(self.model.parameters(), 0.1)
+            self.scaler.unscale_(self.opt)
+            self.scaler.step(self.opt)
+            self.scaler.update()
+    """
+    assert found(wrong, "TB106") == [5]
+    right = """
+    class T:
+        def step(self, loss):
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.opt)
+            clip_grad_value_(self.model.parameters(), 0.1)
+            self.scaler.step(self.opt)
+            self.scaler.update()
+    """
+    assert found(right, "TB106") == []
+
+
+def test_tb106_silent_without_scaler_and_in_the_non_amp_branch():
+    src = """
+    for x, y in loader:
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        if use_amp:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+    """
+    assert found(src, "TB106") == []
+
+
+def test_tb107_update_only_once_per_epoch_is_too_rare():
+    wrong = """
+    for epoch in range(3):
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+        scaler.update()
+    """
+    assert found(wrong, "TB107") == [6]
+    right = wrong.replace("            scaler.step(opt)\n", "            scaler.step(opt)\n            scaler.update()\n")
+    assert found(right, "TB107") == []
+
+
+def test_tb108_swa_update_per_micro_batch_and_after_step():
+    wrong = """
+    for i, (x, y) in enumerate(loader):
+        (crit(model(x), y) / k).backward()
+        swa_model.update_parameters(model)
+        if i % k == k - 1:
+            opt.step()
+            opt.zero_grad()
+    """
+    assert found(wrong, "TB108") == [4]
+    right = """
+    for epoch in range(epochs):
+        for x, y in loader:
+            opt.zero_grad()
+            crit(model(x), y).backward()
+            opt.step()
+            ema.update(model)
+        swa_model.update_parameters(model)
+    """
+    assert found(right, "TB108") == []
+
+
+def test_tb109_manual_clamp_per_micro_batch():
+    wrong = """
+    for i, (x, y) in enumerate(loader):
+        (crit(model(x), y) / k).backward()
+        for p in model.parameters():
+            p.grad.clamp_(-1, 1)
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+    """
+    assert found(wrong, "TB109") == [5]
+
+
+def test_tb110_backward_under_cuda_amp_autocast_and_not_after_it():
+    wrong = """
+    for x, y in loader:
+        opt.zero_grad()
+        with torch.cuda.amp.autocast():
+            loss = crit(model(x), y)
+            loss.backward()
+        opt.step()
+    """
+    assert found(wrong, "TB110") == [6]
+    assert found(wrong.replace("            loss.backward()", "        loss.backward()"), "TB110") == []
+    assert found(wrong.replace("autocast()", "autocast(enabled=False)"), "TB110") == []
+
+
+def test_tb111_no_sync_around_whole_loop_and_conditional_is_fine():
+    wrong = """
+    with ddp.no_sync():
+        for i, (x, y) in enumerate(loader):
+            (crit(ddp(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                opt.step()
+                opt.zero_grad()
+    """
+    assert found(wrong, "TB111") == [2]
+    right = """
+    for i, (x, y) in enumerate(loader):
+        ctx = ddp.no_sync() if (i + 1) % k else nullcontext()
+        with ctx:
+            (crit(ddp(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+    """
+    assert found(right, "TB111") == []
+
+
+def test_tb112_both_halves():
+    plain_backward = """
+    for x, y in loader:
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        scaler.step(opt)
+        scaler.update()
+    """
+    assert found(plain_backward, "TB112") == [5]
+    scaled = """
+    for x, y in loader:
+        opt.zero_grad()
+        scaled = scaler.scale(crit(model(x), y))
+        scaled.backward()
+        opt.step()
+    """
+    assert found(scaled, "TB112") == [6]

@@ -1,0 +1,336 @@
+"""The runtime audit: silent and bit-identical on a correct AMP + accumulation + clipping + EMA +
+evaluation loop; each mistake reported at the user's line; everything restored afterwards."""
+
+# The loops below are wrong on purpose (the audit must catch them), and `trickbag lint` agrees:
+# trickbag: noqa
+
+import copy
+import io
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import trickbag
+from trickbag.audit import audit
+from trickbag.audit.watch import AUDIT_RULES
+
+SRC = Path(__file__).read_text().splitlines()
+HERE = Path(__file__).resolve()
+
+
+def line_of(marker: str) -> str:
+    """``test_watch.py:N`` of the line carrying ``# <marker>``."""
+    (n,) = [i for i, text in enumerate(SRC, 1) if text.rstrip().endswith(f"# <{marker}>")]
+    return f"{HERE}:{n}"
+
+
+def where(report, rule):
+    """The absolute file:line of each finding of ``rule``."""
+    out = []
+    for f in report.findings:
+        if f.rule == rule:
+            path, _, line = f.where.rpartition(":")
+            out.append(f"{Path(path).resolve()}:{line}")
+    return out
+
+
+def make(seed=0):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    return model, opt
+
+
+def batches(n=8, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(n)]
+
+
+def correct_loop(model, opt, sched, scaler, ema, data, k=2):
+    for epoch in range(2):
+        model.train()
+        for i, (x, y) in enumerate(data):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x), y) / k
+            scaler.scale(loss).backward()
+            if (i + 1) % k == 0:
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt)
+                scaler.update()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+                ema.update(model)
+        model.eval()
+        with torch.inference_mode():
+            for x, y in data[:2]:
+                model(x).argmax(1)
+
+
+def pieces(model, opt):
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 3))
+    return sched, torch.amp.GradScaler("cpu"), trickbag.EMA(model, decay=0.9)
+
+
+def test_correct_loop_no_findings_and_bit_identical_weights():
+    data = batches()
+    model, opt = make()
+    correct_loop(model, opt, *pieces(model, opt), data)
+    reference = copy.deepcopy(model.state_dict())
+    model, opt = make()
+    sched, scaler, ema = pieces(model, opt)
+    with audit(model, opt, report=False) as report:
+        correct_loop(model, opt, sched, scaler, ema, data)
+    assert report.findings == []
+    assert report.counts["optimizer steps"] == 8 and report.counts["scheduler steps"] == 8
+    assert report.counts["clips"] == 8 and report.counts["EMA updates"] == 8
+    assert all(torch.equal(reference[k], v) for k, v in model.state_dict().items())
+
+
+def test_everything_is_restored():
+    model, opt = make()
+    scaler = torch.amp.GradScaler("cpu")
+    clip, scale_fn, sched_step = nn.utils.clip_grad_norm_, torch.amp.GradScaler.scale, \
+        torch.optim.lr_scheduler.LRScheduler.step
+    with audit(model, opt, report=False):
+        assert nn.utils.clip_grad_norm_ is not clip and "step" in vars(opt)
+        model(torch.randn(4, 6)).sum().backward()
+    assert nn.utils.clip_grad_norm_ is clip and torch.nn.utils.clip_grad.clip_grad_norm_ is clip
+    assert torch.amp.GradScaler.scale is scale_fn and torch.optim.lr_scheduler.LRScheduler.step is sched_step
+    assert "step" not in vars(opt) and "zero_grad" not in vars(opt) and "zero_grad" not in vars(model)
+    assert not model._forward_pre_hooks and not list(model.parameters())[-1]._backward_hooks
+    assert scaler.scale(torch.ones(1)).item() == 65536.0
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")
+def test_scheduler_per_micro_batch_at_the_user_line():
+    model, opt = make()
+    sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+    with audit(model, opt, report=False) as report:
+        for i, (x, y) in enumerate(batches()):
+            (F.cross_entropy(model(x), y) / 4).backward()
+            sched.step()  # <sched-micro>
+            if (i + 1) % 4 == 0:
+                opt.step()
+                opt.zero_grad()
+    assert where(report, "scheduler-per-micro-batch") == [line_of("sched-micro")]
+    assert where(report, "scheduler-before-step") == [line_of("sched-micro")]
+
+
+def test_gradients_never_zeroed_at_the_step():
+    model, opt = make()
+    with audit(model, opt, report=False) as report:
+        for x, y in batches(4):
+            F.cross_entropy(model(x), y).backward()
+            opt.step()  # <no-zero>
+    (f,) = report.findings
+    assert f.rule == "grads-never-zeroed" and f.count == 3 and where(report, f.rule) == [line_of("no-zero")]
+
+
+def test_zeroing_by_hand_or_through_the_model_is_fine():
+    model, opt = make()
+    with audit(model, opt, report=False) as report:
+        for i, (x, y) in enumerate(batches(6)):
+            if i % 2:
+                model.zero_grad()
+            else:
+                for p in model.parameters():
+                    p.grad = None
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert report.findings == []
+
+
+def test_clip_before_unscale_and_per_micro_batch():
+    model, opt = make()
+    scaler = torch.amp.GradScaler("cpu")
+    with audit(model, opt, scaler=scaler, report=False) as report:
+        for i, (x, y) in enumerate(batches(4)):
+            scaler.scale(F.cross_entropy(model(x), y) / 2).backward()
+            nn.utils.clip_grad_value_(model.parameters(), 0.5)  # <clip>
+            if i % 2:
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+    assert where(report, "clip-before-unscale") == [line_of("clip")]
+    assert where(report, "clip-per-micro-batch") == [line_of("clip")]
+
+
+def test_training_left_in_eval_mode():
+    model, opt = make()
+    data = batches(6)
+    with audit(model, opt, report=False) as report:
+        for epoch in range(2):
+            for x, y in data[:2]:
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()  # <eval-train>
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                model(data[5][0])
+    assert where(report, "train-in-eval-mode") == [line_of("eval-train")]
+    assert [f.rule for f in report.findings] == ["train-in-eval-mode"]
+
+
+def test_evaluation_forward_with_grad():
+    model, opt = make()
+    data = batches(4)
+    with audit(model, opt, report=False) as report:
+        for x, y in data[:2]:
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        model.eval()
+        for x, _ in data[2:]:
+            model(x).argmax(1)  # <eval-grad>
+        model.train()
+        opt.zero_grad()
+        F.cross_entropy(model(data[0][0]), data[0][1]).backward()
+        opt.step()
+    (f,) = report.findings
+    assert f.rule == "eval-with-grad" and f.count == 2 and where(report, f.rule) == [line_of("eval-grad")]
+
+
+def test_unfrozen_parameters_missing_from_the_optimizer():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    model[0].requires_grad_(False)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    with audit(model, opt, report=False) as report:
+        for step, (x, y) in enumerate(batches(4)):
+            if step == 2:
+                model[0].requires_grad_(True)  # unfrozen, but the optimizer was built without it
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()  # <missing>
+    (f,) = report.findings
+    assert f.rule == "param-not-in-optimizer" and "0.weight" in f.message and "0.bias" in f.message
+    assert where(report, f.rule) == [line_of("missing")]
+
+
+def test_frozen_parameter_with_stale_grad_in_a_decayed_group():
+    model, opt = make()
+    with audit(model, opt, report=False) as report:
+        for step, (x, y) in enumerate(batches(3)):
+            if step == 1:
+                model[0].weight.requires_grad_(False)  # frozen, but zero_grad(set_to_none=False) keeps its grad
+            opt.zero_grad(set_to_none=False)
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert [f.rule for f in report.findings] == ["frozen-param-decayed"]
+
+
+def test_ema_per_micro_batch_and_before_step():
+    model, opt = make()
+    ema = trickbag.EMA(model, decay=0.9)
+    with audit(model, opt, report=False) as report:
+        for i, (x, y) in enumerate(batches(4)):
+            (F.cross_entropy(model(x), y) / 2).backward()
+            ema.update(model)  # <ema>
+            if i % 2:
+                opt.step()
+                opt.zero_grad()
+    assert where(report, "ema-before-step") == [line_of("ema")]
+    assert where(report, "ema-per-micro-batch") == [line_of("ema")]
+
+
+def test_zero_grad_between_backward_and_step():
+    model, opt = make()
+    with audit(model, opt, report=False) as report:
+        for x, y in batches(2):
+            F.cross_entropy(model(x), y).backward()
+            opt.zero_grad()  # <zero-late>
+            opt.step()
+    assert where(report, "zero-grad-before-step") == [line_of("zero-late")]
+
+
+def test_scheduler_after_a_skipped_amp_step():
+    model, opt = make()
+    scaler = torch.amp.GradScaler("cpu")
+    sched = torch.optim.lr_scheduler.StepLR(opt, 5)
+    with audit(model, opt, report=False) as report:
+        for i, (x, y) in enumerate(batches(3)):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y) * (float("inf") if i == 1 else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            sched.step()  # <skipped>
+    assert report.counts["skipped steps"] == 1
+    assert where(report, "scheduler-on-skipped-step") == [line_of("skipped")]
+    assert [f.rule for f in report.findings] == ["scheduler-on-skipped-step"]
+
+
+def test_gan_with_two_optimizers_and_penalty_is_clean():
+    torch.manual_seed(0)
+    gen, critic = nn.Sequential(nn.Linear(4, 6)), nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt_g, opt_d = torch.optim.Adam(gen.parameters()), torch.optim.Adam(critic.parameters())
+    with audit([gen, critic], [opt_g, opt_d], report=False) as report:
+        for real, _ in batches(4):
+            z = torch.randn(8, 4)
+            with torch.no_grad():
+                fake = gen(z)
+            opt_d.zero_grad()
+            gp = trickbag.gradient_penalty(critic, real, fake, generator=torch.Generator().manual_seed(0))
+            (critic(fake).mean() - critic(real).mean() + 10 * gp).backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            (-critic(gen(z)).mean()).backward()
+            opt_g.step()
+    assert report.findings == []
+
+
+def test_table_is_printed_at_exit_unless_turned_off():
+    model, opt = make()
+    out = io.StringIO()
+    with audit(model, opt, file=out):
+        for x, y in batches(2):
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+    text = out.getvalue()
+    assert text.startswith("trickbag audit: 1 finding (optimizer steps 2") and "grads-never-zeroed" in text
+    assert set(AUDIT_RULES) >= {f for f in text.split() if f in AUDIT_RULES}
+
+
+def test_arguments_are_checked():
+    model, opt = make()
+    with pytest.raises(TypeError, match="model must be an nn.Module"):
+        audit(opt, opt)
+    with pytest.raises(TypeError, match="optimizer must be"):
+        audit(model, model)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")
+def test_explicit_scheduler_scaler_and_ema_are_wrapped_per_instance():
+    model, opt = make()
+    sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+    scaler = torch.amp.GradScaler("cpu")
+    swa = torch.optim.swa_utils.AveragedModel(model)
+    with audit(model, opt, scheduler=sched, scaler=scaler, ema=swa, report=False) as report:
+        assert "step" in vars(sched) and "update_parameters" in vars(swa) and "unscale_" in vars(scaler)
+        for i, (x, y) in enumerate(batches(4)):
+            scaler.scale(F.cross_entropy(model(x), y) / 2).backward()
+            swa.update_parameters(model)  # <swa>
+            if i % 2:
+                scaler.step(opt)
+                scaler.update()
+                sched.step()
+                opt.zero_grad()
+    assert "step" not in vars(sched) and "update_parameters" not in vars(swa) and "unscale_" not in vars(scaler)
+    assert {f.rule for f in report.findings} == {"ema-before-step", "ema-per-micro-batch"}
+    assert set(where(report, "ema-per-micro-batch")) == {line_of("swa")}
+
+
+def test_frozen_parameter_without_grad_in_a_decayed_group_is_advised():
+    model, opt = make()  # weight_decay=1e-4 on every group
+    model[4].requires_grad_(False)  # frozen after the optimizer was built
+    with audit(model, opt, report=False) as report:
+        for x, y in batches(2):
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+    (f,) = report.findings
+    assert f.rule == "frozen-param-decayed" and "4.weight" in f.message and "skipped while" in f.message
