@@ -1,4 +1,4 @@
-"""Import optional dependencies with an error message naming the extra to install."""
+"""Import optional dependencies with a one-line error naming the extra to install."""
 
 from __future__ import annotations
 
@@ -7,17 +7,23 @@ from types import ModuleType
 
 from trickbag.errors import MissingExtraError
 
+__all__ = ["require"]
 
-def require(module: str, *, extra: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingExtraError` naming ``pip install trickbag[extra]``.
+
+def require(module: str, *, extra: str, feature: str = "this feature") -> ModuleType:
+    """Import ``module`` or raise :class:`MissingExtraError` naming ``pip install 'trickbag[extra]'``.
 
     >>> require("math", extra="none").sqrt(4.0)
     2.0
+    >>> require("no_such_module_here", extra="app", feature="the digits data set")
+    Traceback (most recent call last):
+    ...
+    trickbag.errors.MissingExtraError: the digits data set needs 'no_such_module_here', which is not installed: pip install 'trickbag[app]'
     """
     try:
         return importlib.import_module(module)
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
+        top = module.split(".")[0]
         raise MissingExtraError(
-            f"{module!r} is not installed; it is needed for this feature. "
-            f"Install it with: pip install 'trickbag[{extra}]'"
+            f"{feature} needs {top!r}, which is not installed: pip install 'trickbag[{extra}]'"
         ) from exc

@@ -59,7 +59,7 @@ def test_predict_classifies_a_png_like_the_model_does(run_dir):
     from sklearn.datasets import load_digits
 
     from trickbag.data.sources import build_data
-    from trickbag.models import build_model
+    from trickbag.train.build import model_for
     from trickbag.recipe import recipe_from_dict
     from trickbag.train.checkpoint import load_checkpoint
 
@@ -83,7 +83,7 @@ def test_predict_classifies_a_png_like_the_model_does(run_dir):
     ckpt = load_checkpoint(d / "checkpoints" / "best.pt")
     recipe = recipe_from_dict(ckpt["recipe"])
     data = build_data(recipe.data)
-    model = build_model(recipe.model.name, data.input_shape, data.num_classes, **recipe.model.kwargs)
+    model = model_for(recipe, data)
     model.load_state_dict(ckpt.get("eval_model") or ckpt["model"])  # the weights predict uses (EMA here)
     model.eval()
     x = data.normalise(torch.tensor(img, dtype=torch.float32).view(1, 1, 8, 8) / 16.0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from trickbag.debug import ShapeRecord, format_trace, profile_steps, trace_shapes
+from trickbag.extras.debug import ShapeRecord, format_trace, profile_steps, trace_shapes
 
 
 class LogOfNegative(nn.Module):

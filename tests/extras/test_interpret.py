@@ -9,7 +9,7 @@ from matplotlib import colormaps
 from PIL import Image
 from torch import nn
 
-from trickbag.interpret import integrated_gradients, saliency, save_overlay
+from trickbag.extras.interpret import integrated_gradients, saliency, save_overlay
 
 
 @pytest.fixture

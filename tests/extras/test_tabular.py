@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from sklearn.tree import DecisionTreeClassifier
 
-from trickbag.tabular import _draw_heatmap, bin_feature, correlation_heatmap
+from trickbag.extras.tabular import _draw_heatmap, bin_feature, correlation_heatmap
 
 
 @pytest.fixture

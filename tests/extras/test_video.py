@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 
 from trickbag.data import tsn_indices
 from trickbag.errors import DataError
-from trickbag.video import VideoFrames, VideoInfo, _read_frames, video_info
+from trickbag.extras.video import VideoFrames, VideoInfo, _read_frames, video_info
 
 H, W, N, FPS = 24, 32, 16, 8
 BASE, STEP = 20, 12  # frame i is uniformly grey at BASE + STEP * i

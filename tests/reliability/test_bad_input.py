@@ -141,7 +141,7 @@ ROWS = [
     ("batch larger than the data with drop_last", TRAIN + FAKE + ["data.batch_size=500", "data.drop_last=true"],
      "data.batch_size=500 is larger than the training set"),
     ("zero-sized sample shape", TRAIN + FAKE + ["data.shape=[1,0,8]"], "every size must be >= 1"),
-    ("validation monitor without validation data", TRAIN + FAKE + ["data.val_fraction=0"],
+    ("validation monitor without validation data", TRAIN + FAKE + ["data.val_fraction=0", "train.monitor=val/acc"],
      "needs a validation split"),
     # models, devices
     ("unknown model", TRAIN + ["model.name=resnet19"], "did you mean 'resnet18'?"),
@@ -152,7 +152,7 @@ ROWS = [
     ("initial weights not a checkpoint", TRAIN + FAKE + ["model.weights={F}/text.pt"],
      "is not a checkpoint written by torch.save"),
     ("initial weights of another model", TRAIN + ["model.weights={F}/small/checkpoints/best.pt"],
-     "matches no parameter of 'digits_cnn'"),
+     "matches no parameter of 'small_cnn'"),
     ("device that does not exist", TRAIN + ["train.device=cuda:3"], "'cuda:3' does not exist on this machine"),
     ("device name that is not one", TRAIN + ["train.device=banana"], "'banana' is not a device name"),
     # tricks

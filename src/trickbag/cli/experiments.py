@@ -15,6 +15,12 @@ from trickbag.experiments import ExperimentError
 __all__ = ["register"]
 
 
+def _needs_plots(command: str) -> None:
+    from trickbag._optional import require
+
+    require("matplotlib", extra="app", feature=f"trickbag {command} (its plots)")
+
+
 def _recipe_and_overrides(items: list[str]) -> tuple[str, list[str]]:
     """``RECIPE key=value ...``; the recipe defaults to the built-in ``digits``."""
     recipe, overrides = split_recipe_and_overrides(items, default="digits")
@@ -23,6 +29,7 @@ def _recipe_and_overrides(items: list[str]) -> tuple[str, list[str]]:
 
 # --------------------------------------------------------------------------- commands
 def cmd_ablate(args: argparse.Namespace) -> int:
+    _needs_plots("ablate")
     from trickbag.experiments.ablate import run_ablation
 
     recipe, overrides = _recipe_and_overrides(args.items)
@@ -48,6 +55,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    _needs_plots("sweep")
     from trickbag.experiments.sweep import run_sweep
 
     recipe, overrides = _recipe_and_overrides(args.items)
@@ -73,6 +81,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_lr_find(args: argparse.Namespace) -> int:
+    _needs_plots("lr-find")
     from trickbag.experiments.lr_range import lr_find_recipe
 
     recipe, overrides = _recipe_and_overrides(args.items)
@@ -88,6 +97,7 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    _needs_plots("report")
     from trickbag.experiments.report import write_report
 
     comparison = write_report(args.runs, args.out)

@@ -21,13 +21,12 @@ def _recipe(args: argparse.Namespace):
 def cmd_summary(args: argparse.Namespace) -> int:
     """torchinfo's table for the recipe's model, on one sample of the recipe's input shape."""
     from trickbag.data.sources import build_data
-    from trickbag.models import build_model
+    from trickbag.train.build import model_for
     from trickbag.nn import count_parameters, summary
 
     recipe = _recipe(args)
-    data = build_data(recipe.data)
-    model = build_model(recipe.model.name, data.input_shape, recipe.model.num_classes or data.num_classes,
-                        **recipe.model.kwargs)
+    data = build_data(recipe.data, recipe.task)
+    model = model_for(recipe, data)
     print(summary(model, (1, *data.input_shape), verbose=0, depth=args.depth))
     print(f"parameters: {count_parameters(model):,} ({count_parameters(model, trainable_only=True):,} trainable)")
     return 0
@@ -47,7 +46,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         recipe.data.mean = [0.0] * len(recipe.data.mean or [0, 0, 0])
         recipe.data.std = [1.0] * len(recipe.data.std or [1, 1, 1])
         recipe.data.augment = False
-    data = build_data(recipe.data)
+    data = build_data(recipe.data, recipe.task)
     ds = data.eval_train if data.eval_train is not None else data.train
     loader = torch.utils.data.DataLoader(ds, batch_size=256, num_workers=recipe.data.num_workers)
     mean, std = mean_std(loader)
@@ -62,7 +61,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """torch.profiler over a few real training steps of the recipe; top ops printed, Chrome trace saved."""
-    from trickbag.debug import profile_steps
+    from trickbag.extras.debug import profile_steps
     from trickbag.train.build import build
 
     recipe = _recipe(args)

@@ -6,7 +6,9 @@ and docs/recipes.md are generated from these classes.
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 import typing
 from typing import Any, Literal, Optional
 
@@ -73,7 +75,7 @@ def needs_items(v: list, info: Any, what: str) -> list:
 
 # --------------------------------------------------------------------------- sections
 class BinConfig(Section):
-    """How one CSV feature column is binned (``trickbag.tabular.bin_feature``) before it reaches the model."""
+    """How one CSV feature column is binned (``trickbag.extras.tabular.bin_feature``) before it reaches the model."""
 
     method: Literal["width", "quantile", "tree"] = "quantile"  # equal width, equal frequency, or decision-tree splits on the label
     n_bins: int = Field(10, ge=1, le=1000)  # at most this many bins (ties / tree leaves may give fewer); n_bins + 1 inputs
@@ -82,7 +84,7 @@ class BinConfig(Section):
 class DataConfig(Section):
     """Where the data comes from and how it is batched."""
 
-    name: Literal["digits", "mnist1d", "imagefolder", "csv", "fake"] = "digits"
+    name: str = "digits"  # digits, mnist1d, imagefolder, csv, fake, or your own package.module:function
     root: Optional[str] = None  # folder (imagefolder) or file (csv)
     batch_size: int = Field(64, ge=1, le=2**24)  # samples per training batch
     eval_batch_size: Optional[int] = Field(None, ge=1, le=2**24)  # default: 4 x batch_size
@@ -97,7 +99,7 @@ class DataConfig(Section):
     eval_image_size: Optional[int] = Field(None, ge=8)  # imagefolder: test size (FixRes)
     mean: Optional[list[float]] = None  # imagefolder normalisation (default ImageNet's)
     std: Optional[list[float]] = None
-    label_column: str = "label"  # csv
+    label_column: str | list[str] = "label"  # csv: the label column; multilabel / several regression targets: a list
     feature_columns: Optional[list[str]] = None  # csv: default all but the label
     num_samples: Optional[int] = Field(None, ge=10)  # fake / mnist1d: samples to generate
     num_classes: Optional[int] = Field(None, ge=2)  # fake
@@ -105,6 +107,16 @@ class DataConfig(Section):
     # csv: {feature column: {method, n_bins}}; edges fitted on the training split only, each binned column
     # replaced in place by one-hot bin indicators plus a last "missing" indicator (empty or NaN cells allowed)
     bins: dict[str, BinConfig] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _source_name(cls, v: str) -> str:
+        builtin = ("digits", "mnist1d", "imagefolder", "csv", "fake")
+        if v in builtin or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v):
+            return v
+        close = difflib.get_close_matches(v, builtin, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"{v!r} is not a data source{hint}; allowed: {', '.join(builtin)}, or package.module:function")
 
     @field_validator("bins")
     @classmethod

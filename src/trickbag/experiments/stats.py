@@ -110,7 +110,9 @@ def paired_difference(
     m, sd = mean_sd(d)
     if n < 2:
         return PairedDifference(n, m, math.nan, math.nan, math.nan, float(confidence))
-    from scipy.stats import t
+    from trickbag._optional import require
+
+    t = require("scipy.stats", extra="app", feature="confidence intervals").t
 
     half = float(t.ppf((1.0 + confidence) / 2.0, n - 1)) * sd / math.sqrt(n)
     return PairedDifference(n, m, sd, m - half, m + half, float(confidence))

@@ -51,7 +51,9 @@ def summary(model: nn.Module, input_size: Sequence[int] | Sequence[Sequence[int]
     >>> stats.total_params
     40
     """
-    import torchinfo
+    from trickbag._optional import require
+
+    torchinfo = require("torchinfo", extra="app", feature="trickbag.nn.summary")
 
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")

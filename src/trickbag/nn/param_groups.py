@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Optional
 
 from torch import nn
 
@@ -108,6 +108,34 @@ def param_groups(
     >>> [round(g["lr"], 4) for g in param_groups(model, lr=1.0, layer_decay=0.5)]
     [0.25, 0.5, 1.0]
     """
+    lr, weight_decay, layer_decay = _check_args(model, lr, weight_decay, no_decay_bias_norm, layer_decay, layer_id_fn)
+    scales = _scale_patterns(model, lr_scale)
+    split_decay = no_decay_bias_norm and weight_decay > 0
+    trainable, no_decay_ids = _trainable(model, split_decay)
+    layer_ids = _layer_ids(model, trainable, layer_id_fn) if layer_decay is not None else {}
+    num_layers = max(layer_ids.values()) if layer_ids else 0
+    groups: dict[tuple, dict[str, Any]] = {}
+    for name, param in trainable:
+        pattern, factor = next(((pat, f) for pat, f in scales if fnmatch.fnmatchcase(name, pat)), (None, 1.0))
+        lid = layer_ids.get(name)
+        decays = not (
+            split_decay
+            and (param.ndim <= 1 or name == "bias" or name.endswith(".bias") or id(param) in no_decay_ids)
+        )
+        key = (lid, pattern, decays)
+        if key not in groups:
+            parts = ([f"layer{lid}"] if lid is not None else []) + ([f"lr_scale[{pattern}]"] if pattern else [])
+            parts += ["decay" if decays else "no_decay"] if split_decay else []
+            group_lr = lr * factor * (layer_decay ** (num_layers - lid) if lid is not None else 1.0)
+            groups[key] = {"params": [], "param_names": [], "lr": group_lr,
+                           "weight_decay": weight_decay if decays else 0.0, "name": "/".join(parts) or "all"}
+        groups[key]["params"].append(param)
+        groups[key]["param_names"].append(name)
+    return list(groups.values())
+
+
+def _check_args(model: nn.Module, lr: Any, weight_decay: Any, no_decay_bias_norm: Any, layer_decay: Any,
+                layer_id_fn: Any) -> tuple[float, float, Optional[float]]:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     lr = _check_number("lr", lr)
@@ -121,24 +149,33 @@ def param_groups(
             raise ValueError("layer_id_fn is only used with layer_decay; pass layer_decay=<float in (0, 1]> too")
         if not callable(layer_id_fn):
             raise TypeError(f"layer_id_fn must be a callable name -> int, got {layer_id_fn!r}")
+    return lr, weight_decay, layer_decay
 
+
+def _scale_patterns(model: nn.Module, lr_scale: Optional[Mapping[str, float]]) -> list[tuple[str, float]]:
+    """``lr_scale`` checked: each pattern a str matching some parameter name, each factor a number >= 0."""
     scales: list[tuple[str, float]] = []
-    if lr_scale is not None:
-        all_names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
-        if not isinstance(lr_scale, Mapping):
-            raise TypeError(f"lr_scale must be a mapping {{glob pattern: factor}}, got {lr_scale!r}")
-        for pattern, factor in lr_scale.items():
-            if not isinstance(pattern, str):
-                raise TypeError(f"lr_scale keys must be glob patterns (str), got {pattern!r}")
-            factor = _check_number(f"lr_scale[{pattern!r}]", factor)
-            if not any(fnmatch.fnmatchcase(n, pattern) for n in all_names):
-                shown = ", ".join(all_names[:8]) + (", ..." if len(all_names) > 8 else "")
-                raise ValueError(f"lr_scale pattern {pattern!r} matches no parameter name; names look like: {shown}")
-            scales.append((pattern, factor))
+    if lr_scale is None:
+        return scales
+    all_names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+    if not isinstance(lr_scale, Mapping):
+        raise TypeError(f"lr_scale must be a mapping {{glob pattern: factor}}, got {lr_scale!r}")
+    for pattern, factor in lr_scale.items():
+        if not isinstance(pattern, str):
+            raise TypeError(f"lr_scale keys must be glob patterns (str), got {pattern!r}")
+        factor = _check_number(f"lr_scale[{pattern!r}]", factor)
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in all_names):
+            shown = ", ".join(all_names[:8]) + (", ..." if len(all_names) > 8 else "")
+            raise ValueError(f"lr_scale pattern {pattern!r} matches no parameter name; names look like: {shown}")
+        scales.append((pattern, factor))
+    return scales
 
-    # one walk over the module tree (it costs about as much as the grouping itself): the trainable
-    # parameters in named_parameters() order, each once, and which of them belong to a norm layer
-    split_decay = no_decay_bias_norm and weight_decay > 0
+
+def _trainable(model: nn.Module, split_decay: bool) -> tuple[list[tuple[str, nn.Parameter]], set[int]]:
+    """The trainable parameters in ``named_parameters()`` order, each once, and the ids of norm-layer ones.
+
+    One walk over the module tree (it costs about as much as the grouping itself).
+    """
     no_decay_ids: set[int] = set()
     seen: set[int] = set()
     trainable: list[tuple[str, nn.Parameter]] = []
@@ -154,50 +191,19 @@ def param_groups(
                 trainable.append((f"{prefix}.{local}" if prefix else local, p))
     if not trainable:
         raise ValueError("model has no trainable parameters (every parameter has requires_grad=False)")
+    return trainable, no_decay_ids
 
+
+def _layer_ids(model: nn.Module, trainable: list[tuple[str, nn.Parameter]],
+               layer_id_fn: Optional[Callable[[str], int]]) -> dict[str, int]:
+    fn = layer_id_fn if layer_id_fn is not None else _default_layer_ids(model)
     layer_ids: dict[str, int] = {}
-    num_layers = 0
-    if layer_decay is not None:
-        fn = layer_id_fn if layer_id_fn is not None else _default_layer_ids(model)
-        for name, _ in trainable:
-            lid = fn(name)
-            if isinstance(lid, bool) or not isinstance(lid, int) or lid < 0:
-                raise ValueError(f"layer_id_fn({name!r}) must return an int >= 0, got {lid!r}")
-            layer_ids[name] = lid
-        num_layers = max(layer_ids.values())
-
-    groups: dict[tuple, dict[str, Any]] = {}
-    for name, param in trainable:
-        pattern, factor = None, 1.0
-        for pat, f in scales:  # first matching pattern wins
-            if fnmatch.fnmatchcase(name, pat):
-                pattern, factor = pat, f
-                break
-        lid = layer_ids.get(name)
-        decays = not (
-            split_decay
-            and (param.ndim <= 1 or name == "bias" or name.endswith(".bias") or id(param) in no_decay_ids)
-        )
-        key = (lid, pattern, decays)
-        if key not in groups:
-            parts = []
-            if lid is not None:
-                parts.append(f"layer{lid}")
-            if pattern is not None:
-                parts.append(f"lr_scale[{pattern}]")
-            if split_decay:
-                parts.append("decay" if decays else "no_decay")
-            group_lr = lr * factor * (layer_decay ** (num_layers - lid) if lid is not None else 1.0)
-            groups[key] = {
-                "params": [],
-                "param_names": [],
-                "lr": group_lr,
-                "weight_decay": weight_decay if decays else 0.0,
-                "name": "/".join(parts) or "all",
-            }
-        groups[key]["params"].append(param)
-        groups[key]["param_names"].append(name)
-    return list(groups.values())
+    for name, _ in trainable:
+        lid = fn(name)
+        if isinstance(lid, bool) or not isinstance(lid, int) or lid < 0:
+            raise ValueError(f"layer_id_fn({name!r}) must return an int >= 0, got {lid!r}")
+        layer_ids[name] = lid
+    return layer_ids
 
 
 def layer_id_by_depth(model: nn.Module, depth: int) -> Callable[[str], int]:

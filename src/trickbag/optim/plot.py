@@ -94,6 +94,9 @@ def plot_lr(
             if t + 1 < steps:
                 scheduler.step()
 
+    from trickbag._optional import require
+
+    require("matplotlib", extra="app", feature="trickbag.optim.plot_lr")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -547,49 +547,64 @@ def add_param_group(
             base = float(base)
         _check_number(base, "group['lr'] (or the optimizer's default lr)", minimum=0.0)
         base = float(base)
-        g0 = optimizer.param_groups[0]
-
         if isinstance(scheduler, LRSchedule):
-            if len(scheduler.lr_lambdas) != len(optimizer.param_groups):
-                raise ValueError(
-                    f"the scheduler has {len(scheduler.lr_lambdas)} factors for {len(optimizer.param_groups)} param "
-                    "groups: a group was added without add_param_group"
-                )
-            factor = scheduler.lr_lambdas[0].with_base(base)  # type: ignore[union-attr]
-            group["lr"] = group["initial_lr"] = base
-            optimizer.add_param_group(group)
-            scheduler.lr_lambdas.append(factor)
-            scheduler.base_lrs.append(base)
-            _resync(scheduler)
+            _add_to_lambda_schedule(optimizer, scheduler, group, base)
         elif isinstance(scheduler, lrs.OneCycleLR):
-            if not float(g0["max_lr"]) > 0:
-                raise ValueError("param_groups[0]['max_lr'] is 0: the new group's OneCycle LRs cannot be derived")
-            group["max_lr"] = base
-            group["initial_lr"] = base * float(g0["initial_lr"]) / float(g0["max_lr"])
-            group["min_lr"] = base * float(g0["min_lr"]) / float(g0["max_lr"])
-            group.update({k: g0[k] for k in ("base_momentum", "max_momentum") if k in g0})
-            group["lr"] = group["initial_lr"]
-            optimizer.add_param_group(group)
-            scheduler.base_lrs.append(group["initial_lr"])
-            _resync(scheduler)
-        else:  # ReduceLROnPlateau
-            if "initial_lr" not in g0:
-                raise ValueError(
-                    "param_groups[0] has no 'initial_lr', so the reduction so far is unknown; set each group's "
-                    "initial_lr to its starting LR when building the ReduceLROnPlateau (build_scheduler does)"
-                )
-            base0 = float(g0["initial_lr"])
-            reduction = float(g0["lr"]) / base0 if base0 > 0 else 1.0
-            default_min = getattr(scheduler, "default_min_lr", None)
-            if default_min is not None or len(set(scheduler.min_lrs)) == 1:
-                min_lr = default_min if default_min is not None else scheduler.min_lrs[0]
-            else:
-                min_lr = scheduler.min_lrs[0] * base / base0 if base0 > 0 else scheduler.min_lrs[0]
-            group["initial_lr"] = base
-            group["lr"] = max(base * reduction, float(min_lr))  # the scheduler never goes below min_lr
-            optimizer.add_param_group(group)
-            scheduler.min_lrs.append(min_lr)
+            _add_to_one_cycle(optimizer, scheduler, group, base)
+        else:
+            _add_to_plateau(optimizer, scheduler, group, base)
         return optimizer.param_groups[-1]
+
+
+def _add_to_lambda_schedule(optimizer: torch.optim.Optimizer, scheduler: "LRSchedule", group: dict[str, Any],
+                            base: float) -> None:
+    if len(scheduler.lr_lambdas) != len(optimizer.param_groups):
+        raise ValueError(
+            f"the scheduler has {len(scheduler.lr_lambdas)} factors for {len(optimizer.param_groups)} param "
+            "groups: a group was added without add_param_group"
+        )
+    factor = scheduler.lr_lambdas[0].with_base(base)  # type: ignore[union-attr]
+    group["lr"] = group["initial_lr"] = base
+    optimizer.add_param_group(group)
+    scheduler.lr_lambdas.append(factor)
+    scheduler.base_lrs.append(base)
+    _resync(scheduler)
+
+
+def _add_to_one_cycle(optimizer: torch.optim.Optimizer, scheduler: lrs.OneCycleLR, group: dict[str, Any],
+                      base: float) -> None:
+    g0 = optimizer.param_groups[0]
+    if not float(g0["max_lr"]) > 0:
+        raise ValueError("param_groups[0]['max_lr'] is 0: the new group's OneCycle LRs cannot be derived")
+    group["max_lr"] = base
+    group["initial_lr"] = base * float(g0["initial_lr"]) / float(g0["max_lr"])
+    group["min_lr"] = base * float(g0["min_lr"]) / float(g0["max_lr"])
+    group.update({k: g0[k] for k in ("base_momentum", "max_momentum") if k in g0})
+    group["lr"] = group["initial_lr"]
+    optimizer.add_param_group(group)
+    scheduler.base_lrs.append(group["initial_lr"])
+    _resync(scheduler)
+
+
+def _add_to_plateau(optimizer: torch.optim.Optimizer, scheduler: lrs.ReduceLROnPlateau, group: dict[str, Any],
+                    base: float) -> None:
+    g0 = optimizer.param_groups[0]
+    if "initial_lr" not in g0:
+        raise ValueError(
+            "param_groups[0] has no 'initial_lr', so the reduction so far is unknown; set each group's "
+            "initial_lr to its starting LR when building the ReduceLROnPlateau (build_scheduler does)"
+        )
+    base0 = float(g0["initial_lr"])
+    reduction = float(g0["lr"]) / base0 if base0 > 0 else 1.0
+    default_min = getattr(scheduler, "default_min_lr", None)
+    if default_min is not None or len(set(scheduler.min_lrs)) == 1:
+        min_lr = default_min if default_min is not None else scheduler.min_lrs[0]
+    else:
+        min_lr = scheduler.min_lrs[0] * base / base0 if base0 > 0 else scheduler.min_lrs[0]
+    group["initial_lr"] = base
+    group["lr"] = max(base * reduction, float(min_lr))  # the scheduler never goes below min_lr
+    optimizer.add_param_group(group)
+    scheduler.min_lrs.append(min_lr)
 
 
 def replan_schedule(scheduler: Any, total_steps: int) -> None:

@@ -31,7 +31,7 @@ from trickbag.train.tricks import build_tricks
 
 __all__ = ["BuildContext", "build", "make_loader", "optimizer_spec", "build_schedule", "make_task",
            "model_from_checkpoint", "probe_first_samples", "resolve_monitor",
-           "resolve_model_name", "user_plugins"]
+           "resolve_model_name", "user_plugins", "model_for"]
 
 
 @dataclasses.dataclass
@@ -167,7 +167,20 @@ def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_e
 
 
 def make_task(recipe: Recipe, data: DataSplits) -> Task:
-    """The recipe's task for ``data`` (classification: as many classes as ``model.num_classes`` or the data)."""
+    """The recipe's task for ``data``: classification with as many classes as ``model.num_classes`` or the
+    data has, multi-label over the data's labels, or regression of its targets (with their scaling)."""
+    from trickbag.train.tasks import Multilabel, Regression
+
+    kind = recipe.task.type
+    if kind == "multilabel":
+        return Multilabel(num_labels=data.num_classes, labels=list(data.classes))
+    if kind == "regression":
+        n = data.num_classes
+        return Regression(num_targets=n, target_mean=data.target_mean or [0.0] * n,
+                          target_std=data.target_std or [1.0] * n, loss_name="huber" if recipe.task.loss == "huber"
+                          else "mse", huber_delta=recipe.task.huber_delta, targets=list(data.classes))
+    if recipe.task.loss != "auto":
+        raise RecipeError(f"task.loss={recipe.task.loss} is a regression loss; with task.type={kind} use auto")
     num_classes = recipe.model.num_classes or data.num_classes
     if num_classes < data.num_classes:
         raise RecipeError(f"model.num_classes={num_classes} is smaller than the {data.num_classes} classes in the data")
@@ -217,7 +230,7 @@ def user_plugins(specs: list[str]) -> list[Plugin]:
     return out
 
 
-def _load_weights(model: torch.nn.Module, recipe: Recipe) -> None:
+def _load_weights(model: torch.nn.Module, recipe: Recipe, name: str) -> None:
     from trickbag.nn import load_matching
 
     path = Path(recipe.model.weights).expanduser()
@@ -225,7 +238,7 @@ def _load_weights(model: torch.nn.Module, recipe: Recipe) -> None:
         raise CheckpointError(f"model.weights={recipe.model.weights!r} does not exist")
     report = load_matching(model, load_checkpoint(path))
     if not report.loaded:
-        raise CheckpointError(f"model.weights={recipe.model.weights!r} matches no parameter of {recipe.model.name!r}: "
+        raise CheckpointError(f"model.weights={recipe.model.weights!r} matches no parameter of {name!r}: "
                               f"{report}")
 
 
@@ -243,15 +256,22 @@ def resolve_model_name(recipe: Recipe, data: DataSplits) -> str:
     return "small_cnn" if min(shape[1:]) < 64 else "resnet18"
 
 
+def model_for(recipe: Recipe, data: DataSplits) -> torch.nn.Module:
+    """A fresh (seeded by the caller) model of the recipe for ``data``: ``model.name`` (``auto`` resolved),
+    the task's number of outputs, ``model.kwargs``."""
+    return build_model(resolve_model_name(recipe, data), data.input_shape, _num_outputs(make_task(recipe, data)),
+                       **recipe.model.kwargs)
+
+
 def _data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo) -> tuple[DataSplits, Task, Any]:
     runtime.seed_everything(recipe.train.seed)
-    data = build_data(recipe.data)
+    data = build_data(recipe.data, recipe.task)
     probe_first_samples(data)  # a data set its transforms cannot handle fails now, not mid-run
     task = make_task(recipe, data)
     runtime.seed_everything(recipe.train.seed)  # model init does not depend on the data source's RNG use
-    model = build_model(resolve_model_name(recipe, data), data.input_shape, _num_outputs(task), **recipe.model.kwargs)
+    model = model_for(recipe, data)
     if recipe.model.weights:
-        _load_weights(model, recipe)
+        _load_weights(model, recipe, resolve_model_name(recipe, data))
     model.to(dev)
     if dist.distributed and recipe.dist.sync_bn:
         from trickbag.train.distributed import convert_sync_batchnorm
@@ -401,9 +421,8 @@ def model_from_checkpoint(ckpt_path: Path, *, trust_code: bool = False) -> tuple
             f"checkpoint {str(ckpt_path)!r} names model code {recipe.model.name!r}; building it would import and run "
             "that code, so it is refused: pass --trust-model-code only if you trust where the file came from"
         )
-    data = build_data(recipe.data)
-    model = build_model(resolve_model_name(recipe, data), data.input_shape, _num_outputs(make_task(recipe, data)),
-                        **recipe.model.kwargs)
+    data = build_data(recipe.data, recipe.task)
+    model = model_for(recipe, data)
     weights = ckpt.get("eval_model") or ckpt["model"]
     check_state_fits(model, weights, f"checkpoint {str(ckpt_path)!r}")
     try:

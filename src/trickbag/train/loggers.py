@@ -121,7 +121,7 @@ class WandbLogger(Plugin):
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any], *, every_steps: int = 10,
                  project: Optional[str] = None) -> None:
-        require("wandb", extra="wandb")  # fail before training, with the extra to install
+        require("wandb", extra="wandb", feature="log.wandb=true")  # fail before training, with the extra to install
         self.run_dir = Path(run_dir)
         self.config = config
         self.every_steps = every_steps
@@ -130,7 +130,7 @@ class WandbLogger(Plugin):
         self.run_id: Optional[str] = None
 
     def on_fit_start(self, state: State) -> None:
-        wandb = require("wandb", extra="wandb")
+        wandb = require("wandb", extra="wandb", feature="log.wandb=true")
         kwargs: dict[str, Any] = {}
         if not os.environ.get("WANDB_DIR"):
             self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from trickbag.errors import ConflictError
 from trickbag.models import BUILTIN_MODELS
 from . import helpers as h
 from trickbag.recipe import load_recipe
-from trickbag.models import build_model
+from trickbag.train.build import model_for
 from trickbag.train.checkpoint import load_checkpoint
 from .helpers import build_tiny, tiny_base
 from trickbag.train.tricks import check_interactions
@@ -298,7 +298,7 @@ def test_early_stopping_follows_the_ema_metrics():
     assert len(state.history) == 2 and "early stopping" in (state.stop_message or "")
     h0, h1 = state.history
     assert h1["val/loss_raw"] < h0["val/loss_raw"]  # the raw weights improved: they were not what was watched
-    model = build_model(recipe.model.name, ctx.data.input_shape, ctx.data.num_classes, **recipe.model.kwargs)
+    model = model_for(recipe, ctx.data)
     model.load_state_dict(initial)
     model.eval()
     x = torch.stack([ctx.data.val[i][0] for i in range(len(ctx.data.val))])
@@ -316,7 +316,7 @@ def test_compiled_model_checkpoints_have_plain_keys(tmp_path):
     assert isinstance(trainer.model, torch._dynamo.eval_frame.OptimizedModule)
     trainer.add_plugin(Checkpointing(tmp_path))
     trainer.fit()
-    plain = build_model(recipe.model.name, ctx.data.input_shape, ctx.data.num_classes, **recipe.model.kwargs)
+    plain = model_for(recipe, ctx.data)
     ckpt = load_checkpoint(tmp_path / "last.pt")
     for key in ("model", "eval_model"):
         assert set(ckpt[key]) == set(plain.state_dict()), key  # no '_orig_mod.' prefix anywhere

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from trickbag.recipe import load_recipe
-from trickbag.models import build_model
+from trickbag.train.build import model_for
 from .helpers import Hook, tiny_base
 from .helpers import build_tiny as build_run
 from trickbag.train.tricks.ema import EMAPlugin
@@ -25,7 +25,7 @@ def _snapshot(model):
 
 
 def _fresh(recipe, ctx, state):
-    model = build_model(recipe.model.name, ctx.data.input_shape, ctx.data.num_classes, **recipe.model.kwargs)
+    model = model_for(recipe, ctx.data)
     model.load_state_dict(state)
     return model.eval()
 

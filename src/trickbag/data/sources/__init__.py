@@ -1,4 +1,5 @@
-"""Data sources a recipe can name (``data.name``): digits, mnist1d, imagefolder, csv, fake.
+"""Data sources a recipe can name (``data.name``): digits, mnist1d, imagefolder, csv, fake, or your own
+``package.module:function`` (:mod:`trickbag.data.sources.custom`).
 
 Each source returns a :class:`DataSplits` with train / val / test datasets, the number of classes,
 the input shape, the per-class training counts (for class-balanced losses) and a ``predict``
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable
 
+from trickbag.data.sources.custom import custom
 from trickbag.data.sources.digits import digits
 from trickbag.data.sources.fake import fake
 from trickbag.data.sources.images import imagefolder
@@ -20,31 +22,47 @@ from trickbag.data.sources.table import csv_table
 from trickbag.errors import DataError
 
 __all__ = ["DataSplits", "build_data", "TensorDataset", "BatchGather", "Collated", "collate", "random_shift",
-           "cache_dir", "SOURCES"]
+           "cache_dir", "SOURCES", "TASK_AWARE"]
 
-#: ``data.name`` -> source function ``source(data_config) -> DataSplits``
+#: ``data.name`` -> source function ``source(data_config) -> DataSplits`` (classification data)
 SOURCES: dict[str, Callable[[Any], DataSplits]] = {
     "digits": digits,
     "mnist1d": mnist1d,
     "fake": fake,
-    "csv": csv_table,
+    "csv": csv_table,  # (reads the task's labels: see TASK_AWARE)
     "imagefolder": imagefolder,
 }
 
 
-def build_data(cfg: Any) -> DataSplits:
-    """Build the datasets a :class:`trickbag.config.DataConfig` describes."""
-    if cfg.name not in SOURCES:
-        raise DataError(f"data.name={cfg.name!r} is not a data source; allowed: {', '.join(SOURCES)}")
-    if cfg.root and cfg.name in ("digits", "mnist1d", "fake"):
-        raise DataError(f"data.root is not used by data.name={cfg.name!r}; remove it or pick imagefolder/csv")
-    splits = SOURCES[cfg.name](cfg)
+#: sources that read the task's labels themselves (every other one has class labels)
+TASK_AWARE: dict[str, Callable[[Any, Any], DataSplits]] = {"csv": csv_table}
+
+
+def build_data(cfg: Any, task: Any = None) -> DataSplits:
+    """Build the datasets a :class:`trickbag.config.DataConfig` describes, for the recipe's ``task`` section."""
+    kind = getattr(task, "type", "classification")
+    if ":" in cfg.name:
+        splits = custom(cfg, task)
+    elif cfg.name in TASK_AWARE:
+        splits = TASK_AWARE[cfg.name](cfg, task)
+    elif cfg.name in SOURCES:
+        if kind != "classification":
+            raise DataError(f"data.name={cfg.name!r} has class labels; task.type={kind} needs data.name=csv or your "
+                            "own package.module:function source")
+        if cfg.root and cfg.name in ("digits", "mnist1d", "fake"):
+            raise DataError(f"data.root is not used by data.name={cfg.name!r}; remove it or pick imagefolder/csv")
+        splits = SOURCES[cfg.name](cfg)
+    else:
+        raise DataError(f"data.name={cfg.name!r} is not a data source; allowed: {', '.join(SOURCES)}, "
+                        "or package.module:function")
     n_train = len(splits.train)
     if cfg.drop_last and cfg.batch_size > n_train:
         raise DataError(
             f"data.batch_size={cfg.batch_size} is larger than the training set ({n_train} samples) with "
             "data.drop_last=true, so no batch would be made; lower the batch size or set drop_last=false"
         )
+    if kind == "classification" and splits.num_classes < 2:
+        raise DataError(f"data {cfg.name!r} has {splits.num_classes} class; classification needs at least 2")
     return splits
 
 

@@ -16,7 +16,7 @@ __all__ = ["digits"]
 
 def digits(cfg: Any) -> DataSplits:
     """``[N, 1, 8, 8]`` images in [0, 1] (then standardised), random 1-pixel shifts with ``data.augment``."""
-    d = require("sklearn.datasets", extra="app").load_digits()
+    d = require("sklearn.datasets", extra="app", feature="data.name=digits").load_digits()
     x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0  # [N, 1, 8, 8] in [0, 1]
     y = torch.tensor(d.target, dtype=torch.long)
     splits = tensor_splits(x, y, cfg, augment=random_shift(1) if cfg.augment else None)

@@ -85,81 +85,87 @@ class _ImageSplit(Subset):
         return [self[i] for i in indices]
 
 
-def imagefolder(cfg: Any) -> DataSplits:
-    from torchvision.datasets import ImageFolder
+class _Folders:
+    """Builds ImageFolder datasets of one recipe: its transforms, its colour mode, its error messages."""
 
-    from trickbag.data.transforms import eval_transforms, train_transforms
+    def __init__(self, cfg: Any) -> None:
+        from trickbag.data.transforms import eval_transforms, train_transforms
 
-    if not cfg.root:
-        raise DataError("data.root must name a folder of class sub-folders for data.name=imagefolder")
-    root = Path(cfg.root)
-    if not root.is_dir():
-        raise DataError(f"data.root={cfg.root!r} does not exist or is not a folder")
-    size = cfg.image_size or 224
-    eval_size = cfg.eval_image_size or size
-    mean = cfg.mean or [0.485, 0.456, 0.406]
-    std = cfg.std or [0.229, 0.224, 0.225]
-    if len(mean) != len(std):
-        raise DataError(f"data.mean has {len(mean)} values but data.std has {len(std)}; give one per channel")
-    t_train = train_transforms(size, mean=mean, std=std) if cfg.augment else eval_transforms(size, mean=mean, std=std)
-    t_eval = eval_transforms(eval_size, mean=mean, std=std)
-    rgb = len(mean) == 3
+        self.size = cfg.image_size or 224
+        self.mean = cfg.mean or [0.485, 0.456, 0.406]
+        std = cfg.std or [0.229, 0.224, 0.225]
+        if len(self.mean) != len(std):
+            raise DataError(f"data.mean has {len(self.mean)} values but data.std has {len(std)}; give one per channel")
+        self.t_eval = eval_transforms(cfg.eval_image_size or self.size, mean=self.mean, std=std)
+        self.t_train = train_transforms(self.size, mean=self.mean, std=std) if cfg.augment else \
+            eval_transforms(self.size, mean=self.mean, std=std)
+        self.mode = "RGB" if len(self.mean) == 3 else "L"
 
-    def loader(path: str):
+    def load(self, path: str) -> Any:
         from PIL import Image
 
         with Image.open(path) as img:  # by path: PIL's errors then name the file, not a file object
-            return _to_mode(img, "RGB" if rgb else "L")
+            return _to_mode(img, self.mode)
 
-    def folder(p: Path, transform) -> ImageFolder:
+    def folder(self, p: Path, *, train: bool) -> Any:
+        from torchvision.datasets import ImageFolder
+
         try:
-            return ImageFolder(str(p), transform=transform, loader=loader)
+            return ImageFolder(str(p), transform=self.t_train if train else self.t_eval, loader=self.load)
         except (FileNotFoundError, RuntimeError) as exc:
             raise DataError(
                 f"data.root={str(p)!r} holds no images in class sub-folders ({', '.join(_IMG_EXT)}): "
                 f"{str(exc).splitlines()[0]}"
             ) from None
 
-    if (root / "train").is_dir():
-        train_full = folder(root / "train", t_train)
-        eval_full = folder(root / "train", t_eval)
-        val = folder(root / "val", t_eval) if (root / "val").is_dir() else None
-        test = folder(root / "test", t_eval) if (root / "test").is_dir() else val
-        if val is None and cfg.val_fraction > 0:
-            ys = np.array(train_full.targets)
-            tr, va = split_indices(ys, cfg.val_fraction, cfg.split_seed)
-            train, val = Subset(train_full, tr.tolist()), Subset(eval_full, va.tolist())
-            eval_train = Subset(eval_full, tr.tolist())
-        else:
-            train, eval_train = train_full, eval_full
-            tr = np.arange(len(train_full))
-            ys = np.array(train_full.targets)
-        classes = train_full.classes
-    else:
-        train_full = folder(root, t_train)
-        eval_full = folder(root, t_eval)
-        ys = np.array(train_full.targets)
-        rest, te = split_indices(ys, cfg.test_fraction, cfg.split_seed)
-        tr_l, va_l = split_indices(ys[rest], cfg.val_fraction, cfg.split_seed + 1)
-        tr, va = rest[tr_l], rest[va_l]
-        train = Subset(train_full, tr.tolist())
-        eval_train = Subset(eval_full, tr.tolist())
-        val = Subset(eval_full, va.tolist()) if len(va) else None
-        test = Subset(eval_full, te.tolist()) if len(te) else None
-        classes = train_full.classes
+
+def _split_folders(f: _Folders, root: Path, cfg: Any) -> tuple[Any, ...]:
+    """``root/train`` (and ``val``, ``test`` when present): (train, eval_train, val, test, train indices, labels)."""
+    train_full, eval_full = f.folder(root / "train", train=True), f.folder(root / "train", train=False)
+    val = f.folder(root / "val", train=False) if (root / "val").is_dir() else None
+    test = f.folder(root / "test", train=False) if (root / "test").is_dir() else val
+    ys = np.array(train_full.targets)
+    if val is None and cfg.val_fraction > 0:
+        tr, va = split_indices(ys, cfg.val_fraction, cfg.split_seed)
+        return Subset(train_full, tr.tolist()), Subset(eval_full, tr.tolist()), Subset(eval_full, va.tolist()), \
+            test, tr, ys
+    return train_full, eval_full, val, test, np.arange(len(train_full)), ys
+
+
+def _one_folder(f: _Folders, root: Path, cfg: Any) -> tuple[Any, ...]:
+    """One folder of class sub-folders, split into train / val / test by the recipe's fractions."""
+    train_full, eval_full = f.folder(root, train=True), f.folder(root, train=False)
+    ys = np.array(train_full.targets)
+    rest, te = split_indices(ys, cfg.test_fraction, cfg.split_seed)
+    tr_l, va_l = split_indices(ys[rest], cfg.val_fraction, cfg.split_seed + 1)
+    tr, va = rest[tr_l], rest[va_l]
+    val = Subset(eval_full, va.tolist()) if len(va) else None
+    test = Subset(eval_full, te.tolist()) if len(te) else None
+    return Subset(train_full, tr.tolist()), Subset(eval_full, tr.tolist()), val, test, tr, ys
+
+
+def imagefolder(cfg: Any) -> DataSplits:
+    """Images read with PIL from ``data.root``: ``train/`` (``val/``, ``test/``) folders of class
+    sub-folders, or one folder of class sub-folders split by the recipe's fractions."""
+    if not cfg.root:
+        raise DataError("data.root must name a folder of class sub-folders for data.name=imagefolder")
+    root = Path(cfg.root).expanduser()
+    if not root.is_dir():
+        raise DataError(f"data.root={cfg.root!r} does not exist or is not a folder")
+    f = _Folders(cfg)
+    train, eval_train, val, test, tr, ys = (_split_folders if (root / "train").is_dir() else _one_folder)(f, root, cfg)
+    classes = list(train.dataset.classes if isinstance(train, Subset) else train.classes)
     if len(train) == 0:
         raise DataError(f"data.root={cfg.root!r}: the training split is empty")
-    train, eval_train = _ImageSplit.of(train, "train"), _ImageSplit.of(eval_train, "train")
-    val, test = _ImageSplit.of(val, "val"), _ImageSplit.of(test, "test")
-    counts = np.bincount(ys[tr], minlength=len(classes)).tolist()
+    mode = f.mode
     return DataSplits(
-        train=train,
-        val=val,
-        test=test,
+        train=_ImageSplit.of(train, "train"),
+        val=_ImageSplit.of(val, "val"),
+        test=_ImageSplit.of(test, "test"),
         num_classes=len(classes),
-        input_shape=(len(mean), size, size),
-        class_counts=counts,
-        classes=list(classes),
-        predict_transform=lambda img: t_eval(_to_mode(img, "RGB" if rgb else "L")),
-        eval_train=eval_train,
+        input_shape=(len(f.mean), f.size, f.size),
+        class_counts=np.bincount(ys[tr], minlength=len(classes)).tolist(),
+        classes=classes,
+        predict_transform=lambda img: f.t_eval(_to_mode(img, mode)),
+        eval_train=_ImageSplit.of(eval_train, "train"),
     )

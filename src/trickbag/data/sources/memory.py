@@ -10,6 +10,7 @@ from torch.utils.data import Dataset
 
 from trickbag.data.sampler import sample_generator
 from trickbag.data.sources.splits import DataSplits
+from trickbag.errors import DataError
 
 __all__ = ["TensorDataset", "BatchGather", "Collated", "collate", "random_shift", "split_indices", "tensor_splits"]
 
@@ -109,19 +110,33 @@ def random_shift(max_shift: int = 1) -> Callable[..., torch.Tensor]:
     return shift
 
 
-def split_indices(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stratified split of ``arange(len(y))`` into (rest, held_out) with ``fraction`` held out."""
+def split_indices(y: np.ndarray, fraction: float, seed: int, key: str = "the split") -> tuple[np.ndarray, np.ndarray]:
+    """Split ``arange(len(y))`` into (rest, held_out) with ``fraction`` held out, stratified by class when
+    ``y`` holds class indices and every class has two samples; :class:`DataError` naming ``key`` when a
+    part would be empty."""
     from trickbag._optional import require
-
-    train_test_split = require("sklearn.model_selection", extra="app").train_test_split
 
     idx = np.arange(len(y))
     if fraction <= 0:
         return idx, idx[:0]
-    counts = np.bincount(y)
-    stratify = y if counts[counts > 0].min() >= 2 and round(fraction * len(y)) >= len(counts[counts > 0]) else None
-    rest, held = train_test_split(idx, test_size=fraction, random_state=seed, stratify=stratify)
+    held_n = int(np.ceil(fraction * len(y)))
+    if held_n < 1 or len(y) - held_n < 1:
+        raise DataError(f"{key}={fraction} leaves {len(y) - held_n} of {len(y)} samples for the rest and {held_n} "
+                        "held out; both need at least one: use more data or another fraction")
+    stratify = None
+    if y.ndim == 1 and not np.issubdtype(y.dtype, np.floating):
+        counts = np.bincount(y)
+        if counts[counts > 0].min() >= 2 and held_n >= len(counts[counts > 0]) <= len(y) - held_n:
+            stratify = y
+    train_test_split = require("sklearn.model_selection", extra="app", feature="splitting the data into train / val / test").train_test_split
+    rest, held = train_test_split(idx, test_size=held_n, random_state=seed, stratify=stratify)
     return np.sort(rest), np.sort(held)
+
+
+def _standardiser(t: torch.Tensor, dims: list[int]) -> Callable[[torch.Tensor], torch.Tensor]:
+    mean = t.mean(dim=dims, keepdim=True)[0]
+    std = t.std(dim=dims, keepdim=True)[0].clamp_min(1e-8) if len(t) > 1 else torch.ones_like(mean)
+    return lambda v: (v - mean) / std
 
 
 def tensor_splits(
@@ -135,35 +150,43 @@ def tensor_splits(
     normalise: bool = True,
     encode: Optional[Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]]] = None,
     per_feature: bool = False,
+    standardise_targets: bool = False,
 ) -> DataSplits:
-    """Split ``x [N, ...]`` / ``y [N]`` (stratified), normalise with training statistics, wrap as datasets.
+    """Split ``x [N, ...]`` / ``y`` (stratified for class labels), normalise with training statistics, wrap.
 
-    ``encode(train_rows)`` returns a row-wise input transform fitted on the training rows only (e.g.
-    bin edges); it is applied to every split before normalisation.
+    ``y``: class indices ``[N]`` (int), 0/1 labels ``[N, L]`` (float, multi-label) or numbers
+    ``[N, T]`` (float, regression: with ``standardise_targets`` they are standardised with the
+    training mean and std, kept in ``target_mean`` / ``target_std``). ``encode(train_rows)``
+    returns a row-wise input transform fitted on the training rows only (e.g. bin edges); it is
+    applied to every split before normalisation.
     """
     yn = y.numpy()
     if test is None:
-        rest, test_idx = split_indices(yn, cfg.test_fraction, cfg.split_seed)
+        rest, test_idx = split_indices(yn, cfg.test_fraction, cfg.split_seed, "data.test_fraction")
         x_test, y_test = x[test_idx], y[test_idx]
     else:
         rest = np.arange(len(yn))
         x_test, y_test = test
-    tr_idx_local, val_idx_local = split_indices(yn[rest], cfg.val_fraction, cfg.split_seed + 1)
-    tr, va = rest[tr_idx_local], rest[val_idx_local]
+    tr_local, va_local = split_indices(yn[rest], cfg.val_fraction, cfg.split_seed + 1, "data.val_fraction")
+    tr, va = rest[tr_local], rest[va_local]
     if encode is not None:
         transform = encode(tr)
         x, x_test = transform(x), transform(x_test)
     x_tr, y_tr = x[tr], y[tr]
-    if normalise:  # statistics of the training part only: per channel, or per feature (tabular columns)
-        dims = [0] if per_feature else [0] + list(range(2, x.dim()))
-        mean = x_tr.mean(dim=dims, keepdim=True)[0]
-        std = x_tr.std(dim=dims, keepdim=True)[0].clamp_min(1e-8)
-        norm = lambda t: (t - mean) / std  # noqa: E731
+    # statistics of the training part only: per channel, or per feature (tabular columns)
+    norm = _standardiser(x_tr, [0] if per_feature else [0] + list(range(2, x.dim()))) if normalise else (lambda t: t)
+    target_mean = target_std = None
+    if standardise_targets:
+        target_mean, target_std = y_tr.mean(0), (y_tr.std(0) if len(y_tr) > 1 else torch.ones(y.shape[1]))
+        target_std = target_std.clamp_min(1e-8)
+        y, y_test = (y - target_mean) / target_std, (y_test - target_mean) / target_std
+        y_tr = y[tr]
+    if y.is_floating_point():
+        num_classes = int(y.shape[1])
+        counts = y_tr.sum(0).round().long().tolist()
     else:
-        mean = std = None
-        norm = lambda t: t  # noqa: E731
-    num_classes = int(max(int(y.max()), int(y_test.max()) if len(y_test) else 0)) + 1
-    counts = torch.bincount(y_tr, minlength=num_classes).tolist()
+        num_classes = int(max(int(y.max()), int(y_test.max()) if len(y_test) else 0)) + 1
+        counts = torch.bincount(y_tr, minlength=num_classes).tolist()
     return DataSplits(
         train=TensorDataset(norm(x_tr), y_tr, augment),
         val=TensorDataset(norm(x[va]), y[va]) if len(va) else None,
@@ -174,4 +197,6 @@ def tensor_splits(
         classes=classes or [str(i) for i in range(num_classes)],
         eval_train=TensorDataset(norm(x_tr), y_tr),
         normalise=norm,
+        target_mean=None if target_mean is None else target_mean.tolist(),
+        target_std=None if target_std is None else target_std.tolist(),
     )

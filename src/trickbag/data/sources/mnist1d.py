@@ -32,7 +32,7 @@ def mnist1d(cfg: Any) -> DataSplits:
         with np.load(path) as f:
             data = {k: f[k] for k in f.files}
     else:
-        mnist1d_data = require("mnist1d.data", extra="app")
+        mnist1d_data = require("mnist1d.data", extra="app", feature="data.name=mnist1d")
         get_dataset_args, make_dataset = mnist1d_data.get_dataset_args, mnist1d_data.make_dataset
 
         args = get_dataset_args()

@@ -18,11 +18,13 @@ class DataSplits:
     train: Dataset
     val: Optional[Dataset]
     test: Optional[Dataset]
-    num_classes: int
+    num_classes: int  # the model's outputs: classes, labels (multi-label) or targets (regression)
     input_shape: tuple[int, ...]  # per sample, e.g. (1, 8, 8)
     class_counts: list[int]  # training samples per class
-    classes: list[str]
+    classes: list[str]  # names of the classes, labels or targets
     predict_transform: Optional[Callable[[Any], torch.Tensor]] = None  # one PIL image -> model input
     eval_train: Optional[Dataset] = None  # the training data without augmentation
     normalise: Callable[[torch.Tensor], torch.Tensor] = lambda t: t  # what the source applied to inputs
+    target_mean: Optional[list[float]] = None  # regression: the training targets' mean and std, per target
+    target_std: Optional[list[float]] = None
     kind: str = "image"  # "image" [C, H, W], "signal" [C, L] or "tabular" [1, F]: what model.name=auto picks for

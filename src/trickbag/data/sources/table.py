@@ -1,4 +1,15 @@
-"""CSV tables: one row per sample, numeric feature columns and a label column; optional binning of columns."""
+"""CSV tables: one row per sample, numeric feature columns and label column(s); optional binning of columns.
+
+The task decides what the label columns hold (``task.type``):
+
+* ``classification`` — one column of class names or integer class indices (>= 0);
+* ``multilabel`` — several columns (``data.label_column: [a, b, c]``) of 0/1;
+* ``regression`` — one or more numeric columns, standardised with the training split's mean and std.
+
+A numeric label column with many distinct values (non-integers, or more than 20 distinct values making
+up over a fifth of the rows) is refused for classification unless ``task.type`` is set explicitly: it
+is almost always a regression target, and 539 classes of one sample each train to accuracy 0.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +18,7 @@ import dataclasses
 import difflib
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -16,46 +27,57 @@ from trickbag.data.sources.memory import tensor_splits
 from trickbag.data.sources.splits import DataSplits
 from trickbag.errors import DataError
 
-__all__ = ["csv_table"]
+__all__ = ["csv_table", "looks_continuous"]
 
 
-def csv_table(cfg: Any) -> DataSplits:
+def _read(cfg: Any) -> tuple[list[str], list[list[str]]]:
+    """(header, data rows) of ``data.root``; a UTF-8 BOM (as Excel writes it) is not part of the header."""
     if not cfg.root:
         raise DataError("data.root must name a CSV file for data.name=csv")
-    path = Path(cfg.root)
+    path = Path(cfg.root).expanduser()
     if not path.is_file():
         raise DataError(f"data.root={cfg.root!r}: CSV file does not exist")
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             rows = list(_csv.reader(fh))
     except (OSError, UnicodeDecodeError, _csv.Error) as exc:
         raise DataError(f"data.root={cfg.root!r} cannot be read as CSV: {exc}") from None
+    rows = [r for r in rows if r and any(c.strip() for c in r)]
     if len(rows) < 2:
         raise DataError(f"data.root={cfg.root!r} has no data rows (a header and at least one row expected)")
-    header = [h.strip() for h in rows[0]]
-    if cfg.label_column not in header:
-        raise DataError(
-            f"data.label_column={cfg.label_column!r} is not a column of {cfg.root!r}; columns: {', '.join(header)}"
-        )
-    li = header.index(cfg.label_column)
-    feats = cfg.feature_columns or [h for h in header if h != cfg.label_column]
+    return [h.strip() for h in rows[0]], rows[1:]
+
+
+def _columns(cfg: Any, header: list[str]) -> tuple[list[str], list[str]]:
+    """(label columns, feature columns), checked against the header and ``data.bins``."""
+    labels = [cfg.label_column] if isinstance(cfg.label_column, str) else list(cfg.label_column)
+    unknown = [c for c in labels if c not in header]
+    if unknown:
+        raise DataError(f"data.label_column={unknown[0]!r} is not a column of {cfg.root!r}; columns: {', '.join(header)}")
+    feats = cfg.feature_columns or [h for h in header if h not in labels]
     missing = [f for f in feats if f not in header]
     if missing:
         raise DataError(f"data.feature_columns {missing} are not columns of {cfg.root!r}; columns: {', '.join(header)}")
-    fi = [header.index(f) for f in feats]
+    if not feats:
+        raise DataError(f"{cfg.root!r} has no feature column besides the label column(s) {labels}; "
+                        "a table needs at least one input column")
     for name in cfg.bins:
         if name not in feats:
             close = difflib.get_close_matches(name, feats, n=1)
-            what = "the label column" if name == cfg.label_column else "not a feature column"
-            hint = f" (did you mean {close[0]!r}?)" if close and name != cfg.label_column else ""
+            what = "the label column" if name in labels else "not a feature column"
+            hint = f" (did you mean {close[0]!r}?)" if close and name not in labels else ""
             raise DataError(
                 f"data.bins names {name!r}, which is {what} of {cfg.root!r}{hint}; feature columns: {', '.join(feats)}"
             )
-    binned = {feats.index(name) for name in cfg.bins}  # these may hold empty / NaN cells (own indicator)
-    xs, labels = [], []
-    for r, row in enumerate(rows[1:], start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
+    return labels, feats
+
+
+def _features(cfg: Any, header: list[str], rows: list[list[str]], feats: list[str]) -> torch.Tensor:
+    """``[N, 1, F]`` float features; empty / NaN cells only in binned columns (they get their own indicator)."""
+    fi = [header.index(f) for f in feats]
+    binned = {feats.index(name) for name in cfg.bins}
+    xs = []
+    for r, row in enumerate(rows, start=2):
         if len(row) != len(header):
             raise DataError(f"{cfg.root!r} line {r}: {len(row)} fields, expected {len(header)}")
         try:
@@ -64,30 +86,83 @@ def csv_table(cfg: Any) -> DataSplits:
             raise DataError(f"{cfg.root!r} line {r}: a feature is not a number: {[row[i] for i in fi]}") from None
         bad_j = next((j for j, v in enumerate(vals) if math.isinf(v) or (math.isnan(v) and j not in binned)), None)
         if bad_j is not None:
-            raise DataError(
-                f"{cfg.root!r} line {r}: feature {feats[bad_j]!r} is NaN or infinite; clean or impute it first"
-            )
+            raise DataError(f"{cfg.root!r} line {r}: feature {feats[bad_j]!r} is NaN or infinite; clean or impute it first")
         xs.append(vals)
-        labels.append(row[li].strip())
-    if all(_is_int(v) for v in labels):
-        ints = [int(v) for v in labels]
+    return torch.tensor(xs, dtype=torch.float32).unsqueeze(1)
+
+
+def looks_continuous(values: list[str]) -> Optional[str]:
+    """Why a label column looks like a regression target (numbers, many distinct values), or None.
+
+    >>> looks_continuous(["1.5", "2.25", "3.0"]) is not None, looks_continuous(["cat", "dog"])
+    (True, None)
+    """
+    try:
+        numbers = [float(v) for v in values]
+    except ValueError:
+        return None
+    distinct = sorted(set(numbers))
+    if any(not v.is_integer() for v in numbers):
+        return f"holds {len(distinct)} distinct numbers, not whole ones (e.g. {distinct[0]:g}, {distinct[-1]:g})"
+    if len(distinct) > 20 and len(distinct) > 0.2 * len(numbers):
+        return f"holds {len(distinct)} distinct numbers in {len(numbers)} rows (from {distinct[0]:g} to {distinct[-1]:g})"
+    return None
+
+
+def _class_targets(cfg: Any, column: str, values: list[str], explicit: bool) -> tuple[torch.Tensor, list[str]]:
+    why = None if explicit else looks_continuous(values)
+    if why:
+        raise DataError(f"data.label_column={column!r} {why}: a continuous target; set task.type=regression to "
+                        "predict the number, or task.type=classification to treat each value as a class")
+    if all(_is_int(v) for v in values):
+        ints = [int(v) for v in values]
         if min(ints) < 0:
             raise DataError(f"{cfg.root!r}: label {min(ints)} is out of range; integer labels must be >= 0")
         if cfg.num_classes is not None and max(ints) >= cfg.num_classes:
-            raise DataError(
-                f"{cfg.root!r}: label {max(ints)} is out of range for data.num_classes={cfg.num_classes}"
-            )
-        classes = [str(i) for i in range(max(ints) + 1)]
-        y = torch.tensor(ints)
+            raise DataError(f"{cfg.root!r}: label {max(ints)} is out of range for data.num_classes={cfg.num_classes}")
+        classes, y = [str(i) for i in range(max(ints) + 1)], torch.tensor(ints)
     else:
-        classes = sorted(set(labels))
-        y = torch.tensor([classes.index(v) for v in labels])
+        classes = sorted(set(values))
+        y = torch.tensor([classes.index(v) for v in values])
     if len(set(y.tolist())) < 2:
-        raise DataError(f"{cfg.root!r}: the label column has fewer than 2 classes")
-    x = torch.tensor(xs, dtype=torch.float32).unsqueeze(1)  # [N, 1, F]
+        raise DataError(f"{cfg.root!r}: the label column {column!r} has fewer than 2 classes")
+    return y, classes
+
+
+def _number_targets(cfg: Any, columns: list[str], table: list[list[str]], task: str) -> torch.Tensor:
+    try:
+        y = torch.tensor([[float(v) for v in row] for row in table], dtype=torch.float32)
+    except ValueError:
+        raise DataError(f"{cfg.root!r}: task.type={task} needs numbers in the label column(s) {columns}") from None
+    if not torch.isfinite(y).all():
+        raise DataError(f"{cfg.root!r}: a label in {columns} is NaN or infinite; clean the targets first")
+    if task == "multilabel" and not ((y == 0) | (y == 1)).all():
+        raise DataError(f"{cfg.root!r}: task.type=multilabel needs 0/1 label columns; {columns} hold other values")
+    return y
+
+
+def csv_table(cfg: Any, task: Any = None) -> DataSplits:
+    """A CSV table as train / val / test tensors; see the module docstring for the label columns."""
+    kind = getattr(task, "type", "classification")
+    explicit = task is not None and "type" in task.model_fields_set
+    header, rows = _read(cfg)
+    labels, feats = _columns(cfg, header)
+    x = _features(cfg, header, rows, feats)
+    table = [[row[header.index(c)].strip() for c in labels] for row in rows]
+    if kind == "classification":
+        if len(labels) != 1:
+            raise DataError(f"data.label_column lists {len(labels)} columns; classification takes one "
+                            "(task.type=multilabel for several 0/1 columns, regression for several numbers)")
+        y, classes = _class_targets(cfg, labels[0], [t[0] for t in table], explicit)
+    else:
+        y, classes = _number_targets(cfg, labels, table, kind), labels
+        if any(spec.method == "tree" for spec in cfg.bins.values()):
+            raise DataError("data.bins method 'tree' splits on class labels; with task.type="
+                            f"{kind} use method width or quantile")
     encode = _bin_columns(x, y, cfg, feats) if cfg.bins else None
     # columns have their own units: standardise each one with its training mean and std
-    splits = tensor_splits(x, y, cfg, augment=None, classes=classes, encode=encode, per_feature=True)
+    splits = tensor_splits(x, y, cfg, augment=None, classes=classes, encode=encode, per_feature=True,
+                           standardise_targets=kind == "regression")
     splits.kind = "tabular"
     return splits
 
@@ -100,13 +175,13 @@ def _bin_columns(
     ``x``: ``[N, 1, F]`` raw features (NaN allowed in binned columns), ``y``: ``[N]`` class indices.
     Returns ``encode(train_rows)`` for :func:`_tensor_splits`; its transform maps ``[n, 1, F]`` to
     ``[n, 1, F']``, each binned column replaced in place by ``n_bins + 1`` indicators: one per bin of
-    ``trickbag.tabular.Binning.transform`` (values outside the training range go to the first or
+    ``trickbag.extras.tabular.Binning.transform`` (values outside the training range go to the first or
     last bin) and a last one for a missing value.  ``method: tree`` splits on the label with a
     ``DecisionTreeClassifier(max_leaf_nodes=n_bins)``, which handles any number of classes.
     """
     from torch.nn.functional import one_hot
 
-    from trickbag import tabular
+    from trickbag.extras import tabular
 
     columns = {feats.index(name): (name, spec) for name, spec in cfg.bins.items()}
 

@@ -33,7 +33,7 @@ SAMPLERS = ("grid", "random", "tpe")
 def _optuna() -> Any:
     from trickbag._optional import require
 
-    optuna = require("optuna", extra="sweep")
+    optuna = require("optuna", extra="sweep", feature="trickbag sweep")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 

@@ -1,0 +1,91 @@
+"""The layers of docs/design.md: imports only point down (or stay in their layer), and no package imports
+itself in a circle. Imports under ``if TYPE_CHECKING:`` are for type hints only and do not count."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "trickbag"
+
+#: (layer, module prefixes), bottom first
+LAYERS = [
+    ("config", ("trickbag.errors", "trickbag._optional", "trickbag.config")),
+    ("runtime", ("trickbag.runtime", "trickbag._files")),
+    ("library", ("trickbag.losses", "trickbag.data", "trickbag.nn", "trickbag.optim", "trickbag.models",
+                 "trickbag.audit", "trickbag.functional", "trickbag.extras")),
+    ("plug-in interface", ("trickbag.train.plugin", "trickbag.train.events", "trickbag.train.state")),
+    ("trick modules", ("trickbag.train.tricks",)),
+    ("recipe", ("trickbag.recipe",)),
+    ("trainer", ("trickbag.train",)),
+    ("runs", ("trickbag.runs",)),
+    ("experiments", ("trickbag.experiments",)),
+    ("cli", ("trickbag.cli", "trickbag.launch", "trickbag.__main__")),
+]
+
+
+def layer_of(module: str) -> int:
+    best = (-1, -1)  # (prefix length, layer): the longest matching prefix decides
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if module == p or module.startswith(p + "."):
+                best = max(best, (len(p), rank))
+    return best[1]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    hints = _type_checking_lines(tree)
+    out = []
+    for node in ast.walk(tree):
+        if node.lineno in hints if hasattr(node, "lineno") else False:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trickbag"):
+            out.append((node.lineno, node.module))
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
+                    if (SRC.parent / (node.module + "." + a.name).replace(".", "/")).with_suffix(".py").exists()]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.startswith("trickbag")]
+    return out
+
+
+def test_every_module_belongs_to_a_layer():
+    unplaced = [module_name(p) for p in SRC.rglob("*.py") if layer_of(module_name(p)) < 0
+                and module_name(p) != "trickbag"]
+    assert unplaced == []
+
+
+def test_imports_only_point_down():
+    upward = []
+    for path in SRC.rglob("*.py"):
+        me = module_name(path)
+        if me == "trickbag":  # the top package re-exports the public API lazily
+            continue
+        for line, target in imports(path):
+            if target == "trickbag" or layer_of(target) < 0:
+                continue
+            if layer_of(target) > layer_of(me):
+                upward.append(f"{me}:{line} imports {target} ({LAYERS[layer_of(me)][0]} -> "
+                              f"{LAYERS[layer_of(target)][0]})")
+    assert upward == []
+
+
+def test_the_layer_finder_sees_an_upward_import():
+    """The check above can fail: a library module importing the trainer is upward."""
+    assert layer_of("trickbag.nn.ema") < layer_of("trickbag.train.trainer")
+    assert layer_of("trickbag.train.tricks.mix") < layer_of("trickbag.recipe") < layer_of("trickbag.train.build")
+    assert layer_of("trickbag.train.plugin") < layer_of("trickbag.train.tricks.mix")
