@@ -1,14 +1,17 @@
 """Trick kernels: trickbag vs the per-parameter loops of cheat sheets and vs timm, side by side.
 
 Kernels, on ResNet-18-sized parameters (``torchvision.models.resnet18(weights=None)``: 11.7 M
-parameters in 62 tensors) and on image batches of 256x3x224x224 and 64x3x64x64 (float32):
+parameters in 62 tensors) and on image batches of 32x3x32x32, 64x3x64x64, 128x3x32x32 and
+256x3x224x224 (float32):
 
 * EMA update (ResNet-18, and the default recipe's SmallCNN): ``trickbag.nn.EMA.update`` vs the
   mean-teacher loop (``e.mul_(d).add_(p, alpha=1-d)`` per parameter), the
   ``e.data = d * e.data + (1 - d) * p.data`` loop, timm ``ModelEmaV2`` and ``ModelEmaV3``;
 * mixup / CutMix: ``trickbag.data.mixup`` / ``cutmix`` (new tensors, the input is left alone) and
-  ``MixupCutmix`` (with label smoothing) vs the reference repositories' ``mixup_data`` /
-  ``rand_bbox`` code and timm ``Mixup`` (which mixes the input in place);
+  ``MixupCutmix`` (with label smoothing, integer labels in, soft targets out; default and
+  ``inplace=True``) vs the reference repositories' ``mixup_data`` / ``rand_bbox`` code and timm
+  ``Mixup`` (which mixes the input in place); ``--mix-profile`` adds the op count and CPU time per
+  call of the mixing implementations;
 * gradient clipping: ``trickbag.optim.clip_gradients`` (norm, value) and ``adaptive_clip_gradients``
   vs the per-parameter ``.norm().item()`` loop and timm ``dispatch_clip_grad`` (norm, value, agc);
 * parameter groups: ``trickbag.nn.param_groups`` (no decay on bias / norm, layer-wise decay) vs the
@@ -20,7 +23,8 @@ calls where a call changes it; ``--scale`` multiplies the calls).  "speed-up" is
 trickbag's, median over rounds: > 1 means trickbag is faster.  Targets: never slower than timm
 (speed-up >= 1 against every timm row); >= 3x faster than the per-parameter loop for EMA.
 
-Run: ``.venv/bin/python benchmarks/kernels.py [--rounds 7] [--threads 1] [--only ema,mix,clip,groups] [--small-only]``
+Run: ``.venv/bin/python benchmarks/kernels.py [--rounds 7] [--threads 1] [--only ema,mix,clip,groups] [--small-only]
+[--mix-profile]``
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import copy
 import dataclasses
 import importlib.util
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -134,8 +139,18 @@ class Kernel:
     note: str = ""
 
 
+def _minor_faults() -> int:
+    """Minor page faults of this process so far (0 where ``resource`` is missing, i.e. on Windows)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Linux / macOS
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _timed(fn: Callable[[], Any], calls: int, before: Optional[Callable[[], Any]]) -> dict[str, float]:
     wall = cpu = 0.0
+    faults = _minor_faults()
     for _ in range(calls):
         if before is not None:
             before()
@@ -143,7 +158,7 @@ def _timed(fn: Callable[[], Any], calls: int, before: Optional[Callable[[], Any]
         fn()
         wall += time.perf_counter() - t0
         cpu += time.process_time() - c0
-    return {"seconds": wall / calls, "cpu": cpu / calls}
+    return {"seconds": wall / calls, "cpu": cpu / calls, "faults": (_minor_faults() - faults) / calls}
 
 
 TIE = 0.03  # "never slower than timm": within 3 % counts as a tie (same torch call, measurement noise)
@@ -181,6 +196,7 @@ def run_kernel(k: Kernel, calls: int, rounds: int, warmup: int) -> list[list[str
             "" if name == k.reference else f"{C.median(sp_cpu):.2f}",
             f">= {target:g}" if target is not None else "",
             met,
+            f"{C.median([r['faults'] for r in runs]):.0f}",
         ])
     return rows
 
@@ -219,46 +235,101 @@ def ema_kernels(timm: Any) -> list[Kernel]:
             ema_kernel(timm, SmallCNN(1, 10), "digits SmallCNN")]
 
 
+MIX_SHAPES_SMALL = [(32, 3, 32, 32), (64, 3, 64, 64), (128, 3, 32, 32)]
+MIX_SHAPE_LARGE = (256, 3, 224, 224)
+
+
+def mix_calls(shape: tuple[int, ...]) -> int:
+    """Calls per round: ~3e7 mixed elements per implementation and round (200 at 32x3x32x32, 4 at the large batch)."""
+    return max(4, min(200, int(3e7 / math.prod(shape))))
+
+
 def mix_kernels(timm: Any, shape: tuple[int, ...]) -> list[Kernel]:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(shape, generator=g)
     y = torch.randint(0, NUM_CLASSES, (shape[0],), generator=g)
     x_timm = x.clone()  # timm and the CutMix reference mix in place: give them their own batch
     x_ref = x.clone()
+    x_own = x.clone()  # for trickbag's inplace=True
     rng = np.random.default_rng(0)
     size = "x".join(map(str, shape))
-    gens = {k: torch.Generator().manual_seed(i) for i, k in enumerate(["mixup", "cutmix", "mc_m", "mc_c"])}
+    names = ["mixup", "cutmix", "mc_m", "mc_c", "mi_m", "mi_c"]
+    gens = {k: torch.Generator().manual_seed(i) for i, k in enumerate(names)}
     torch.manual_seed(0)
 
-    mix_impls: dict[str, Callable[[], Any]] = {
+    def mixer(kind: str, inplace: bool, generator: torch.Generator) -> MixupCutmix:
+        alphas = (0.8, 0.0) if kind == "mixup" else (0.0, 1.0)
+        return MixupCutmix(*alphas, num_classes=NUM_CLASSES, smoothing=0.1, generator=generator, inplace=inplace)
+
+    mc_m, mc_c = mixer("mixup", False, gens["mc_m"]), mixer("cutmix", False, gens["mc_c"])
+    mi_m, mi_c = mixer("mixup", True, gens["mi_m"]), mixer("cutmix", True, gens["mi_c"])
+    plain_mix: dict[str, Callable[[], Any]] = {
         "trickbag mixup()": lambda: mixup(x, y, 0.8, num_classes=NUM_CLASSES, generator=gens["mixup"]),
         "mixup_data (mixup-cifar10)": lambda: mixup_data(x_ref, y, 0.8, rng),
     }
-    mc_m = MixupCutmix(0.8, 0.0, num_classes=NUM_CLASSES, smoothing=0.1, generator=gens["mc_m"])
-    mixc_impls: dict[str, Callable[[], Any]] = {"trickbag MixupCutmix": lambda: mc_m(x, y)}
-    cut_impls: dict[str, Callable[[], Any]] = {
+    plain_cut: dict[str, Callable[[], Any]] = {
         "trickbag cutmix()": lambda: cutmix(x, y, 1.0, num_classes=NUM_CLASSES, generator=gens["cutmix"]),
         "CutMix-PyTorch (in place)": lambda: cutmix_data(x_ref, y, 1.0, rng),
     }
-    mc_c = MixupCutmix(0.0, 1.0, num_classes=NUM_CLASSES, smoothing=0.1, generator=gens["mc_c"])
-    cutc_impls: dict[str, Callable[[], Any]] = {"trickbag MixupCutmix": lambda: mc_c(x, y)}
-    mix_t: dict[str, float] = {}
-    cut_t: dict[str, float] = {}
+    mixc: dict[str, Callable[[], Any]] = {"trickbag MixupCutmix": lambda: mc_m(x, y)}
+    mixi: dict[str, Callable[[], Any]] = {"trickbag MixupCutmix(inplace=True)": lambda: mi_m(x_own, y)}
+    cutc: dict[str, Callable[[], Any]] = {"trickbag MixupCutmix": lambda: mc_c(x, y)}
+    cuti: dict[str, Callable[[], Any]] = {"trickbag MixupCutmix(inplace=True)": lambda: mi_c(x_own, y)}
+    t: dict[str, float] = {}
     if timm is not None:
         from timm.data import Mixup
 
         tm = Mixup(mixup_alpha=0.8, cutmix_alpha=0.0, label_smoothing=0.1, num_classes=NUM_CLASSES)
         tc = Mixup(mixup_alpha=0.0, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=NUM_CLASSES)
-        mixc_impls["timm Mixup (in place)"] = lambda: tm(x_timm, y)
-        cutc_impls["timm Mixup (in place)"] = lambda: tc(x_timm, y)
-        mix_t = {"timm Mixup (in place)": 1.0}
-        cut_t = {"timm Mixup (in place)": 1.0}
+        for impls, mixer_ in ((mixc, tm), (mixi, tm), (cutc, tc), (cuti, tc)):
+            impls["timm Mixup (in place)"] = lambda m=mixer_: m(x_timm, y)
+        t = {"timm Mixup (in place)": 1.0}
     return [
-        Kernel(f"mixup, {size}", mix_impls, "trickbag mixup()"),
-        Kernel(f"mixup + smoothing + soft targets, {size}", mixc_impls, "trickbag MixupCutmix", targets=mix_t),
-        Kernel(f"cutmix, {size}", cut_impls, "trickbag cutmix()"),
-        Kernel(f"cutmix + smoothing + soft targets, {size}", cutc_impls, "trickbag MixupCutmix", targets=cut_t),
+        Kernel(f"mixup, {size}", plain_mix, "trickbag mixup()"),
+        Kernel(f"mixup + smoothing + soft targets, {size}", mixc, "trickbag MixupCutmix", targets=t),
+        Kernel(f"same, trickbag in place, {size}", mixi, "trickbag MixupCutmix(inplace=True)", targets=t),
+        Kernel(f"cutmix, {size}", plain_cut, "trickbag cutmix()"),
+        Kernel(f"cutmix + smoothing + soft targets, {size}", cutc, "trickbag MixupCutmix", targets=t),
+        Kernel(f"same, trickbag in place, {size}", cuti, "trickbag MixupCutmix(inplace=True)", targets=t),
     ]
+
+
+def mix_profile(timm: Any, shape: tuple[int, ...], rounds: int = 7) -> list[list[str]]:
+    """Per call of each mixing implementation (with smoothing): the tensor ops it issues and where its CPU time goes.
+
+    ``ops/call`` counts the top-level ATen ops, i.e. the torch calls made from Python (an op's own
+    sub-ops are not counted); ``in ATen`` is the CPU time spent inside all ATen ops under
+    ``torch.profiler`` (which adds a little per op; median of 3 profiled runs of a round's calls);
+    ``call`` is the CPU time of an unprofiled call,
+    the implementations alternating in rounds as in the main table (median over rounds).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    calls = mix_calls(shape)
+    impls: dict[str, Callable[[], Any]] = {}
+    kind = ""
+    for k in mix_kernels(timm, shape):  # mixup, mixup + smoothing, same in place, cutmix, cutmix + smoothing, same ...
+        if not k.name.startswith("same"):
+            kind = k.name.split(",")[0].split(" ")[0]
+        if "smoothing" in k.name or k.name.startswith("same"):
+            for name, fn in k.impls.items():
+                impls.setdefault(f"{kind}: {name}", fn)
+    res = C.alternate({n: (lambda fn=fn: _timed(fn, calls, None)) for n, fn in impls.items()}, rounds, 1,
+                      progress=False)
+    rows: list[list[str]] = []
+    for name, fn in impls.items():
+        ops, aten_us = [], []
+        for _ in range(3):
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(calls):
+                    fn()
+            events = [e for e in prof.events() if e.name.startswith("aten::")]
+            ops.append(sum(1 for e in events if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")))
+            aten_us.append(sum(e.self_cpu_time_total for e in events))
+        kind, impl = name.split(": ", 1)
+        rows.append([f"{kind}, {'x'.join(map(str, shape))}", impl, f"{C.median(ops) / calls:.1f}",
+                     f"{C.median(aten_us) / calls:.0f}", f"{1e6 * C.median([r['cpu'] for r in res[name]]):.0f}"])
+    return rows
 
 
 def clip_kernels(timm: Any) -> list[Kernel]:
@@ -335,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(GROUPS), help=f"comma-separated subset of {','.join(GROUPS)}")
     parser.add_argument("--small-only", action="store_true", help="skip the 256x3x224x224 batch (quick check)")
+    parser.add_argument("--mix-profile", action="store_true",
+                        help="also print the per-call op profile of the mixing kernels on the small batches")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the calls per round (default 1)")
     C.add_common_args(parser, rounds=7)
     args = parser.parse_args(argv)
@@ -360,11 +433,10 @@ def main(argv: list[str] | None = None) -> int:
         for k, n in zip(ema_kernels(timm), (20, 200)):
             rows += run_kernel(k, calls(n), args.rounds, args.warmup)
     if "mix" in only:
-        shapes = [(64, 3, 64, 64)] + ([] if args.small_only else [(256, 3, 224, 224)])
+        shapes = MIX_SHAPES_SMALL + ([] if args.small_only else [MIX_SHAPE_LARGE])
         for shape in shapes:
-            n = calls(40 if shape[0] <= 64 else 4)
             for k in mix_kernels(timm, shape):
-                rows += run_kernel(k, n, args.rounds, args.warmup)
+                rows += run_kernel(k, calls(mix_calls(shape)), args.rounds, args.warmup)
     if "clip" in only:
         for k in clip_kernels(timm):
             rows += run_kernel(k, calls(20), args.rounds, args.warmup)
@@ -373,12 +445,22 @@ def main(argv: list[str] | None = None) -> int:
             rows += run_kernel(k, calls(50), args.rounds, args.warmup)
     print(C.markdown_table(
         ["kernel", "implementation", "wall ms/call", "CPU ms/call", "speed-up of trickbag (wall)",
-         "range", "speed-up (CPU)", "target", "met (wall / CPU)"],
+         "range", "speed-up (CPU)", "target", "met (wall / CPU)", "page faults/call"],
         rows,
     ))
     print("\nms/call: median over rounds of the mean time of one call in a round. speed-up: per round, the"
           " implementation's time over trickbag's; median over rounds (> 1: trickbag faster). met: yes, NO, or tie"
-          f" (a 'never slower than timm' row within {100 * TIE:.0f} % of 1).")
+          f" (a 'never slower than timm' row within {100 * TIE:.0f} % of 1). page faults/call: minor page"
+          " faults of the process per call (median over rounds): first touches of freshly mapped memory, e.g."
+          " batch-sized temporaries the allocator had to get from the kernel.")
+    if "mix" in only and args.mix_profile:
+        prof_rows: list[list[str]] = []
+        for shape in MIX_SHAPES_SMALL:
+            prof_rows += mix_profile(timm, shape, args.rounds)
+        print("\nMixing, one call under torch.profiler (CPU, one thread):\n")
+        print(C.markdown_table(["kernel (+ smoothing)", "implementation", "ops/call", "in ATen us/call (profiled)",
+                                "call us/call (CPU)"], prof_rows))
+    print(f"\nload average (1/5/15 min) at the end: {', '.join(f'{v:.1f}' for v in os.getloadavg())}")
     return 0
 
 

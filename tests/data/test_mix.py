@@ -7,6 +7,7 @@ import torch
 from scipy import stats
 
 from trickbag.data import MixupCutmix, cutmix, mixup, one_hot
+from trickbag.data import mix as mix_module
 from trickbag.data.mix import _sample_beta
 
 
@@ -294,3 +295,230 @@ def test_mixupcutmix_rejects_bad_arguments(kwargs, exc, match):
     args.update(kwargs)
     with pytest.raises(exc, match=match):
         MixupCutmix(**args)
+
+
+# ----------------------------------------------------------------- fast paths: same numbers as the tensor formulas
+# The implementation draws its random numbers by refilling one cached 1-element tensor, writes the
+# targets with a fill and two scatters, and pastes CutMix boxes without a temporary.  The references
+# below are the plain formulas, written with torch's factories and one-hot matrices: the results must
+# be equal bit for bit, from the same generator state (the trainer's resume relies on it).
+
+
+def ref_log_gamma(shape, g):
+    """Marsaglia & Tsang with torch.randn(1) / torch.rand(1) draws (one per call, in float64)."""
+    a = shape + 1.0 if shape < 1.0 else shape
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        z = float(torch.randn(1, generator=g, dtype=torch.float64))
+        u = float(torch.rand(1, generator=g, dtype=torch.float64))
+        v = (1.0 + c * z) ** 3
+        if v > 0 and (math.log(u) if u > 0 else -math.inf) < 0.5 * z * z + d - d * v + d * math.log(v):
+            break
+    out = math.log(d) + math.log(v)
+    if shape < 1.0:
+        u = float(torch.rand(1, generator=g, dtype=torch.float64))
+        out += (math.log(u) if u > 0 else -math.inf) / shape
+    return out
+
+
+def ref_beta(a, g):
+    return float(torch.sigmoid(torch.tensor([ref_log_gamma(a, g)], dtype=torch.float64)
+                               - torch.tensor([ref_log_gamma(a, g)], dtype=torch.float64)))
+
+
+def ref_targets(y, perm, lam, c, eps):
+    t = y if y.is_floating_point() else one_hot(y, c)
+    if perm is not None:
+        t = t[perm].lerp(t, lam)
+    return t * (1.0 - eps) + eps / c if eps > 0 else t
+
+
+def ref_box(spatial, lam, g):
+    center = [int(torch.randint(0, s, (1,), generator=g)) for s in spatial]
+    ratio = (1.0 - lam) ** (1.0 / len(spatial))
+    slices, area = [], 1
+    for ctr, s in zip(center, spatial):
+        cut = int(round(s * ratio))
+        lo, hi = min(max(ctr - cut // 2, 0), s), min(max(ctr - cut // 2 + cut, 0), s)
+        slices.append(slice(lo, hi))
+        area *= hi - lo
+    return tuple(slices), 1.0 - area / math.prod(spatial)
+
+
+def ref_mixupcutmix(x, y, mixup_alpha, cutmix_alpha, prob, switch_prob, c, eps, g):
+    """MixupCutmix written out: draws in the documented order, mixing by the formulas."""
+    if (mixup_alpha > 0 or cutmix_alpha > 0) and float(torch.rand(1, generator=g)) < prob:
+        both = mixup_alpha > 0 and cutmix_alpha > 0
+        use_cutmix = float(torch.rand(1, generator=g)) < switch_prob if both else cutmix_alpha > 0
+        lam = ref_beta(cutmix_alpha if use_cutmix else mixup_alpha, g)
+        perm = torch.randperm(x.shape[0], generator=g)
+        if use_cutmix:
+            box, lam = ref_box(x.shape[2:], lam, g)
+            xm = x.clone()
+            for i in range(x.shape[0]):  # naive per-sample paste
+                xm[(i, slice(None), *box)] = x[(int(perm[i]), slice(None), *box)]
+        else:
+            xm = x[perm].lerp(x, lam)
+        return xm, ref_targets(y, perm, lam, c, eps)
+    return x, ref_targets(y, None, 1.0, c, eps)
+
+
+def assert_identical(a, b):
+    for u, v in zip(a, b):
+        assert u.dtype == v.dtype and u.shape == v.shape
+        assert torch.equal(u, v), (u - v).abs().max()
+
+
+@pytest.mark.parametrize("shape", [(0.8,), (0.2,), (1.0,), (2.0,), (0.02,)])
+def test_scalar_draws_match_torch_factories(shape):
+    (a,) = shape
+    g1, g2 = gen(7), gen(7)
+    draws = mix_module._Draws(g2)
+    for _ in range(20):
+        assert draws.beta(a, a) == ref_beta(a, g1)
+        assert draws.rand() == float(torch.rand(1, generator=g1))
+        assert draws.randint(13) == int(torch.randint(0, 13, (1,), generator=g1))
+    assert torch.equal(g1.get_state(), g2.get_state())
+
+
+def test_python_sigmoid_is_torch_one_element_sigmoid():
+    # _Draws.beta computes the final sigmoid in Python on the CPU; torch's 1-element kernel runs the
+    # scalar formula 1 / (1 + exp(-v)) with the C library's exp, as math.exp does.
+    values = torch.cat([torch.randn(20_000, generator=gen(1), dtype=torch.float64) * 8,
+                        torch.rand(2_000, generator=gen(2), dtype=torch.float64) * 1600 - 800,
+                        torch.tensor([0.0, -0.0, 709.78, -709.78, 709.79, -709.79, 1e-300, math.inf, -math.inf],
+                                     dtype=torch.float64)])
+    t = torch.empty(1, dtype=torch.float64)
+    for v in values.tolist():
+        assert mix_module._sigmoid(v) == t.fill_(v).sigmoid_().item(), v
+
+
+@pytest.fixture(params=[torch.float32, torch.float64], ids=["default-float32", "default-float64"])
+def default_dtype(request):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(request.param)
+    yield request.param
+    torch.set_default_dtype(old)
+
+
+@pytest.mark.parametrize("c, eps", [(1000, 0.1), (10, 0.0), (3, 0.3), (100, 0.1), (21843, 0.2), (7, 0.999)])
+def test_label_targets_equal_the_one_hot_formula_on_every_write_path(c, eps, default_dtype):
+    n = 24
+    y = torch.randint(0, c, (n,), generator=gen(c))
+    y[:6] = y[6:12]  # rows whose partner shares the label are always present
+    perm = torch.cat([torch.arange(6, 12), torch.arange(6), torch.randperm(n - 12, generator=gen(3)) + 12])
+    lams = [0.0, 1.0, 0.5, 0.49999997, 0.50000006, 1e-8, 1 - 1e-8] + torch.rand(300, generator=gen(4)).tolist()
+    paths = set()
+    for lam in lams:
+        scale, off, both = mix_module._smoothing_coefficients(eps, c)
+        w = mix_module._f32(lam)
+        own = mix_module._f32(mix_module._f32(w * scale) + off)
+        partner = mix_module._f32(mix_module._f32(mix_module._f32(1 - w) * scale) + off)
+        paths.add(0 if mix_module._increment(off, own, partner, both) is not None
+                  else 1 if mix_module._increment(off, partner, own, both) is not None else 2)
+        got = mix_module._targets(y, None, perm, lam, c, eps, torch.device("cpu"))
+        assert torch.equal(got, ref_targets(y, perm, lam, c, eps)), lam
+        assert got.is_contiguous() and got.dtype == torch.float32
+    # without smoothing the first write order always works; with it, each of the three paths occurs
+    assert paths == {0} if eps == 0 else paths >= {0, 2}
+    unmixed = mix_module._targets(y, None, None, 1.0, c, eps, torch.device("cpu"))
+    assert torch.equal(unmixed, ref_targets(y, None, 1.0, c, eps))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(
+    "mixup_alpha, cutmix_alpha, prob, eps, shape",
+    [(0.8, 1.0, 1.0, 0.1, (6, 3, 9, 7)), (0.8, 0.0, 0.7, 0.1, (5, 2, 4, 4)), (0.0, 1.0, 1.0, 0.0, (4, 2, 11)),
+     (0.2, 0.3, 1.0, 0.3, (7, 1, 8, 8))],
+)
+def test_mixupcutmix_equals_the_written_out_reference(seed, mixup_alpha, cutmix_alpha, prob, eps, shape):
+    c = 5
+    x = torch.randn(shape, generator=gen(100 + seed))
+    y = torch.randint(0, c, (shape[0],), generator=gen(200 + seed))
+    soft = torch.softmax(torch.randn(shape[0], c, generator=gen(300 + seed)), 1)
+    for targets in (y, soft):
+        g_ref, g = gen(seed), gen(seed)
+        mix = MixupCutmix(mixup_alpha, cutmix_alpha, prob, 0.5, num_classes=c, smoothing=eps, generator=g)
+        mix_inplace = MixupCutmix(mixup_alpha, cutmix_alpha, prob, 0.5, num_classes=c, smoothing=eps,
+                                  generator=gen(seed), inplace=True)
+        for _ in range(12):
+            expected = ref_mixupcutmix(x, targets, mixup_alpha, cutmix_alpha, prob, 0.5, c, eps, g_ref)
+            assert_identical(mix(x, targets), expected)
+            x_own = x.clone()
+            xm, ym = mix_inplace(x_own, targets)
+            assert xm is x_own  # the caller's tensor, mixed in place
+            assert_identical((xm, ym), expected)
+        assert torch.equal(g.get_state(), g_ref.get_state())
+
+
+@pytest.mark.parametrize("fn", [mixup, cutmix])
+def test_inplace_writes_the_default_result_into_x(fn):
+    x = torch.randn(6, 3, 8, 8, generator=gen())
+    y = torch.randint(0, 4, (6,), generator=gen(1))
+    for perm in (None, torch.tensor([1, 1, 0, 5, 5, 2])):  # repeated partners: gathered before overwriting
+        expected = fn(x, y, num_classes=4, perm=perm, generator=gen(2))
+        x_own = x.clone()
+        xm, ym = fn(x_own, y, num_classes=4, perm=perm, generator=gen(2), inplace=True)
+        assert xm is x_own
+        assert_identical((xm, ym), expected)
+    with pytest.raises(TypeError, match="inplace"):
+        fn(x, y, num_classes=4, inplace=1)
+    with pytest.raises(TypeError, match="inplace"):
+        MixupCutmix(num_classes=4, inplace="yes")
+
+
+def test_cutmix_with_repeated_partners_matches_naive_loop():
+    x = torch.randn(5, 2, 8, 8, generator=gen())
+    y = torch.tensor([0, 1, 2, 1, 0])
+    perm = torch.tensor([4, 4, 0, 0, 2])
+    xm, ym = cutmix(x, y, num_classes=3, lam=0.6, perm=perm, center=(3, 5))
+    ref_x, ref_y = naive_cutmix(x, one_hot(y, 3), 0.6, perm, (3, 5))
+    torch.testing.assert_close(xm, ref_x, rtol=0, atol=0)
+    torch.testing.assert_close(ym, ref_y)
+
+
+def test_labels_are_range_checked_in_every_branch_and_other_dtypes_accepted():
+    x = torch.randn(3, 2, 4, 4)
+    for prob in (0.0, 1.0):
+        for ma, ca in ((0.8, 0.0), (0.0, 1.0)):
+            mix = MixupCutmix(ma, ca, prob, num_classes=3, generator=gen())
+            with pytest.raises(ValueError, match="found label 3"):
+                mix(x, torch.tensor([0, 3, 1]))
+            with pytest.raises(ValueError, match="found label -1"):
+                mix(x, torch.tensor([0, -1, 1]))
+            y32 = torch.tensor([0, 2, 1], dtype=torch.int32)
+            a = MixupCutmix(ma, ca, prob, num_classes=3, generator=gen(5))(x, y32)
+            b = MixupCutmix(ma, ca, prob, num_classes=3, generator=gen(5))(x, y32.long())
+            assert_identical(a, b)
+
+
+def test_default_dtype_inference_mode_and_threads():
+    x = torch.randn(4, 2, 5, 5, generator=gen())
+    y = torch.tensor([0, 1, 2, 1])
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # the apply / switch draws follow torch.rand(1)'s dtype
+    try:
+        expected = ref_mixupcutmix(x, y, 0.8, 1.0, 0.5, 0.5, 3, 0.1, gen(3))
+        assert_identical(MixupCutmix(prob=0.5, num_classes=3, generator=gen(3))(x, y), expected)
+    finally:
+        torch.set_default_dtype(old)
+    with torch.inference_mode():  # the cached draw tensors are created outside inference mode
+        MixupCutmix(num_classes=3, generator=gen(4))(x, y)
+    MixupCutmix(num_classes=3, generator=gen(4))(x, y)
+
+    import threading
+
+    results, expected = {}, {s: ref_mixupcutmix(x, y, 0.8, 1.0, 1.0, 0.5, 3, 0.1, gen(s)) for s in range(4)}
+
+    def work(seed):
+        mix = MixupCutmix(num_classes=3, generator=gen(seed))
+        results[seed] = [mix(x, y) for _ in range(200)][0]
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in range(4):
+        assert_identical(results[s], expected[s])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import struct
+import threading
 from numbers import Real
 
 import torch
@@ -12,10 +15,104 @@ from trickbag.data.encoding import _check_num_classes, _check_smoothing, one_hot
 
 __all__ = ["mixup", "cutmix", "MixupCutmix"]
 
+# Speed notes (benchmarks/kernels.py, docs/benchmarks.md section 2).  On small batches a call is
+# dominated by per-op overhead, not by bytes: every tensor op costs microseconds however small its
+# tensor.  Hence the random numbers are drawn by refilling one cached 1-element tensor (not by
+# allocating one per draw), the targets are written with one fill and two scatters (not built from
+# a one-hot matrix by five [N, C] passes), and CutMix gathers the partners' boxes straight into the
+# result.  Every shortcut gives the same numbers, bit for bit, from the same generator state as the
+# plain tensor formulas (tests/data/test_mix.py checks them against those formulas).
+
 
 # --------------------------------------------------------------------------- sampling
 def _device_of(generator: torch.Generator | None) -> torch.device:
     return generator.device if generator is not None else torch.device("cpu")
+
+
+class _Reader:
+    """``.item(0)`` of a 1-element tensor off the CPU (on the CPU a NumPy view of it plays this part)."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+
+    def item(self, _index: int) -> float:
+        return self.tensor.item()
+
+
+_LOCAL = threading.local()  # per thread: {(device, dtype): (1-element tensor, reader)}
+
+
+def _scalar_buffer(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, object]:
+    try:
+        cache = _LOCAL.buffers
+    except AttributeError:
+        cache = _LOCAL.buffers = {}
+    buf = cache.get((device, dtype))
+    if buf is None:
+        with torch.inference_mode(False):  # a normal tensor: usable in and out of inference mode
+            t = torch.empty(1, dtype=dtype, device=device)
+        buf = cache[(device, dtype)] = (t, t.numpy() if t.device.type == "cpu" else _Reader(t))
+    return buf
+
+
+def _sigmoid(v: float) -> float:
+    """``1 / (1 + exp(-v))`` in float64: what torch's CPU kernel computes for a 1-element tensor (its
+    scalar path calls the C library's ``exp``, as ``math.exp`` does; tested bit for bit)."""
+    try:
+        return 1.0 / (1.0 + math.exp(-v))
+    except OverflowError:  # exp(-v) = inf in C
+        return 0.0
+
+
+class _Draws:
+    """Single random numbers from ``generator``, each exactly what ``torch.rand(1)`` / ``torch.randn(1)`` /
+    ``torch.randint`` would return, at a fraction of their cost.
+
+    Those factories allocate a 1-element tensor and fill it with ``uniform_`` / ``normal_`` /
+    ``random_``.  Here one 1-element tensor per device and dtype is kept per thread and refilled
+    in place by the same ops, so the generator advances exactly as before; on the CPU the value
+    is read through a NumPy view of it (no second tensor op, as ``.item()`` would be).
+    """
+
+    __slots__ = ("generator", "device", "_cpu", "_t64", "_v64")
+
+    def __init__(self, generator: torch.Generator | None) -> None:
+        self.generator = generator
+        self.device = _device_of(generator)
+        self._cpu = self.device.type == "cpu"
+        self._t64, self._v64 = _scalar_buffer(self.device, torch.float64)
+
+    def rand(self) -> float:
+        """``float(torch.rand(1, generator=g))`` (default dtype)."""
+        t, v = _scalar_buffer(self.device, torch.get_default_dtype())
+        t.uniform_(generator=self.generator)
+        return v.item(0)
+
+    def rand64(self) -> float:
+        """``float(torch.rand(1, generator=g, dtype=torch.float64))``."""
+        self._t64.uniform_(generator=self.generator)
+        return self._v64.item(0)
+
+    def randn64(self) -> float:
+        """``float(torch.randn(1, generator=g, dtype=torch.float64))``."""
+        self._t64.normal_(generator=self.generator)
+        return self._v64.item(0)
+
+    def randint(self, high: int) -> int:
+        """``int(torch.randint(0, high, (1,), generator=g))``."""
+        t, v = _scalar_buffer(self.device, torch.int64)
+        t.random_(0, high, generator=self.generator)
+        return v.item(0)
+
+    def beta(self, a: float, b: float) -> float:
+        """One ``Beta(a, b)`` draw, ``sigmoid(log Ga - log Gb)``: the λ of a batch (see :func:`_log_gamma`)."""
+        diff = _log_gamma_one(a, self) - _log_gamma_one(b, self)
+        if self._cpu:
+            return _sigmoid(diff)
+        self._t64.fill_(diff).sigmoid_()  # on the generator's device, as torch.sigmoid always ran it
+        return self._v64.item(0)
 
 
 def _log_gamma(shape: float, n: int, generator: torch.Generator | None) -> Tensor:
@@ -30,8 +127,6 @@ def _log_gamma(shape: float, n: int, generator: torch.Generator | None) -> Tenso
     a = shape + 1.0 if shape < 1.0 else shape
     d = a - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * d)
-    if n == 1:  # one λ per batch: the same draws in the same order, in Python floats (a tenth of the ops)
-        return torch.tensor([_log_gamma_one(shape, d, c, generator, device)], dtype=torch.float64, device=device)
     out = torch.empty(n, dtype=torch.float64, device=device)
     todo = torch.arange(n, device=device)
     while todo.numel() > 0:
@@ -50,25 +145,27 @@ def _log_gamma(shape: float, n: int, generator: torch.Generator | None) -> Tenso
     return out
 
 
-def _log_gamma_one(shape: float, d: float, c: float, generator: torch.Generator | None, device: torch.device) -> float:
-    """One draw of :func:`_log_gamma` (same random numbers, same acceptance test) without tensor arithmetic."""
-
-    def draw(fn):  # one float64 number from generator, as the vectorised sampler draws it
-        return float(fn(1, generator=generator, dtype=torch.float64, device=device))
-
-    def log(u: float) -> float:
-        return math.log(u) if u > 0 else -math.inf
-
+def _log_gamma_one(shape: float, draws: _Draws) -> float:
+    """One draw of :func:`_log_gamma` (same random numbers in the same order, same acceptance test) in Python floats."""
+    a = shape + 1.0 if shape < 1.0 else shape
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    t, v, g, log = draws._t64, draws._v64, draws.generator, math.log
     while True:
-        z, u = draw(torch.randn), draw(torch.rand)
-        v = (1.0 + c * z) ** 3
-        if v > 0:
-            log_v = math.log(v)
-            if log(u) < 0.5 * z * z + d - d * v + d * log_v:
+        t.normal_(generator=g)
+        z = v.item(0)
+        t.uniform_(generator=g)
+        u = v.item(0)
+        cube = (1.0 + c * z) ** 3
+        if cube > 0:
+            log_v = log(cube)
+            if (log(u) if u > 0 else -math.inf) < 0.5 * z * z + d - d * cube + d * log_v:
                 break
-    out = math.log(d) + log_v
+    out = log(d) + log_v
     if shape < 1.0:
-        out += log(draw(torch.rand)) / shape
+        t.uniform_(generator=g)
+        u = v.item(0)
+        out += (log(u) if u > 0 else -math.inf) / shape
     return out
 
 
@@ -116,24 +213,143 @@ def _check_batch(x: object, min_dim: int, fn: str) -> Tensor:
     return x
 
 
-def _targets(y: object, n: int, num_classes: int, fn: str) -> Tensor:
-    """Integer labels ``[N]`` -> one-hot float32 ``[N, C]``; soft targets ``[N, C]`` are returned as is."""
+def _check_inplace(inplace: object, fn: str) -> bool:
+    if not isinstance(inplace, bool):
+        raise TypeError(f"{fn}: inplace must be True or False, got {inplace!r} ({type(inplace).__name__})")
+    return inplace
+
+
+def _check_targets(
+    y: object, n: int, num_classes: int, device: torch.device, fn: str
+) -> tuple[Tensor | None, Tensor | None]:
+    """Validate ``y``: integer labels ``[N]`` -> ``(labels as int64, None)``; soft targets ``[N, C]`` -> ``(None, y)``.
+
+    The targets are written on ``device`` (the batch's).  On the CPU the scatter that writes them
+    checks the label range (see :func:`_targets`); elsewhere it is checked here, first.
+    """
     if not isinstance(y, Tensor):
         raise TypeError(f"{fn}: y must be a torch.Tensor, got {type(y).__name__}")
+    if y.dtype == torch.int64 and y.dim() == 1 and y.shape[0] == n and device.type == "cpu":
+        return y, None  # the common case, in four attribute reads
     if y.is_floating_point():
         if y.dim() != 2 or y.shape != (n, num_classes):
             raise ValueError(
                 f"{fn}: soft targets y must have shape [N, num_classes] = [{n}, {num_classes}], got {tuple(y.shape)}"
             )
-        return y
+        return None, y
     if y.dim() != 1 or y.shape[0] != n:
         raise ValueError(f"{fn}: integer labels y must have shape [N] = [{n}], got {tuple(y.shape)}")
-    return one_hot(y, num_classes)
+    if y.dtype == torch.bool or y.is_complex():
+        one_hot(y, num_classes)  # raises its TypeError naming the dtype
+    if device.type != "cpu":  # an out-of-range index would be a device-side assert there: check first
+        error = _label_range_error(y, num_classes)
+        if error is not None:
+            raise error
+    return y.long(), None
+
+
+def _label_range_error(labels: Tensor, num_classes: int) -> ValueError | None:
+    lo, hi = (t.item() for t in torch.aminmax(labels))
+    if lo < 0 or hi >= num_classes:  # the check and message of one_hot
+        return ValueError(f"labels must be in [0, num_classes={num_classes}), found label {lo if lo < 0 else hi}")
+    return None
+
+
+# --------------------------------------------------------------------------- targets
+_F32 = struct.Struct("f")
+
+
+def _f32(v: float) -> float:
+    """``v`` rounded to the nearest float32 (as a Python float)."""
+    return _F32.unpack(_F32.pack(v))[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _smoothing_coefficients(smoothing: float, num_classes: int) -> tuple[float, float, float]:
+    """``(fl(1-ε), fl(ε/C), smooth(1))``: the float32 factors of ``t·(1-ε) + ε/C`` as torch rounds them."""
+    scale, offset = _f32(1.0 - smoothing), _f32(smoothing / num_classes)
+    return scale, offset, _f32(scale + offset)
+
+
+def _increment(off: float, first: float, second: float, both: float) -> float | None:
+    """A float32 ``v`` with ``fl(off + v) = second`` and ``fl(first + v) = both``, if one is found."""
+    for v in (_f32(second - off), _f32(both - first)):
+        if _f32(off + v) == second and _f32(first + v) == both:
+            return v
+    return None
+
+
+def _targets(
+    labels: Tensor | None,
+    soft: Tensor | None,
+    perm: Tensor | None,
+    lam: float,
+    num_classes: int,
+    smoothing: float,
+    device: torch.device,
+) -> Tensor:
+    """``smooth(λ·t + (1-λ)·t[perm])`` with ``t = onehot(labels)`` or ``soft``; ``perm=None``: ``smooth(t)``.
+
+    The reference computation is ``t[perm].lerp_(t, λ)`` followed, when ``smoothing > 0``, by
+    ``· (1-ε) + ε/C``, in float32 for labels (in the dtype of ``soft`` otherwise).  For one-hot
+    ``t`` a cell takes one of four values, so for labels the ``[N, C]`` result is written directly
+    with those values computed as the tensor ops round them in float32: ``lerp(0, 1, w) = w`` and
+    ``lerp(1, 0, w) = fl(1 - w)`` for ``w = fl(λ)`` (both branches of lerp's formula give these,
+    the products being exact), ``lerp(1, 1, w) = 1``, then ``smooth(v) = fl(fl(v·fl(1-ε)) + fl(ε/C))``
+    (float64 arithmetic rounded once to float32 is exact here: 53 >= 2·24 + 2 bits).  The result is
+    the reference's bit for bit (tested), in one fill and two scatters instead of five [N, C] passes.
+    """
+    if soft is not None:
+        t = soft.to(device)
+        if perm is not None:
+            t = torch.index_select(t, 0, perm).lerp_(t, lam)
+        if smoothing > 0:
+            t = t * (1.0 - smoothing) + smoothing / num_classes
+        return t
+    if labels.device != device:
+        labels = labels.to(device)
+    try:
+        return _label_targets(labels, perm, lam, num_classes, smoothing, device)
+    except RuntimeError:  # scatter_ rejects an index outside [0, C): report it as one_hot does
+        error = _label_range_error(labels, num_classes)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _label_targets(
+    labels: Tensor, perm: Tensor | None, lam: float, num_classes: int, smoothing: float, device: torch.device
+) -> Tensor:
+    n = labels.shape[0]
+    scale, off, both = _smoothing_coefficients(smoothing, num_classes)  # off = smooth(0), both = smooth(1)
+    out = torch.full((n, num_classes), off, dtype=torch.float32, device=device)
+    rows = labels.view(n, 1)
+    if perm is None:
+        return out.scatter_(1, rows, both)
+    w = _f32(lam)
+    own, partner = _f32(_f32(w * scale) + off), _f32(_f32(_f32(1.0 - w) * scale) + off)
+    partner_rows = torch.index_select(rows, 0, perm)
+    # A row whose partner has the same label holds lerp(1, 1, w) = 1, i.e. `both`, in that cell.  Write
+    # one value plainly and add a constant v at the other's cells, v chosen so that fl(off + v) and
+    # fl(first value + v) are exactly the two values wanted (always possible without smoothing, mostly
+    # with); otherwise write the cells through a per-row choice (two more ops).
+    v = _increment(off, own, partner, both)
+    if v is not None:
+        out.scatter_(1, rows, own)
+        return out.scatter_(1, partner_rows, v, reduce="add")
+    v = _increment(off, partner, own, both)
+    if v is not None:
+        out.scatter_(1, partner_rows, partner)
+        return out.scatter_(1, rows, v, reduce="add")
+    out.scatter_(1, partner_rows, partner)
+    values = torch.where(rows == partner_rows, both, own)
+    return out.scatter_(1, rows, values if values.dtype == torch.float32 else values.float())
 
 
 def _get_perm(perm: object, n: int, generator: torch.Generator | None, device: torch.device, fn: str) -> Tensor:
     if perm is None:
-        return torch.randperm(n, generator=generator, device=_device_of(generator)).to(device)
+        perm = torch.randperm(n, generator=generator, device=_device_of(generator))
+        return perm if perm.device == device else perm.to(device)
     if not isinstance(perm, Tensor) or perm.is_floating_point() or perm.dtype == torch.bool:
         raise TypeError(f"{fn}: perm must be an integer tensor of shape [N], got {perm!r}")
     if perm.shape != (n,):
@@ -153,6 +369,7 @@ def mixup(
     lam: float | None = None,
     perm: Tensor | None = None,
     generator: torch.Generator | None = None,
+    inplace: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Blend each sample with a partner from the same batch: ``λ·x + (1-λ)·x[perm]``, targets alike.
 
@@ -160,7 +377,8 @@ def mixup(
     ``λ ~ Beta(α, α)`` per batch and ``perm = randperm(N)``, both drawn from
     ``generator`` unless given.  The same ``λ`` mixes inputs and targets:
     ``y_soft = λ·onehot(y) + (1-λ)·onehot(y)[perm]``.  Train with a soft-target
-    loss, e.g. ``F.cross_entropy(logits, y_soft)``.  ``x`` is not modified.
+    loss, e.g. ``F.cross_entropy(logits, y_soft)``.  ``x`` is not modified unless
+    ``inplace=True``.
 
     Args:
         x: floating-point batch ``[N, *]``.
@@ -170,6 +388,9 @@ def mixup(
         lam: fixed mixing weight in ``[0, 1]`` instead of sampling it.
         perm: partner index per sample, integer ``[N]``, instead of ``randperm``.
         generator: source of randomness for ``λ`` and ``perm``.
+        inplace: write the mixed batch into ``x`` and return ``x`` itself (timm's ``Mixup``
+            contract); same values and random draws as the default, one batch-sized
+            temporary (the partners) instead of a new result.  ``x`` must not require grad.
 
     Returns:
         ``(x_mixed [N, *] same dtype as x, y_soft [N, C])``; ``y_soft`` is float32
@@ -179,42 +400,49 @@ def mixup(
     >>> xm, ym = mixup(x, y, num_classes=2, lam=0.7, perm=torch.tensor([1, 0]))
     >>> xm.flatten().tolist(), ym[0].tolist()
     ([0.7, 0.3], [0.7, 0.3])
+    >>> xm2, _ = mixup(x, y, num_classes=2, lam=0.7, perm=torch.tensor([1, 0]), inplace=True)
+    >>> xm2 is x, torch.equal(x, xm)
+    (True, True)
     """
     x = _check_batch(x, 1, "mixup")
     if not x.is_floating_point():
         raise TypeError(f"mixup: x must be floating point (blending needs it), got dtype {x.dtype}; convert it first")
-    n = x.shape[0]
+    inplace = _check_inplace(inplace, "mixup")
     num_classes = _check_num_classes(num_classes)
-    targets = _targets(y, n, num_classes, "mixup")
+    labels, soft = _check_targets(y, x.shape[0], num_classes, x.device, "mixup")
     if lam is None:
         alpha = _check_alpha("alpha", alpha, allow_zero=False)
-        lam = float(_sample_beta(alpha, alpha, 1, generator))
     else:
         lam = _check_lam(lam)
-    perm = _get_perm(perm, n, generator, x.device, "mixup")
-    # λ·x + (1-λ)·x[perm] as one gathered copy blended in place (torch.lerp): one batch-sized
-    # allocation instead of four; index_select gathers rows several times faster than x[perm]
-    x_mixed = torch.index_select(x, 0, perm).lerp_(x, lam)
-    targets = targets.to(x.device)
-    y_soft = torch.index_select(targets, 0, perm).lerp_(targets, lam)
-    return x_mixed, y_soft
+    return _mixup(x, labels, soft, alpha, lam, perm, _Draws(generator), inplace, num_classes, 0.0)
+
+
+def _mixup(
+    x: Tensor, labels: Tensor | None, soft: Tensor | None, alpha: float, lam: float | None, perm: Tensor | None,
+    draws: _Draws, inplace: bool, num_classes: int, smoothing: float,
+) -> tuple[Tensor, Tensor]:
+    """:func:`mixup` on checked arguments, with label smoothing folded into the targets (for :class:`MixupCutmix`)."""
+    if lam is None:
+        lam = draws.beta(alpha, alpha)
+    perm = _get_perm(perm, x.shape[0], draws.generator, x.device, "mixup")
+    # λ·x + (1-λ)·x[perm] as one gathered copy blended with torch.lerp (two passes over the batch,
+    # one batch-sized allocation); index_select gathers rows several times faster than x[perm]
+    partners = torch.index_select(x, 0, perm)
+    x_mixed = torch.lerp(partners, x, lam, out=x) if inplace else partners.lerp_(x, lam)
+    return x_mixed, _targets(labels, soft, perm, lam, num_classes, smoothing, x.device)
 
 
 # --------------------------------------------------------------------------- cutmix
-_SCATTER_BYTES = 4 << 20  # boxes of this many bytes or more are scattered in place (see cutmix)
-
 def _cutmix_box(
-    spatial: tuple[int, ...], lam: float, center: object, generator: torch.Generator | None
-) -> tuple[tuple[slice, ...], float]:
+    spatial: tuple[int, ...], lam: float, center: object, draws: _Draws
+) -> tuple[tuple[slice, ...], float, int]:
     """Box of volume ``(1-λ)·prod(spatial)`` centred at ``center`` (random if None), clipped to the image.
 
-    Returns the slices per spatial dim and ``λ`` recomputed from the clipped box.
+    Returns the slices per spatial dim, ``λ`` recomputed from the clipped box, and the box's volume.
     """
     d = len(spatial)
     if center is None:
-        center = tuple(
-            int(torch.randint(0, s, (1,), generator=generator, device=_device_of(generator))) for s in spatial
-        )
+        center = tuple(draws.randint(s) for s in spatial)
     else:
         if isinstance(center, int):
             center = (center,)
@@ -236,7 +464,7 @@ def _cutmix_box(
         hi = min(max(c - cut // 2 + cut, 0), s)
         slices.append(slice(lo, hi))
         area *= hi - lo
-    return tuple(slices), 1.0 - area / math.prod(spatial)
+    return tuple(slices), 1.0 - area / math.prod(spatial), area
 
 
 def cutmix(
@@ -249,6 +477,7 @@ def cutmix(
     perm: Tensor | None = None,
     center: tuple[int, ...] | None = None,
     generator: torch.Generator | None = None,
+    inplace: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Paste a box cut from a partner sample into each sample; mix targets by the pasted area.
 
@@ -259,7 +488,7 @@ def cutmix(
     pixels, and it is clipped at the border.  ``λ`` is then **recomputed** from
     the box actually pasted, ``λ = 1 - box_area / (H·W)``, so the targets
     ``λ·onehot(y) + (1-λ)·onehot(y)[perm]`` match the pixels.  Returns a new
-    tensor; ``x`` is not modified.
+    tensor; ``x`` is not modified unless ``inplace=True``.
 
     Args:
         x: batch ``[N, C, H, W]`` or ``[N, C, L]``, any dtype.
@@ -270,6 +499,9 @@ def cutmix(
         perm: partner index per sample, integer ``[N]``, instead of ``randperm``.
         center: box centre ``(row, col)`` (or ``(pos,)`` for ``[N, C, L]``) instead of a random one.
         generator: source of randomness for ``λ``, ``perm`` and the centre.
+        inplace: paste the boxes into ``x`` and return ``x`` itself (timm's ``Mixup`` contract):
+            only the boxes are copied, not the whole batch; same values and random draws as the
+            default.  ``x`` must not require grad.
 
     Returns:
         ``(x_mixed, y_soft [N, num_classes])``.
@@ -288,30 +520,36 @@ def cutmix(
     x = _check_batch(x, 3, "cutmix")
     if x.dim() not in (3, 4):
         raise ValueError(f"cutmix: x must be [N, C, H, W] or [N, C, L], got shape {tuple(x.shape)}")
-    n = x.shape[0]
+    inplace = _check_inplace(inplace, "cutmix")
     num_classes = _check_num_classes(num_classes)
-    targets = _targets(y, n, num_classes, "cutmix")
+    labels, soft = _check_targets(y, x.shape[0], num_classes, x.device, "cutmix")
     if lam is None:
         alpha = _check_alpha("alpha", alpha, allow_zero=False)
-        lam = float(_sample_beta(alpha, alpha, 1, generator))
     else:
         lam = _check_lam(lam)
-    sampled = perm is None  # then perm is a permutation
-    perm = _get_perm(perm, n, generator, x.device, "cutmix")
-    box, lam = _cutmix_box(tuple(x.shape[2:]), lam, center, generator)
-    x_mixed = x.clone()
-    index = (slice(None), slice(None), *box)
-    if sampled and x[index].numel() * x.element_size() >= _SCATTER_BYTES:
-        # a large box: scatter it to its places through the inverse permutation, no temporary copy
-        # (a fresh multi-MiB temporary costs more in page faults than the copy itself)
-        inverse = torch.empty_like(perm)
-        inverse[perm] = torch.arange(n, device=perm.device)
-        x_mixed[index].index_copy_(0, inverse, x[index])
-    else:  # gather the partners' boxes (not the whole permuted batch); any indices, repeats allowed
-        x_mixed[index] = torch.index_select(x[index], 0, perm)
-    targets = targets.to(x.device)
-    y_soft = torch.index_select(targets, 0, perm).lerp_(targets, lam)
-    return x_mixed, y_soft
+    return _cutmix(x, labels, soft, alpha, lam, perm, center, _Draws(generator), inplace, num_classes, 0.0)
+
+
+def _cutmix(
+    x: Tensor, labels: Tensor | None, soft: Tensor | None, alpha: float, lam: float | None, perm: Tensor | None,
+    center: object, draws: _Draws, inplace: bool, num_classes: int, smoothing: float,
+) -> tuple[Tensor, Tensor]:
+    """:func:`cutmix` on checked arguments, with label smoothing folded into the targets (for :class:`MixupCutmix`)."""
+    if lam is None:
+        lam = draws.beta(alpha, alpha)
+    perm = _get_perm(perm, x.shape[0], draws.generator, x.device, "cutmix")
+    box, lam, area = _cutmix_box(tuple(x.shape[2:]), lam, center, draws)
+    if area == 0:
+        x_mixed = x if inplace else x.clone()
+    elif inplace:  # gather the partners' boxes before any is overwritten, then paste them
+        x_mixed = x
+        region = x[(slice(None), slice(None), *box)]
+        region.copy_(torch.index_select(region, 0, perm))
+    else:  # gather the partners' boxes straight into the copy's (no temporary; any indices, repeats allowed)
+        x_mixed = x.clone()
+        index = (slice(None), slice(None), *box)
+        torch.index_select(x[index], 0, perm, out=x_mixed[index])
+    return x_mixed, _targets(labels, soft, perm, lam, num_classes, smoothing, x.device)
 
 
 # --------------------------------------------------------------------------- callable
@@ -334,6 +572,8 @@ class MixupCutmix:
         num_classes: number of classes ``C``.
         smoothing: label smoothing ``ε`` in ``[0, 1)``.
         generator: ``torch.Generator`` for all random choices (global RNG if None).
+        inplace: mix into the caller's ``x`` and return it (as timm's ``Mixup`` does) instead of
+            a new tensor; same values and random draws.  CutMix then copies only the box.
 
     Call with ``(x [N, C, H, W] or [N, C, L], y [N] int or [N, C] soft)``;
     returns ``(x_mixed, y_soft [N, C])``.  Mixup needs floating-point ``x``.
@@ -354,6 +594,7 @@ class MixupCutmix:
         num_classes: int,
         smoothing: float = 0.1,
         generator: torch.Generator | None = None,
+        inplace: bool = False,
     ) -> None:
         self.mixup_alpha = _check_alpha("mixup_alpha", mixup_alpha, allow_zero=True)
         self.cutmix_alpha = _check_alpha("cutmix_alpha", cutmix_alpha, allow_zero=True)
@@ -364,33 +605,35 @@ class MixupCutmix:
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         self.generator = generator
-
-    def _uniform(self) -> float:
-        return float(torch.rand(1, generator=self.generator, device=_device_of(self.generator)))
+        self.inplace = _check_inplace(inplace, "MixupCutmix")
 
     def __call__(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         """Mix one batch: ``(x, y) -> (x_mixed, y_soft)``; see the class docstring."""
         x = _check_batch(x, 3, "MixupCutmix")
-        n, c = x.shape[0], self.num_classes
-        enabled = self.mixup_alpha > 0 or self.cutmix_alpha > 0
-        if enabled and self._uniform() < self.prob:
-            if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
-                use_cutmix = self._uniform() < self.switch_prob
+        c, mixup_alpha, cutmix_alpha = self.num_classes, self.mixup_alpha, self.cutmix_alpha
+        draws = _Draws(self.generator)
+        if (mixup_alpha > 0 or cutmix_alpha > 0) and draws.rand() < self.prob:
+            if mixup_alpha > 0 and cutmix_alpha > 0:
+                use_cutmix = draws.rand() < self.switch_prob
             else:
-                use_cutmix = self.cutmix_alpha > 0
+                use_cutmix = cutmix_alpha > 0
             if use_cutmix:
-                x, y_soft = cutmix(x, y, self.cutmix_alpha, num_classes=c, generator=self.generator)
-            else:
-                x, y_soft = mixup(x, y, self.mixup_alpha, num_classes=c, generator=self.generator)
-        else:
-            y_soft = _targets(y, n, c, "MixupCutmix").to(x.device)
-        if self.smoothing > 0:
-            y_soft = y_soft * (1.0 - self.smoothing) + self.smoothing / c
-        return x, y_soft
+                if x.dim() not in (3, 4):
+                    raise ValueError(f"cutmix: x must be [N, C, H, W] or [N, C, L], got shape {tuple(x.shape)}")
+                labels, soft = _check_targets(y, x.shape[0], c, x.device, "cutmix")
+                return _cutmix(x, labels, soft, cutmix_alpha, None, None, None, draws, self.inplace, c, self.smoothing)
+            if not x.is_floating_point():
+                raise TypeError(
+                    f"mixup: x must be floating point (blending needs it), got dtype {x.dtype}; convert it first"
+                )
+            labels, soft = _check_targets(y, x.shape[0], c, x.device, "mixup")
+            return _mixup(x, labels, soft, mixup_alpha, None, None, draws, self.inplace, c, self.smoothing)
+        labels, soft = _check_targets(y, x.shape[0], c, x.device, "MixupCutmix")
+        return x, _targets(labels, soft, None, 1.0, c, self.smoothing, x.device)
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(mixup_alpha={self.mixup_alpha}, cutmix_alpha={self.cutmix_alpha}, "
             f"prob={self.prob}, switch_prob={self.switch_prob}, num_classes={self.num_classes}, "
-            f"smoothing={self.smoothing})"
+            f"smoothing={self.smoothing}" + (", inplace=True)" if self.inplace else ")")
         )
