@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "add_param_group": "trickbag.optim",
     "replan_schedule": "trickbag.optim",
     "scaled_lr": "trickbag.optim",
+    "scale_lr": "trickbag.optim",
     "plot_lr": "trickbag.optim",
     "clip_gradients": "trickbag.optim",
     "adaptive_clip_gradients": "trickbag.optim",

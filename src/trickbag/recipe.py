@@ -51,8 +51,8 @@ __all__ = ["Recipe", "TricksConfig", "load_recipe", "recipe_from_dict", "recipe_
 class Recipe(Section):
     """A whole training recipe."""
 
-    name: str = "custom"
-    description: str = ""
+    name: str = "custom"  # the recipe's name (a file's default: its name); runs are <name>-<date>-<time>
+    description: str = ""  # one line saying what the recipe is for
     data: DataConfig = Field(default_factory=DataConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)

@@ -49,7 +49,8 @@ def test_eval_prints_the_test_metrics_of_best_pt(run_dir):
     tmp, d, train = run_dir
     r = trickbag("eval", str(d), "--device", "cpu", cwd=tmp)
     assert r.returncode == 0, r.stderr
-    m = re.fullmatch(r"test acc (\d\.\d{4})  loss (\d+\.\d{4})  \((\d+) samples\)\n", r.stdout)
+    m = re.fullmatch(r"test acc (\d\.\d{4})  loss (\d+\.\d{4})  \((\d+) samples\)\n  top5 \d\.\d{4}  f1 \d\.\d{4}  "
+                     r"auroc \d\.\d{4}\n", r.stdout)
     assert m, r.stdout
     expected = re.search(r"test acc\s+(\d\.\d{4}) on (\d+) samples.*loss (\d+\.\d{4})", train.stdout)
     assert (m.group(1), m.group(3), m.group(2)) == expected.groups()

@@ -51,3 +51,30 @@ def test_profile_refuses_existing_output(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("trickbag: error:")
     assert (out_dir / "keep.txt").read_text() == "user data"
+
+
+def test_recipes_show_prints_only_the_yaml_and_keys_lists_every_key(capsys, tmp_path):
+    import yaml
+
+    from trickbag.config import builtin_recipes
+    from trickbag.recipe import load_recipe, recipe_keys
+
+    assert main(["recipes", "--show", "digits"]) == 0
+    out = capsys.readouterr().out
+    assert out == builtin_recipes()["digits"].read_text(encoding="utf-8")
+    (tmp_path / "my.yaml").write_text(out)
+    assert load_recipe(str(tmp_path / "my.yaml")).model_dump() == load_recipe("digits").model_dump() | {"name": "my"}
+    assert isinstance(yaml.safe_load(out), dict)
+    assert main(["recipes", "--keys"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"  {k} " in listed for k in recipe_keys())
+
+
+def test_version_prints_the_version(capsys):
+    import pytest
+
+    import trickbag
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"trickbag {trickbag.__version__}"

@@ -516,3 +516,29 @@ def test_lr_schedule_direct_construction_names_itself_in_errors() -> None:
         sched = LRSchedule(opt, "cosine", total_steps=4, warmup_steps=1)
         _run(opt, sched, 6)
     assert (sched.name, sched.total_steps, sched.warmup_steps) == ("cosine", 4, 1)
+
+
+@pytest.mark.parametrize("name,options", [("cosine", {}), ("linear", {}), ("polynomial", {"power": 2.0}),
+                                          ("step", {"step_size": 3}), ("constant", {})])
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_scale_lr_mid_schedule_equals_the_schedule_built_with_the_scaled_base(name, options, warmup):
+    """Scaling the base LR after k updates gives, from then on, the LRs of a schedule built at that base."""
+    from trickbag.optim import scale_lr
+
+    def run(lr, scale_at=None, factor=1.0):
+        opt = torch.optim.SGD([torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)], lr=lr)
+        opt.param_groups[0]["lr"] = lr  # two groups: the second at a tenth
+        opt.add_param_group({"params": [torch.zeros(1, requires_grad=True)], "lr": lr / 10})
+        sched = build_scheduler(opt, name, total_steps=12, warmup_steps=warmup, **options)
+        seen = []
+        for t in range(14):
+            if t == scale_at:
+                scale_lr(opt, sched, factor)
+            seen += [g["lr"] for g in opt.param_groups]
+            opt.step()
+            sched.step()
+        return seen
+
+    scaled, reference = run(0.2, scale_at=5, factor=0.25), run(0.05)
+    assert scaled[10:] == pytest.approx(reference[10:], rel=1e-12, abs=1e-15)  # 2 groups per update
+    assert scaled[:10] == run(0.2)[:10]

@@ -30,7 +30,7 @@ tricks: {mix: {enabled: true, mixup_alpha: 0.4, cutmix_alpha: 1.0}, ema: {enable
 UPDATES_PER_EPOCH = 9
 
 #: metrics that measure time, the only values allowed to differ between identical runs
-TIME_KEYS = ("train/samples_per_s", "train/epoch_time_s")
+TIME_KEYS = ("train/samples_per_s", "train/epoch_time_s", "wall_time_s")
 
 
 def write_recipe(folder: Path, text: str = TINY_RECIPE) -> Path:

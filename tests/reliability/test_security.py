@@ -158,7 +158,8 @@ def _calls(tree: ast.AST):
                 yield node, f.id
 
 
-SUBPROCESS_ALLOWED = {"launch.py", "experiments/ablate/cells.py"}  # argument lists built by trickbag, no shell
+# argument lists built by trickbag, no shell (verify-resume starts `trickbag train` children to kill them)
+SUBPROCESS_ALLOWED = {"launch.py", "experiments/ablate/cells.py", "runs/verify.py"}
 
 
 def test_no_shell_commands_and_subprocess_only_with_argument_lists():

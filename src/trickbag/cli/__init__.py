@@ -13,14 +13,14 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from trickbag.cli import doctor, evaluate, experiments, info, tools, train
+from trickbag.cli import doctor, evaluate, experiments, info, tools, train, verify
 from trickbag.cli._common import Parser, exit_torchrun_worker, in_torchrun_worker
 from trickbag.errors import TrickbagError
 
 __all__ = ["main", "build_parser", "GROUPS"]
 
 #: the command groups, in the order ``trickbag --help`` lists them; each has ``register(subparsers)``
-GROUPS = (train, evaluate, info, tools, experiments, doctor)
+GROUPS = (train, evaluate, info, tools, experiments, verify, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,8 +60,12 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         return int(args.func(args) or 0)
     except TrickbagError as exc:
         msg = " ".join(str(exc).split("\n"))
+        code = int(getattr(exc, "exit_code", 2))
+        if code == 0:  # not an error: a run that has nothing left to do says so
+            print(f"trickbag: {msg}")
+            return 0
         print(f"trickbag: error: {msg}", file=sys.stderr)
-        return int(getattr(exc, "exit_code", 2))
+        return code
     except KeyboardInterrupt:
         print("trickbag: interrupted", file=sys.stderr)
         return 130

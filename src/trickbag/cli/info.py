@@ -11,15 +11,21 @@ __all__ = ["register"]
 def cmd_recipes(args: argparse.Namespace) -> int:
     import yaml
 
-    from trickbag.config import builtin_recipes
+    from trickbag.config import builtin_recipes, resolve_recipe_path
 
+    if args.show:  # only the YAML: `trickbag recipes --show digits > my.yaml` is a valid recipe
+        print(resolve_recipe_path(args.show).read_text(encoding="utf-8"), end="")
+        return 0
+    if args.keys:
+        from trickbag.config.reference import keys_markdown, keys_text
+        from trickbag.recipe import Recipe
+
+        print(keys_markdown(Recipe) if args.markdown else keys_text(Recipe), end="")
+        return 0
     for name, path in builtin_recipes().items():
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         print(f"{name:22s} {data.get('description', '')}")
-    if args.show:
-        from trickbag.config import resolve_recipe_path
-
-        print(resolve_recipe_path(args.show).read_text(encoding="utf-8"))
+    print("\nshow one: trickbag recipes --show NAME; every key: trickbag recipes --keys")
     return 0
 
 
@@ -66,8 +72,10 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    r = sub.add_parser("recipes", help="list the built-in recipes")
-    r.add_argument("--show", metavar="NAME", help="print one recipe")
+    r = sub.add_parser("recipes", help="list the built-in recipes, print one, or every recipe key")
+    r.add_argument("--show", metavar="NAME", help="print one recipe's YAML (nothing else: redirect it to a file)")
+    r.add_argument("--keys", action="store_true", help="every recipe key with its type, default, allowed values and help")
+    r.add_argument("--markdown", action="store_true", help="with --keys: as the Markdown of docs/recipes.md")
     r.set_defaults(func=cmd_recipes)
 
     tr = sub.add_parser("tricks", help="list every trick and its recipe keys")

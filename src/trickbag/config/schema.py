@@ -88,17 +88,17 @@ class DataConfig(Section):
     root: Optional[str] = None  # folder (imagefolder) or file (csv)
     batch_size: int = Field(64, ge=1, le=2**24)  # samples per training batch
     eval_batch_size: Optional[int] = Field(None, ge=1, le=2**24)  # default: 4 x batch_size
-    num_workers: int = Field(0, ge=0)
+    num_workers: int = Field(0, ge=0)  # DataLoader worker processes (0: load in the training process)
     pin_memory: Literal["auto"] | bool = "auto"  # auto: on when training on CUDA
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)  # held-out test split (digits, csv, fake)
     val_fraction: float = Field(0.1, ge=0.0, lt=1.0)  # validation share of what remains
     split_seed: int = Field(0, ge=0, le=2**32 - 1)  # fixed so every run sees the same split
-    drop_last: bool = False
+    drop_last: bool = False  # drop each epoch's last, smaller training batch
     augment: bool = True  # the source's standard training augmentation
     image_size: Optional[int] = Field(None, ge=8)  # imagefolder: train crop size
     eval_image_size: Optional[int] = Field(None, ge=8)  # imagefolder: test size (FixRes)
     mean: Optional[list[float]] = None  # imagefolder normalisation (default ImageNet's)
-    std: Optional[list[float]] = None
+    std: Optional[list[float]] = None  # imagefolder normalisation std, one per channel (default ImageNet's)
     label_column: str | list[str] = "label"  # csv: the label column; multilabel / several regression targets: a list
     feature_columns: Optional[list[str]] = None  # csv: default all but the label
     num_samples: Optional[int] = Field(None, ge=10)  # fake / mnist1d: samples to generate
@@ -106,7 +106,7 @@ class DataConfig(Section):
     shape: Optional[list[int]] = None  # fake: per-sample shape, e.g. [3, 32, 32]
     # csv: {feature column: {method, n_bins}}; edges fitted on the training split only, each binned column
     # replaced in place by one-hot bin indicators plus a last "missing" indicator (empty or NaN cells allowed)
-    bins: dict[str, BinConfig] = Field(default_factory=dict)
+    bins: dict[str, BinConfig] = Field(default_factory=dict)  # csv: {column: {method, n_bins}} binned into one-hot indicators
 
     @field_validator("name")
     @classmethod
@@ -146,7 +146,7 @@ class DataConfig(Section):
 class TaskConfig(Section):
     """What the model predicts: one class per sample, several labels, or numbers (loss, metrics, predict output)."""
 
-    type: Literal["classification", "multilabel", "regression"] = "classification"
+    type: Literal["classification", "multilabel", "regression"] = "classification"  # one class per sample; several 0/1 labels; or numbers
     loss: Literal["auto", "mse", "huber"] = "auto"  # regression: mse (auto) or huber; the other tasks: auto
     huber_delta: float = Field(1.0, gt=0.0)  # huber: where the loss turns linear, in standardised target units
 
@@ -163,13 +163,13 @@ class ModelConfig(Section):
 class OptimConfig(Section):
     """Optimizer and its hyper-parameters."""
 
-    name: Literal["sgd", "adamw", "adam", "rmsprop"] = "sgd"
+    name: Literal["sgd", "adamw", "adam", "rmsprop"] = "sgd"  # the torch optimizer
     lr: float = Field(0.1, gt=0.0)  # peak learning rate (after warmup)
     momentum: float = Field(0.9, ge=0.0, lt=1.0)  # sgd, rmsprop
     nesterov: bool = True  # sgd
-    weight_decay: float = Field(5e-4, ge=0.0)
+    weight_decay: float = Field(5e-4, ge=0.0)  # L2 penalty on the weights (decoupled for adamw)
     betas: tuple[float, float] = (0.9, 0.999)  # adam, adamw
-    eps: float = Field(1e-8, gt=0.0)
+    eps: float = Field(1e-8, gt=0.0)  # adam / adamw / rmsprop: added to the denominator
 
     @field_validator("betas")
     @classmethod
@@ -182,9 +182,7 @@ class OptimConfig(Section):
 class ScheduleConfig(Section):
     """Learning-rate schedule, stepped once per optimizer update (plateau: once per epoch)."""
 
-    name: Literal[
-        "constant", "step", "multistep", "cosine", "onecycle", "linear", "polynomial", "plateau"
-    ] = "cosine"
+    name: Literal["constant", "step", "multistep", "cosine", "onecycle", "linear", "polynomial", "plateau"] = "cosine"  # the LR curve
     warmup_epochs: float = Field(0.0, ge=0.0)  # linear warmup length, in epochs (fractions allowed)
     min_lr: float = Field(0.0, ge=0.0)  # cosine: final learning rate
     step_epochs: float = Field(30.0, gt=0.0)  # step: decay every this many epochs
@@ -197,19 +195,19 @@ class ScheduleConfig(Section):
 class TrainConfig(Section):
     """The loop: length, precision, accumulation, seeding, selection of the best checkpoint."""
 
-    epochs: int = Field(10, ge=1)
+    epochs: int = Field(10, ge=1)  # passes over the training data
     precision: Literal["32", "bf16", "16"] = "32"  # "16" = fp16 autocast + GradScaler (CUDA)
     accumulate: int = Field(1, ge=1)  # micro-batches per optimizer update
     clip: Optional[float] = Field(None, gt=0.0)  # max global grad norm (None: off)
     seed: int = Field(0, ge=0, le=2**32 - 1)  # seeds weights, order, augmentation and tricks
-    deterministic: bool = False
+    deterministic: bool = False  # deterministic algorithms (torch + cuDNN): bit-identical reruns, slower on GPUs
     benchmark: bool = False  # cudnn.benchmark
-    device: str = "auto"
+    device: str = "auto"  # auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N, mps
     threads: Optional[int] = Field(None, ge=1)  # CPU intra-op threads (None: torch's default); small models: 1
     monitor: str = "auto"  # metric for best.pt and early stopping, e.g. val/acc, val/f1, val/loss; auto: the task's
     mode: Literal["auto", "max", "min"] = "auto"  # auto: min for losses and errors (loss, mae, rmse), else max
     early_stopping_patience: Optional[int] = Field(None, ge=1)  # epochs without improvement
-    early_stopping_min_delta: float = Field(0.0, ge=0.0)
+    early_stopping_min_delta: float = Field(0.0, ge=0.0)  # smallest change of the monitored metric that counts as better
     eval_every: int = Field(1, ge=1)  # epochs between validations
     checkpoint_every_steps: Optional[int] = Field(None, ge=1)  # extra mid-epoch checkpoints
     keep_checkpoints: int = Field(3, ge=1)  # step checkpoints kept for fallback on resume
@@ -227,7 +225,7 @@ class RunConfig(Section):
     """Where the run directory goes and what is written there."""
 
     name: Optional[str] = None  # default: '<recipe>-<date>-<time>'
-    dir: str = "runs"
+    dir: str = "runs"  # folder the run directories go in
     progress: bool = True  # progress bar
     plots: bool = True  # curves.png, lr.png
 
@@ -244,7 +242,7 @@ class RunConfig(Section):
 class LogConfig(Section):
     """Loggers beside metrics.csv."""
 
-    tensorboard: bool = True
+    tensorboard: bool = True  # TensorBoard event files in <run>/tb
     wandb: bool = False  # needs `pip install trickbag[wandb]`; offline unless WANDB_MODE says otherwise
     every_steps: int = Field(10, ge=1)  # step-level logging interval
 
@@ -253,6 +251,6 @@ class DistConfig(Section):
     """Multi-process training (torchrun / DDP)."""
 
     nproc: int = Field(1, ge=1)  # >1: trickbag starts torchrun with this many processes
-    sync_bn: bool = False
-    backend: Literal["auto", "gloo", "nccl"] = "auto"
-    timeout_s: float = Field(300.0, gt=0.0)
+    sync_bn: bool = False  # BatchNorm statistics over all processes (SyncBatchNorm)
+    backend: Literal["auto", "gloo", "nccl"] = "auto"  # auto: nccl with CUDA, gloo otherwise
+    timeout_s: float = Field(300.0, gt=0.0)  # how long a process waits for the others at a collective

@@ -19,10 +19,12 @@ from trickbag.optim.schedulers import (
     add_param_group,
     build_scheduler,
     replan_schedule,
+    scale_lr,
     scaled_lr,
 )
 
 __all__ = [
+    "scale_lr",
     "SAM",
     "SCHEDULERS",
     "LRSchedule",

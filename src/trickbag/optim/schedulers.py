@@ -21,6 +21,7 @@ import torch
 from torch.optim import lr_scheduler as lrs
 
 __all__ = [
+    "scale_lr",
     "SCHEDULERS",
     "ClampedOneCycleLR",
     "LRSchedule",
@@ -668,6 +669,36 @@ def replan_schedule(scheduler: Any, total_steps: int) -> None:
             f"scheduler must be the LRSchedule of build_scheduler (or OneCycleLR / ReduceLROnPlateau), "
             f"got {type(scheduler).__name__}"
         )
+
+
+def scale_lr(optimizer: torch.optim.Optimizer, scheduler: Any, factor: float) -> None:
+    """Multiply every param group's base learning rate by ``factor`` while the schedule runs: the current LR
+    and everything the schedule will give scale with it, its shape continues (e.g. a lower LR after
+    the loss diverged). Works for :class:`LRSchedule`, ``OneCycleLR``, ``ReduceLROnPlateau`` and no
+    scheduler; the schedule's absolute floors (cosine ``min_lr``, plateau ``min_lr``) stay.
+
+    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = build_scheduler(opt, "linear", total_steps=4)
+    >>> opt.step(); sched.step()
+    >>> scale_lr(opt, sched, 0.1)
+    >>> round(opt.param_groups[0]["lr"], 6), opt.param_groups[0]["initial_lr"]   # 75 % of the new base 0.1
+    (0.075, 0.1)
+    """
+    with _errors_named("scale_lr"):
+        _check_number(factor, "factor", minimum=0.0)
+        for i, g in enumerate(optimizer.param_groups):
+            for key in ("initial_lr", "max_lr", "min_lr") if isinstance(scheduler, lrs.OneCycleLR) else ("initial_lr",):
+                if key in g:
+                    g[key] = float(g[key]) * factor
+            if isinstance(scheduler, LRSchedule):
+                scheduler.base_lrs[i] = float(scheduler.base_lrs[i]) * factor
+                scheduler.lr_lambdas[i].base_lr = float(scheduler.lr_lambdas[i].base_lr) * factor  # type: ignore[union-attr]
+            elif isinstance(scheduler, lrs.OneCycleLR):
+                scheduler.base_lrs[i] = float(g["initial_lr"])
+            else:
+                g["lr"] = float(g["lr"]) * factor
+        if isinstance(scheduler, (LRSchedule, lrs.OneCycleLR)):
+            _resync(scheduler)
 
 
 def scaled_lr(base_lr: float, batch_size: int, base_batch_size: int = 256) -> float:

@@ -68,6 +68,8 @@ class BuildContext:
     #: the metric best.pt and early stopping follow, and whether larger is better
     monitor: str = "val/acc"
     mode: str = "max"
+    #: what loading ``model.weights`` did (None without weights): loaded, missing, unexpected, mismatched
+    weights_report: Any = None
     #: extra entries stored in every checkpoint
     checkpoint_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -230,16 +232,21 @@ def user_plugins(specs: list[str]) -> list[Plugin]:
     return out
 
 
-def _load_weights(model: torch.nn.Module, recipe: Recipe, name: str) -> None:
+def _load_weights(model: torch.nn.Module, recipe: Recipe, name: str) -> Any:
+    """Load ``model.weights`` where names and shapes match; the :class:`~trickbag.nn.LoadReport`."""
     from trickbag.nn import load_matching
 
     path = Path(recipe.model.weights).expanduser()
     if not path.is_file():
         raise CheckpointError(f"model.weights={recipe.model.weights!r} does not exist")
-    report = load_matching(model, load_checkpoint(path))
+    ckpt = load_checkpoint(path)
+    if isinstance(ckpt.get("eval_model"), dict):  # a trickbag run checkpoint: the weights it evaluated
+        ckpt = ckpt["eval_model"]
+    report = load_matching(model, ckpt)
     if not report.loaded:
         raise CheckpointError(f"model.weights={recipe.model.weights!r} matches no parameter of {name!r}: "
                               f"{report}")
+    return report
 
 
 def resolve_model_name(recipe: Recipe, data: DataSplits) -> str:
@@ -263,21 +270,20 @@ def model_for(recipe: Recipe, data: DataSplits) -> torch.nn.Module:
                        **recipe.model.kwargs)
 
 
-def _data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo) -> tuple[DataSplits, Task, Any]:
+def _data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo) -> tuple[DataSplits, Task, Any, Any]:
     runtime.seed_everything(recipe.train.seed)
     data = build_data(recipe.data, recipe.task)
     probe_first_samples(data)  # a data set its transforms cannot handle fails now, not mid-run
     task = make_task(recipe, data)
     runtime.seed_everything(recipe.train.seed)  # model init does not depend on the data source's RNG use
     model = model_for(recipe, data)
-    if recipe.model.weights:
-        _load_weights(model, recipe, resolve_model_name(recipe, data))
+    report = _load_weights(model, recipe, resolve_model_name(recipe, data)) if recipe.model.weights else None
     model.to(dev)
     if dist.distributed and recipe.dist.sync_bn:
         from trickbag.train.distributed import convert_sync_batchnorm
 
         model = convert_sync_batchnorm(model)  # torch's SyncBatchNorm, plus a CPU (gloo) path
-    return data, task, model
+    return data, task, model, report
 
 
 def _num_outputs(task: Task) -> int:
@@ -341,8 +347,11 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
     dev = runtime.select_device(device or recipe.train.device, local_rank=dist.local_rank)
     tricks = build_tricks(recipe)  # validates the tricks section before any data is touched
     mine = user_plugins(recipe.train.plugins)
-    data, task, model = _data_task_model(recipe, dev, dist)
+    data, task, model, report = _data_task_model(recipe, dev, dist)
     ctx = _context(recipe, data, task, model, dev, dist)
+    if report is not None:
+        ctx.weights_report = report
+        ctx.notes.append(f"model.weights: {report}")
     _optimizer_and_plugins(ctx, tricks)
     ctx.user_plugins = mine
     trainer = Trainer(

@@ -122,12 +122,15 @@ class Checkpointing(Plugin):
         best_before = (self.best, self.best_epoch)
         if improved:  # recorded before last.pt is written: a resume from it knows this best
             self.best, self.best_epoch = float(value), state.epoch
-        # written after EPOCH_END, the checkpoints resume at the start of the next epoch
-        if not self._save(state, "last.pt"):
-            self.best, self.best_epoch = best_before  # not finite: nothing of this epoch is kept
-            return
+        # written after EPOCH_END, the checkpoints resume at the start of the next epoch; best.pt first: a
+        # crash between the two writes resumes from the previous last.pt and redoes this epoch (best.pt
+        # included), where the other order would leave an old best.pt that the resumed run never rewrites
         if improved or (value is None and not (self.directory / "best.pt").exists()):
-            self._save(state, "best.pt")
+            if not self._save(state, "best.pt"):
+                self.best, self.best_epoch = best_before  # not finite: nothing of this epoch is kept
+                return
+        if not self._save(state, "last.pt"):
+            self.best, self.best_epoch = best_before
 
     def state_dict(self) -> dict[str, Any]:
         return {"best": self.best, "best_epoch": self.best_epoch}

@@ -424,6 +424,7 @@ class Trainer:
                 "batch_idx": s.batch_idx + 1 if mid_epoch else 0,
                 "skipped_steps": s.skipped_steps,
                 "train_sums": self.meter.totals() if mid_epoch and self.meter is not None else None,
+                "stopped": s.stop_reason.value if s.stop_reason is not None else None,
             },
             "history": [dict(h) for h in s.history],
             "plugins": {p.key: sd for p in self.plugins if (sd := p.state_dict()) is not None},

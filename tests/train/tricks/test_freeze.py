@@ -26,7 +26,7 @@ def test_freeze_keeps_weights_out_of_the_optimizer_and_unchanged(bn_stats):
     bn_modes = []
     hook = Hook(batch_start=lambda s: bn_modes.append(
         [m.training for m in s.model.features.modules() if isinstance(m, torch.nn.BatchNorm2d)]))
-    trainer, ctx, _ = _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]",
+    trainer, ctx, _ = _run("tricks.freeze.enabled=true", "tricks.freeze.allow_untrained=true", "tricks.freeze.patterns=[features.*]",
                            f"tricks.freeze.bn_stats={str(bn_stats).lower()}", hook=hook)
     model = trainer.model
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -56,3 +56,24 @@ def test_freeze_pattern_typo_is_a_recipe_error():
     with pytest.raises(RecipeError, match=r"unfreeze_epoch=5 .*\(train.epochs=3\); use an epoch in \[1, 2\]"):
         _run("tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=5",
              "train.epochs=3")
+
+
+def test_freezing_weights_that_were_not_loaded_is_refused_unless_allowed(tmp_path):
+    """A frozen random backbone never trains (the run sits at chance): one line, unless explicitly allowed."""
+    freeze = ["tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]"]
+    # features.*: 4 conv-BN blocks x (conv weight, BN weight, BN bias) = 12 tensors
+    with pytest.raises(RecipeError, match=r"would freeze 12 tensors that keep their random initialisation"):
+        _run(*freeze)
+    _run(*freeze, "tricks.freeze.allow_untrained=true")  # allowed on purpose
+    # weights for the head only: the backbone was not loaded, so freezing it is refused too
+    trainer, ctx, _ = _run()
+    head = {k: v for k, v in ctx.model.state_dict().items() if k.startswith("head.")}
+    import torch
+
+    torch.save(head, tmp_path / "head.pt")
+    with pytest.raises(RecipeError, match="were not loaded from model.weights"):
+        _run(*freeze, f"model.weights={tmp_path / 'head.pt'}")
+    torch.save(ctx.model.state_dict(), tmp_path / "all.pt")
+    trainer, ctx, _ = _run(*freeze, f"model.weights={tmp_path / 'all.pt'}")
+    assert ctx.weights_report.loaded and not ctx.weights_report.missing
+    assert any(n.startswith("model.weights: loaded") for n in ctx.notes)

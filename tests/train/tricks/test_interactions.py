@@ -16,7 +16,7 @@ from trickbag.train.tricks import check_interactions
 
 BASE, C, Hook, build_run, record_losses, PLAIN_SGD = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.PLAIN_SGD
 TINY2 = tiny_base(epochs=2)  # the weight / model / evaluation interactions: two epochs
-UNFREEZE = ["tricks.freeze.enabled=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=1",
+UNFREEZE = ["tricks.freeze.enabled=true", "tricks.freeze.allow_untrained=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=1",
             "tricks.param_groups.enabled=true", "tricks.param_groups.lr_scale={'features.*': 0.1}"]
 
 

@@ -169,8 +169,8 @@ def tensor_splits(
         x_test, y_test = test
     tr_local, va_local = split_indices(yn[rest], cfg.val_fraction, cfg.split_seed + 1, "data.val_fraction")
     tr, va = rest[tr_local], rest[va_local]
+    transform = encode(tr) if encode is not None else (lambda t: t)
     if encode is not None:
-        transform = encode(tr)
         x, x_test = transform(x), transform(x_test)
     x_tr, y_tr = x[tr], y[tr]
     # statistics of the training part only: per channel, or per feature (tabular columns)
@@ -199,4 +199,5 @@ def tensor_splits(
         normalise=norm,
         target_mean=None if target_mean is None else target_mean.tolist(),
         target_std=None if target_std is None else target_std.tolist(),
+        prepare=lambda raw: norm(transform(raw)),
     )

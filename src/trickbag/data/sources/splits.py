@@ -27,4 +27,8 @@ class DataSplits:
     normalise: Callable[[torch.Tensor], torch.Tensor] = lambda t: t  # what the source applied to inputs
     target_mean: Optional[list[float]] = None  # regression: the training targets' mean and std, per target
     target_std: Optional[list[float]] = None
+    #: raw inputs (e.g. a table's feature rows ``[n, 1, F]``) -> model inputs, as the source prepared its own
+    prepare: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+    #: a table's rows (header, rows) -> raw feature tensor, for ``trickbag predict`` on a CSV
+    read_rows: Optional[Callable[[list[str], list[list[str]]], torch.Tensor]] = None
     kind: str = "image"  # "image" [C, H, W], "signal" [C, L] or "tabular" [1, F]: what model.name=auto picks for

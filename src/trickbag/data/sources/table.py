@@ -164,6 +164,7 @@ def csv_table(cfg: Any, task: Any = None) -> DataSplits:
     splits = tensor_splits(x, y, cfg, augment=None, classes=classes, encode=encode, per_feature=True,
                            standardise_targets=kind == "regression")
     splits.kind = "tabular"
+    splits.read_rows = lambda head, body: _features(cfg, [h.strip() for h in head], body, feats)
     return splits
 
 

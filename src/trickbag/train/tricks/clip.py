@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class ClipConfig(TrickSection):
     """Gradient clipping once per update: global norm, element value, or adaptive (AGC)."""
 
-    mode: Literal["norm", "value", "agc"] = "norm"
+    mode: Literal["norm", "value", "agc"] = "norm"  # norm: global L2 norm; value: clamp each element; agc: per unit, relative to its weight
     max_norm: float = Field(1.0, gt=0.0)  # norm: largest global L2 norm of all gradients together
     value: float = Field(1.0, gt=0.0)  # value: clamp every gradient element to [-value, value]
     clip_factor: float = Field(0.01, gt=0.0)  # agc: largest ||grad|| / ||weight|| per unit (Brock et al. 2021: 0.01)

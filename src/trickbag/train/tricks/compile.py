@@ -19,7 +19,7 @@ class CompileConfig(TrickSection):
     """torch.compile the model (off by default: compilation takes time up front)."""
 
     backend: str = "inductor"  # torch.compile backend; 'aot_eager' / 'eager' to debug
-    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"  # torch.compile mode
     dynamic: Optional[bool] = None  # dynamic shapes; None lets torch decide
     fullgraph: bool = False  # fail instead of falling back on graph breaks
 

@@ -32,6 +32,7 @@ class FreezeConfig(TrickSection):
     regex: bool = False  # patterns are regular expressions (re.fullmatch) instead of globs
     bn_stats: bool = False  # also keep the running statistics of fully frozen BatchNorm layers fixed (eval mode)
     unfreeze_epoch: Optional[int] = Field(None, ge=1)  # 0-based epoch at whose start they train again; None: never
+    allow_untrained: bool = False  # freeze parameters that model.weights did not load (random initialisation) anyway
 
     @field_validator("patterns")
     @classmethod
@@ -70,10 +71,25 @@ class FreezePlugin(Plugin):
         if not ctx.param_groups:
             raise RecipeError(f"tricks.freeze.patterns={self.cfg.patterns} freezes every parameter; "
                               "leave some trainable (e.g. the head)")
+        self._check_trained(ctx)
         self._model = model
         n = sum(p.numel() for p in model.parameters() if not p.requires_grad)
         when = f", unfrozen at epoch {self.cfg.unfreeze_epoch + 1}" if self.cfg.unfreeze_epoch is not None else ""
         ctx.notes.append(f"freeze: {len(self.frozen)} tensors ({n:,} values) frozen{when}")
+
+    def _check_trained(self, ctx: "BuildContext") -> None:
+        """Freezing what no weights were loaded into keeps random features for good: refused unless allowed."""
+        if self.cfg.allow_untrained:
+            return
+        loaded = set(ctx.weights_report.loaded) if ctx.weights_report is not None else set()
+        untrained = [name for name in self.frozen if name not in loaded]
+        if untrained:
+            source = "were not loaded from model.weights" if ctx.weights_report is not None else \
+                "keep their random initialisation (no model.weights)"
+            raise RecipeError(
+                f"tricks.freeze would freeze {len(untrained)} tensors that {source} (e.g. {untrained[0]}): they would "
+                "never train; give model.weights=PATH with trained weights, or set tricks.freeze.allow_untrained=true"
+            )
 
     def after_optimizer(self, ctx: "BuildContext") -> None:
         self._optimizer, self._scheduler = ctx.optimizer, ctx.scheduler

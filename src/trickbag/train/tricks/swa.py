@@ -34,7 +34,7 @@ class SWAConfig(TrickSection):
     start_fraction: float = Field(0.75, gt=0.0, lt=1.0)  # averaging starts after this fraction of train.epochs (paper: 0.75)
     lr_factor: float = Field(0.5, gt=0.0)  # SWA learning rate = lr_factor x each param group's base LR
     anneal_epochs: float = Field(1.0, ge=0.0)  # epochs to anneal from the current LR to the SWA LR (SWALR)
-    anneal_strategy: Literal["cos", "linear"] = "cos"
+    anneal_strategy: Literal["cos", "linear"] = "cos"  # how SWALR anneals to the SWA LR
     update_bn: bool = True  # recompute BatchNorm statistics of the averaged weights on the training data
 
 

@@ -1,0 +1,114 @@
+"""What a finished run reports: :class:`RunResult`, the text of ``summary.txt`` and the model table."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from trickbag.train.state import StopReason
+
+__all__ = ["RunResult", "format_summary", "model_summary"]
+
+
+@dataclasses.dataclass
+class RunResult:
+    """Outcome of :func:`trickbag.runs.run.run_recipe`."""
+
+    run_dir: Optional[Path]
+    history: list[dict[str, float]]
+    best: Optional[float]
+    test: dict[str, Any]
+    wall_time_s: float
+    stop_reason: Optional[StopReason] = None
+    stop_detail: str = ""
+    monitor: str = "val/acc"
+    updates: int = 0
+    skipped: int = 0
+    nonfinite_skipped: int = 0
+    checkpoints: dict[str, int] = dataclasses.field(default_factory=dict)  #: file name -> update it holds
+    plugins: list[Any] = dataclasses.field(default_factory=list)  #: the run's plug-ins (for their results)
+    #: test-only tensors: per-class accuracy, confusion matrix (classification)
+    test_details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def final(self) -> dict[str, float]:
+        return self.history[-1] if self.history else {}
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason is StopReason.INTERRUPTED
+
+    @property
+    def stop_message(self) -> Optional[str]:
+        if self.stop_reason is None:
+            return None
+        return f"{self.stop_reason.value}: {self.stop_detail}" if self.stop_detail else self.stop_reason.value
+
+
+def _monitored(r: RunResult, mode: str) -> list[str]:
+    split, _, name = r.monitor.partition("/")
+    vals = [(int(h["epoch"]) + 1, h[r.monitor]) for h in r.history if r.monitor in h]
+    if not vals:
+        return []
+    top = (max if mode == "max" else min)(v for _, v in vals)
+    best_epoch = [e for e, v in vals if v == top][-1]  # ties go to the later epoch, like best.pt
+    return [f"{split} {name:<6} best {top:.4f} (epoch {best_epoch}), final {vals[-1][1]:.4f}"]
+
+
+def _test_lines(test: dict[str, Any], names: list[str]) -> list[str]:
+    if not test:
+        return []
+    floats = {k.removeprefix("test/"): v for k, v in test.items() if isinstance(v, float)}
+    first = next((n for n in names if n in floats), None)
+    lines = []
+    if first is not None:
+        lines.append(f"test {first:<5} {floats[first]:.4f} on {int(floats.get('n', 0))} samples (best.pt), "
+                     f"loss {floats.get('loss', float('nan')):.4f}")
+    rest = [f"{n} {floats[n]:.4f}" for n in names if n in floats and n != first]
+    if rest:
+        lines.append("test       " + ", ".join(rest))
+    return lines
+
+
+def format_summary(r: RunResult, *, mode: str, metric_names: list[str], wall_note: str = "") -> str:
+    """The text of ``summary.txt``: best / final monitored metric, test metrics, time, why it stopped."""
+    lines = [f"run        {r.run_dir}"] + _monitored(r, mode)
+    if "train/loss" in r.final:
+        lines.append(f"train loss final {r.final['train/loss']:.4f}")
+    lines += _test_lines(r.test, metric_names)
+    lines.append(f"wall time  {r.wall_time_s:.1f} s for {len(r.history)} epochs, {r.updates} updates{wall_note}")
+    if r.stop_message:
+        lines.append(f"stopped    {r.stop_message}")
+    if r.skipped:
+        overflow = r.skipped - r.nonfinite_skipped
+        parts = [f"{r.nonfinite_skipped} non-finite loss/gradients"] if r.nonfinite_skipped else []
+        parts += [f"{overflow} fp16 overflow (normal, the GradScaler adapts)"] if overflow else []
+        lines.append(f"skipped    {r.skipped} updates: {', '.join(parts)}")
+    if r.checkpoints:
+        lines.append("checkpoints " + ", ".join(f"{n} (update {u})" for n, u in sorted(r.checkpoints.items())))
+    return "\n".join(lines)
+
+
+_UNITS = {"NONE": "", "KILOBYTES": "k", "MEGABYTES": "M", "GIGABYTES": "G", "TERABYTES": "T"}
+
+
+def model_summary(model: torch.nn.Module, input_shape: tuple[int, ...], device: torch.device) -> str:
+    """torchinfo's table of ``model`` on one sample (mult-adds in millions, not the enum's name)."""
+    try:
+        import torchinfo
+
+        from trickbag.nn import unwrap
+
+        x = torch.zeros((1, *input_shape), device=device)
+        model = unwrap(model)
+        was = model.training
+        stats = torchinfo.summary(model, input_data=x, verbose=0, device=device)
+        model.train(was)
+        return re.sub(r"\(Units\.(\w+)\)", lambda m: f"({_UNITS.get(m.group(1), m.group(1))})", str(stats))
+    except Exception as exc:  # the summary is informative only (torchinfo missing, a model it cannot trace)
+        n = sum(p.numel() for p in model.parameters())
+        return f"parameters: {n:,} (torchinfo summary unavailable: {type(exc).__name__})"
