@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 import typing
 from typing import Any, Literal, Optional
@@ -36,6 +37,11 @@ def _accepts(annotation: Any, kind: type) -> bool:
     if annotation is kind or annotation is Any:
         return True
     return any(_accepts(a, kind) for a in typing.get_args(annotation))
+
+
+def expand_home(v: Any) -> Any:
+    """``~`` and ``~user`` at the start of a path expanded, as a shell would."""
+    return os.path.expanduser(v) if isinstance(v, str) else v
 
 
 class Section(BaseModel):
@@ -108,6 +114,11 @@ class DataConfig(Section):
     # replaced in place by one-hot bin indicators plus a last "missing" indicator (empty or NaN cells allowed)
     bins: dict[str, BinConfig] = Field(default_factory=dict)  # csv: {column: {method, n_bins}} binned into one-hot indicators
 
+    @field_validator("root")
+    @classmethod
+    def _root_home(cls, v: Optional[str]) -> Optional[str]:
+        return expand_home(v)
+
     @field_validator("name")
     @classmethod
     def _source_name(cls, v: str) -> str:
@@ -158,6 +169,11 @@ class ModelConfig(Section):
     num_classes: Optional[int] = Field(None, ge=2)  # default: taken from the data
     kwargs: dict[str, Any] = Field(default_factory=dict)  # passed to the model constructor
     weights: Optional[str] = None  # local state_dict/checkpoint to start from (partial load)
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_home(cls, v: Optional[str]) -> Optional[str]:
+        return expand_home(v)
 
 
 class OptimConfig(Section):
@@ -228,6 +244,11 @@ class RunConfig(Section):
     dir: str = "runs"  # folder the run directories go in
     progress: bool = True  # progress bar
     plots: bool = True  # curves.png, lr.png
+
+    @field_validator("dir")
+    @classmethod
+    def _dir_home(cls, v: str) -> str:
+        return expand_home(v)
 
     @field_validator("name")
     @classmethod

@@ -263,32 +263,51 @@ def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> RunComparison:
     return RunComparison(runs, diff, headers, rows, skipped)
 
 
+def _metric_key(runs: Sequence[RunInfo]) -> str:
+    """The validation metric most runs report (accuracy for classification, R² for regression, ...)."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        for k in {k for h in r.history for k in h if k.startswith("val/") and k not in ("val/loss", "val/n")
+                  and not k.endswith("_raw")}:
+            counts[k] = counts.get(k, 0) + 1
+    preferred = ("val/acc", "val/r2", "val/map", "val/f1")
+    return max(counts, key=lambda k: (counts[k], k in preferred, -preferred.index(k) if k in preferred else -9),
+               default="val/loss")
+
+
 def plot_curves(runs: Sequence[RunInfo], path: Path) -> Path:
-    """Loss (train solid, val dashed) and validation accuracy per epoch, one colour per run."""
+    """Loss (train solid, val dashed, log scale) and the validation metric per epoch, one colour per run.
+
+    Legible with many runs: colours from a 20-colour map, the legend in its own panel beside the
+    axes (never on top of the curves), one entry per run.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    metric = _metric_key(runs)
+    cmap = plt.get_cmap("tab20" if len(runs) > 10 else "tab10")
+    height = max(4.2, 0.22 * len(runs) + 1.0)
+    fig, (ax1, ax2, key) = plt.subplots(1, 3, figsize=(14, height), gridspec_kw={"width_ratios": [5, 5, 2.4]})
+    handles = []
     for i, r in enumerate(runs):
-        color = f"C{i % 10}"
+        color = cmap(i % cmap.N)
         epochs = [h.get("epoch", j) + 1 for j, h in enumerate(r.history)]
-        for key, ax, style, suffix in (
-            ("train/loss", ax1, "-", " train"),
-            ("val/loss", ax1, "--", " val"),
-            ("val/acc", ax2, "-", ""),
-        ):
-            pts = [(e, h[key]) for e, h in zip(epochs, r.history) if key in h]
+        for k, ax, style in (("train/loss", ax1, "-"), ("val/loss", ax1, "--"), (metric, ax2, "-")):
+            pts = [(e, h[k]) for e, h in zip(epochs, r.history) if k in h]
             if pts:
-                ax.plot(*zip(*pts), style, color=color, marker="o", ms=3, label=r.label + suffix)
+                (line,) = ax.plot(*zip(*pts), style, color=color, marker="o", ms=2.5, lw=1.2)
+        handles.append(plt.Line2D([], [], color=color, lw=2, label=r.label))
+    if all(v > 0 for line in ax1.lines for v in line.get_ydata()):
+        ax1.set_yscale("log")
     ax1.set_title("loss (train solid, val dashed)")
-    ax2.set_title("validation accuracy")
+    ax2.set_title(metric)
     for ax in (ax1, ax2):
         ax.set_xlabel("epoch")
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+    key.axis("off")
+    key.legend(handles=handles, loc="upper left", fontsize=8, frameon=False, ncol=1 if len(runs) <= 30 else 2)
     return atomic_save_figure(fig, path)
 
 

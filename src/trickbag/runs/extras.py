@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from trickbag._optional import require
@@ -17,7 +18,7 @@ def check_run_extras(recipe: Any, *, write: bool = True, quiet: bool = False) ->
         needs.append(("tensorboard", "TensorBoard logging (log.tensorboard=false turns it off)"))
     if write and recipe.run.plots:
         needs.append(("matplotlib", "run plots (run.plots=false turns them off)"))
-    if write and recipe.run.progress and not quiet:
+    if write and recipe.run.progress and not quiet and sys.stderr.isatty():
         needs.append(("tqdm", "the progress bar (run.progress=false turns it off)"))
     for module, feature in needs:
         require(module, extra="app", feature=feature)

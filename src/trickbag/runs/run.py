@@ -168,9 +168,10 @@ class _Session:
         if r.log.wandb:
             out.append(WandbLogger(d, r.model_dump(mode="json"), every_steps=r.log.every_steps))
         if r.run.plots:
-            out.append(Plots(d))
-        if r.run.progress and not self.quiet:
-            out.append(ProgressBar(every_steps=max(1, min(10, r.log.every_steps))))
+            out.append(Plots(d, title=d.name, monitor=self.ctx.monitor, mode=self.ctx.mode))
+        if not self.quiet:  # run.progress=false: plain lines per epoch instead of a bar (as in a log file)
+            out.append(ProgressBar(every_steps=max(1, min(10, r.log.every_steps)), monitor=self.ctx.monitor,
+                                   mode=self.ctx.mode, bar=None if r.run.progress else False))
         self.checkpointing = Checkpointing(
             d / "checkpoints", monitor=self.ctx.monitor, mode=self.ctx.mode, every_steps=r.train.checkpoint_every_steps,
             keep=r.train.keep_checkpoints, extra={"recipe": r.model_dump(mode="json"), "classes": self.ctx.data.classes,

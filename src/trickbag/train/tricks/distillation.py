@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from trickbag.config import TrickSection
+from trickbag.config.schema import expand_home
 from trickbag.errors import ConflictError, RecipeError
 from trickbag.train.plugin import Plugin
 from trickbag.train.tricks._loss import CLASSIFICATION_ONLY
@@ -27,6 +28,11 @@ class DistillationConfig(TrickSection):
     """Knowledge distillation from a teacher network (Hinton et al. 2015)."""
 
     teacher: Optional[str] = None  # a trickbag run checkpoint (.pt) or 'package.module:function' returning the teacher
+
+    @field_validator("teacher")
+    @classmethod
+    def _teacher_home(cls, v: Optional[str]) -> Optional[str]:
+        return expand_home(v)
     temperature: float = Field(4.0, gt=0.0)  # softmax temperature T of both networks (paper: 1-20)
     alpha: float = Field(0.5, ge=0.0, le=1.0)  # weight of the distillation term; 1 - alpha on the usual loss
 
