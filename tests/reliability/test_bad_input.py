@@ -75,7 +75,44 @@ def files(tmp_path_factory) -> Path:
     (f / "norecipe").mkdir()
     (f / "damaged").mkdir()
     (f / "damaged" / "recipe.yaml").write_text("data: {name: fake\n")
+    _more_files(f)
     return f
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width x height`` pixels (no pixel data): what a decompression bomb looks like."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grayscale
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+
+
+def _more_files(f: Path) -> None:
+    """The inputs of the second round of bad-input reports (nesting, aliases, sizes, tiny data sets)."""
+    from trickbag.cli import main
+
+    (f / "deep.yaml").write_text("model:\n  kwargs:\n    x: " + "[" * 5000 + "]" * 5000 + "\n")
+    bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]" for i in range(8)]
+    (f / "bomb.yaml").write_text("model:\n  kwargs:\n" + "".join(f"    {line}\n" for line in bomb))
+    (f / "dup.yaml").write_text("optim: {lr: 0.05, lr: 50.0}\n")
+    _csv(f, "two_rows.csv", "label,a\n0,0.5\n1,0.7\n")
+    _csv(f, "only_label.csv", "label\n" + "".join(f"{i % 2}\n" for i in range(20)))
+    (f / "bomb.png").write_bytes(_png_header(20000, 20000))
+    for c in ("cat", "dog"):  # one image per class: nothing left to train on after the splits
+        (f / "if_tiny" / c).mkdir(parents=True)
+        Image.new("RGB", (16, 16)).save(f / "if_tiny" / c / "0.png")
+    (f / "if_one" / "cat").mkdir(parents=True)
+    for i in range(12):
+        Image.new("RGB", (16, 16), (i * 20, 0, 0)).save(f / "if_one" / "cat" / f"{i}.png")
+    (f / "a_file").write_text("not a folder")
+    rc = main(["train", "--quiet", "run.plots=false", "log.tensorboard=false", "train.epochs=1",
+               "model.kwargs={width: 4}", f"run.dir={f}", "run.name=digits_run"])
+    assert rc == 0
 
 
 # (id, argv with {F} for the files folder, text the one error line must contain)
@@ -189,6 +226,37 @@ ROWS = [
     ("image that is not one", ["predict", "{F}/small/checkpoints/best.pt", "{F}/text.pt"], "is not an image file"),
     ("image for a non-image recipe", ["predict", "{F}/small/checkpoints/best.pt", "{F}/if_lab/b/0.png"],
      "does not take images"),
+    # sizes, nesting, aliases, numbers (each found by trying bad inputs)
+    ("YAML nested 5000 deep", ["train", "{F}/deep.yaml"], "nests deeper than 32 levels"),
+    ("YAML alias bomb in model.kwargs", ["train", "{F}/bomb.yaml"], "expands to more than 100,000 values"),
+    ("duplicate YAML key", ["train", "{F}/dup.yaml"], "key 'lr' is given twice in one mapping"),
+    ("seed beyond 64 bits", TRAIN + ["train.seed=99999999999999999999999"], "'train.seed'"),
+    ("negative split seed", TRAIN + ["data.split_seed=-1"], "'data.split_seed': -1 is not allowed"),
+    ("validation fraction leaving no training data", TRAIN + FAKE + ["data.val_fraction=0.999"],
+     "data.val_fraction=0.999 leaves 0 of 48 samples"),
+    ("batch size beyond any data set", TRAIN + FAKE + ["data.batch_size=99999999999999999999"], "'data.batch_size'"),
+    ("run name of 300 characters", TRAIN + ["run.name=" + "x" * 300], "a run name may have at most 128"),
+    ("run.dir that is a file", TRAIN + FAKE + ["run.dir={F}/a_file"], "is a file, not a folder"),
+    ("run.dir under /proc", TRAIN + FAKE + ["run.dir=/proc/trickbag"], "cannot create the run directory"),
+    ("MLP with a 10^12-unit layer", TRAIN + FAKE + ["model.kwargs={hidden: [1000000000000]}"],
+     "parameters"),
+    ("predict --top-k 0", ["predict", "{F}/digits_run", "{F}/if_lab/b/0.png", "--top-k", "0"], "must be >= 1"),
+    ("predict --top -3", ["predict", "{F}/digits_run", "{F}/if_lab/b/0.png", "--top", "-3"], "must be >= 1"),
+    ("20000x20000 PNG to predict", ["predict", "{F}/digits_run", "{F}/bomb.png"], "too large to decode safely"),
+    ("CSV with two data rows", TRAIN + ["data.name=csv", "data.root={F}/two_rows.csv", "model.name=mlp"],
+     "data.val_fraction=0.1 leaves 0 of 1 samples"),
+    ("CSV with only a label column", TRAIN + ["data.name=csv", "data.root={F}/only_label.csv"], "has no feature column"),
+    ("image folder too small to split", TRAIN + ["data.name=imagefolder", "data.root={F}/if_tiny", "data.image_size=16"],
+     "leaves 0 of 1 samples"),
+    ("image folder with one class", TRAIN + ["data.name=imagefolder", "data.root={F}/if_one", "data.image_size=16"],
+     "classification needs at least 2"),
+    ("empty --resume", ["train", "--resume", ""], "--resume needs a run directory"),
+    ("true as a number of epochs", TRAIN + ["train.epochs=true"], "true/false is not a number here"),
+    ("infinite learning rate", TRAIN + ["optim.lr=.inf"], "must be a finite number"),
+    ("python tag in an override", TRAIN + ["run.name=!!python/object/apply:os.system [ls]"],
+     "could not determine a constructor for the tag"),
+    ("resume with another optimizer", ["train", "--resume", "{F}/small", "optim.name=adamw"],
+     "--resume cannot change optim.name ('sgd' -> 'adamw')"),
 ]
 
 
@@ -196,8 +264,8 @@ def _listing(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*")}
 
 
-def test_at_least_40_distinct_rows():
-    assert len(ROWS) >= 40 and len({r[0] for r in ROWS}) == len(ROWS)
+def test_at_least_60_distinct_rows():
+    assert len(ROWS) >= 60 and len({r[0] for r in ROWS}) == len(ROWS)
 
 
 @pytest.mark.parametrize("argv, expect", [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
@@ -206,7 +274,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(files, tmp_path, monkey
     monkeypatch.chdir(tmp_path)  # the default run.dir (runs/) would be created here
     runs = tmp_path / "runs"
     argv = [a.replace("{F}", str(files)) for a in argv]
-    if argv[0] == "train" and "--resume" not in argv:
+    if argv[0] == "train" and "--resume" not in argv and not any(a.startswith("run.dir=") for a in argv):
         argv.append(f"run.dir={runs}")
     before = _listing(files)
     try:

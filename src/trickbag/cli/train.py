@@ -17,6 +17,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from trickbag.recipe import load_recipe
 
     recipe_name, overrides = split_recipe_and_overrides(args.items)
+    if args.resume is not None and not args.resume.strip():
+        raise TrickbagError("--resume needs a run directory, got an empty string")
     if args.resume:
         if recipe_name is not None:
             raise TrickbagError(

@@ -15,6 +15,7 @@ import torch
 
 from trickbag import runtime
 from trickbag.errors import CheckpointError, TrickbagError
+from trickbag.data.sources.images import MAX_IMAGE_PIXELS
 from trickbag.train.build import make_loader, make_task, model_from_checkpoint
 from trickbag.train.tricks import eval_wrappers
 
@@ -67,8 +68,6 @@ def evaluate_run(path: Path, split: str = "test", device: str = "auto", *, trust
     return metrics.compute()
 
 
-#: largest image (in pixels) predict and the image sources read; PIL's own bomb guard is at about 89 M
-MAX_IMAGE_PIXELS = 64_000_000
 _IMAGE_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 

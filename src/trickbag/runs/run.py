@@ -22,6 +22,7 @@ from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.nn import unwrap
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
 from trickbag.runs.extras import check_run_extras
+from trickbag.runs.artifacts import write_test_details
 from trickbag.runs.directory import RunLock, find_resume_checkpoint, new_run_dir, remove_stale_temporaries
 from trickbag.runs.preflight import preflight
 from trickbag.runs.resume import apply_resume, check_resume, log_resume
@@ -256,7 +257,10 @@ class _Session:
     def summarise(self, result: RunResult) -> None:
         if not (self.write and self.main and self.run_dir is not None):
             return
+        files = write_test_details(self.run_dir, result.test_details, list(self.ctx.data.classes), self.recipe.run.plots)
         text = format_summary(result, mode=self.ctx.mode, metric_names=self.ctx.task.metric_names(test=True))
+        if files:
+            text += "\ntest files " + ", ".join(p.name for p in files)
         table = model_summary(self.ctx.model, self.ctx.data.input_shape, self.ctx.device)
         atomic_write_text(self.run_dir / "summary.txt", text + "\n\n" + table + "\n")
         self.say(text)

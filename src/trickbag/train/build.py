@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -263,11 +264,36 @@ def resolve_model_name(recipe: Recipe, data: DataSplits) -> str:
     return "small_cnn" if min(shape[1:]) < 64 else "resnet18"
 
 
+def _memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not POSIX
+        return 64 * 2**30
+
+
+def _check_size(name: str, input_shape: tuple[int, ...], outputs: int, kwargs: dict[str, Any]) -> None:
+    """Build the model on the meta device first (no memory): one that cannot fit is refused before allocation."""
+    try:
+        with torch.device("meta"):
+            probe = build_model(name, input_shape, outputs, **kwargs)
+    except TrickbagError:
+        raise
+    except Exception:  # a model that cannot be built on the meta device: the real build will tell
+        return
+    n = sum(p.numel() for p in probe.parameters())
+    need = 16 * n  # float32 weights, gradients and two optimizer moments
+    if need > _memory_bytes():
+        raise RecipeError(f"model {name!r} with model.kwargs={kwargs} would have {n:,} parameters ({need / 2**30:.0f} GiB "
+                          f"for weights, gradients and optimizer state), more than this machine's "
+                          f"{_memory_bytes() / 2**30:.0f} GiB; make it smaller")
+
+
 def model_for(recipe: Recipe, data: DataSplits) -> torch.nn.Module:
     """A fresh (seeded by the caller) model of the recipe for ``data``: ``model.name`` (``auto`` resolved),
-    the task's number of outputs, ``model.kwargs``."""
-    return build_model(resolve_model_name(recipe, data), data.input_shape, _num_outputs(make_task(recipe, data)),
-                       **recipe.model.kwargs)
+    the task's number of outputs, ``model.kwargs``; one too large for this machine is refused first."""
+    name, outputs = resolve_model_name(recipe, data), _num_outputs(make_task(recipe, data))
+    _check_size(name, tuple(data.input_shape), outputs, dict(recipe.model.kwargs))
+    return build_model(name, data.input_shape, outputs, **recipe.model.kwargs)
 
 
 def _data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo) -> tuple[DataSplits, Task, Any, Any]:

@@ -52,11 +52,11 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path
 def _explain_load_error(path: Path, exc: Exception) -> str:
     """One line saying why ``torch.load(weights_only=True)`` failed on ``path``."""
     msg = str(exc)
-    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", msg)
+    unsafe = re.search(r"(?i)unsupported global:? (?:global )?([\w.]+)", msg)
     if unsafe:
         return (
-            f"checkpoint {str(path)!r} was refused: its pickle calls {unsafe.group(1)!r}, which is not a tensor "
-            "or plain data and could run code when loaded (nothing from it was run)"
+            f"checkpoint {str(path)!r} was refused: it would import and call {unsafe.group(1)!r} when loaded, "
+            "which is not a tensor or plain data (nothing from it was run)"
         )
     try:
         with open(path, "rb") as fh:

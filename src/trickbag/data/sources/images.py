@@ -15,7 +15,10 @@ from trickbag.data.sources.memory import split_indices
 from trickbag.data.sources.splits import DataSplits
 from trickbag.errors import DataError, TrickbagError
 
-__all__ = ["imagefolder"]
+__all__ = ["imagefolder", "MAX_IMAGE_PIXELS"]
+
+#: largest image (in pixels) the image sources and ``trickbag predict`` read (PIL's own default is ~89 M)
+MAX_IMAGE_PIXELS = 64_000_000
 
 
 _IMG_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -104,6 +107,7 @@ class _Folders:
     def load(self, path: str) -> Any:
         from PIL import Image
 
+        Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS  # larger images: PIL's DecompressionBombError, one line per file
         with Image.open(path) as img:  # by path: PIL's errors then name the file, not a file object
             return _to_mode(img, self.mode)
 
