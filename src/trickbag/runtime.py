@@ -23,6 +23,7 @@ __all__ = [
     "DistInfo",
     "seed_everything",
     "seed_worker",
+    "detached_worker",
     "make_generator",
     "configure_determinism",
     "select_device",
@@ -64,6 +65,19 @@ def seed_worker(worker_id: int) -> None:  # noqa: ARG001 - DataLoader calls it w
     worker_seed = torch.initial_seed() % 2**32
     np.random.seed(worker_seed)
     random.seed(worker_seed)
+
+
+def detached_worker(worker_id: int) -> None:
+    """:func:`seed_worker`, and the worker leaves its parent's process group (``os.setpgrp``).
+
+    A Ctrl-C or a ``kill`` of the process group then reaches only the training process, which can
+    finish its update, write its checkpoint and shut its workers down; a worker killed by the
+    signal would turn that clean stop into a "DataLoader worker ... killed by signal" traceback.
+    A worker still ends with its parent (DataLoader's watchdog) and on its parent's ``terminate()``.
+    """
+    seed_worker(worker_id)
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
 
 
 def make_generator(seed: int) -> torch.Generator:

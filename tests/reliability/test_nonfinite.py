@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import sys
 
 import pytest
@@ -172,18 +173,21 @@ def test_gradients_alone_are_checked_and_named(capsys):
     _assert_same_model(t.model, ref)
 
 
-def test_stop_policy_checkpoints_the_last_good_state_and_names_the_update(tmp_path):
+def test_stop_policy_keeps_the_last_regular_checkpoint_and_names_the_update(tmp_path):
+    """The updates just before a divergence are what led to it (weights of 1e14 are finite but not a
+    state to resume from): the stop writes no checkpoint of its own; the last regular one is kept."""
     x, y, model = _setup()
-    ckpt = Checkpointing(tmp_path)
+    ckpt = Checkpointing(tmp_path, every_steps=2)
     t = _trainer(copy.deepcopy(model), x, y, [Poison({(0, 3)}), NonFiniteGuard("stop", out=None), ckpt])
     state = t.fit()
     assert state.stop_reason is StopReason.NONFINITE
     assert state.stop_detail == "loss and gradients at update 4 (epoch 1, batch 4); stopped by train.nonfinite=stop"
     assert state.step == 3 and state.history == []
-    saved = load(tmp_path / "last.pt")
-    assert saved["counters"] == {**saved["counters"], "epoch": 0, "step": 3, "batch_idx": 4}
-    ref, _, _ = _naive(model, x, y, set(), stop_after=3)
-    for k, v in ref.state_dict().items():  # weights and BatchNorm statistics of update 3, all finite
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["step-00000002.pt"]
+    saved = load(tmp_path / "step-00000002.pt")
+    assert saved["counters"] == {**saved["counters"], "epoch": 0, "step": 2, "batch_idx": 2}
+    ref, _, _ = _naive(model, x, y, set(), stop_after=2)
+    for k, v in ref.state_dict().items():  # weights and BatchNorm statistics of update 2, all finite
         assert torch.equal(saved["model"][k], v), k
         assert torch.isfinite(saved["model"][k].float()).all()
 
@@ -249,21 +253,31 @@ def test_guard_validates_its_arguments():
 
 
 @pytest.mark.parametrize("policy", ["stop", "skip"])
-def test_cli_run_that_diverges_stops_with_one_error_line_and_a_finite_checkpoint(tmp_path, capsys, policy):
-    """optim.lr=1e30: the 2nd update's forward overflows; the run stops, exit status 1."""
+def test_cli_run_that_diverges_stops_with_one_error_line_and_resumes_with_a_lower_lr(tmp_path, capsys, policy):
+    """optim.lr=1e6 diverges in the first epoch: one error line, exit 1, no poisoned checkpoint, a summary
+    that names only files that exist; ``--resume RUN optim.lr=0.05`` then trains to the end."""
     recipe = write_recipe(tmp_path)
     run = tmp_path / "runs" / "nf"
     rc, out, err = run_inprocess(["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=nf", "--quiet",
-                                  "optim.lr=1e30", f"train.nonfinite={policy}", "train.max_nonfinite=2"], capsys)
+                                  "optim.lr=1e6", f"train.nonfinite={policy}", "train.max_nonfinite=2"], capsys)
     assert rc == 1
     errors = [line for line in err.splitlines() if line.startswith("trickbag: error:")]
     assert len(errors) == 1 and "Traceback" not in err
     assert errors[0].startswith("trickbag: error: training stopped: non-finite: loss")
-    assert f"trickbag train --resume {run}" in errors[0]
-    saved = load(run / "checkpoints" / "last.pt")
-    assert saved["counters"]["step"] == 1
-    for k, v in saved["model"].items():
-        if v.is_floating_point():
-            assert torch.isfinite(v).all(), k
+    assert f"trickbag train --resume {run} optim.lr=" in errors[0]
+    kept = sorted(p.name for p in (run / "checkpoints").glob("*.pt"))
+    for name in kept:  # whatever was kept is finite, weights and buffers
+        for k, v in load(run / "checkpoints" / name)["model"].items():
+            assert not v.is_floating_point() or torch.isfinite(v).all(), (name, k)
+    if not kept:
+        assert "restarts it from the beginning" in errors[0]
     summary = (run / "summary.txt").read_text()
-    assert "non-finite loss/gradients" in summary and math.isfinite(saved["counters"]["train_sums"][0])
+    assert "non-finite loss/gradients" in summary
+    for name in ("best.pt", "last.pt"):
+        assert (name in summary) == (name in kept), (name, summary)
+    rc, out, err = run_inprocess(["train", "--resume", str(run), "optim.lr=0.05", "--quiet"], capsys)
+    assert rc == 0, err
+    epochs = int(re.search(r"\bepochs: (\d+)", recipe.read_text()).group(1))
+    final = load(run / "checkpoints" / "last.pt")
+    assert final["counters"]["epoch"] == epochs
+    assert all(torch.isfinite(v).all() for v in final["model"].values() if v.is_floating_point())

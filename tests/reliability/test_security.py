@@ -53,7 +53,7 @@ def test_code_running_checkpoint_is_refused_and_never_runs(tmp_path, capsys):
     torch.load(_evil_checkpoint(tmp_path / "control.pt", control_marker), weights_only=False)  # noqa: TB403 (the control: this load must run the code)
     assert control_marker.exists()
 
-    with pytest.raises(CheckpointError, match="refused: its pickle calls 'io.open'.*nothing from it was run"):
+    with pytest.raises(CheckpointError, match="refused: it would import and call 'io.open'.*nothing from it was run"):
         load_checkpoint(evil)
     # every way a checkpoint enters trickbag: eval, resume, initial weights, distillation teacher
     run = tmp_path / "run"

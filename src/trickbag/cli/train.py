@@ -44,9 +44,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"trickbag: interrupted; continue with: trickbag train --resume {result.run_dir}", file=sys.stderr)
         return 130
     if result.stop_reason is StopReason.NONFINITE:
-        kept = ", ".join(f"{n} (update {u})" for n, u in sorted(result.checkpoints.items())) or "no checkpoint"
-        print(f"trickbag: error: training stopped: {result.stop_message}; the last finite state: {kept} in "
-              f"{result.run_dir}/checkpoints (trickbag train --resume {result.run_dir} optim.lr=...)", file=sys.stderr)
+        kept = ", ".join(f"{n} (update {u})" for n, u in sorted(result.checkpoints.items()))
+        where = (f"the last good state is {kept} in {result.run_dir}/checkpoints" if kept else
+                 "no checkpoint was written before it diverged, so --resume restarts it from the beginning")
+        print(f"trickbag: error: training stopped: {result.stop_message}; {where}; continue with a lower learning "
+              f"rate: trickbag train --resume {result.run_dir} optim.lr=...", file=sys.stderr)
         return 1
     return 0
 

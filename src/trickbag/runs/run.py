@@ -86,6 +86,7 @@ class _Session:
         self.interrupt: GracefulInterrupt
         self.clock = RunClock()
         self.changes: dict[str, Any] = {}
+        self.resuming = False
         self.resume_notes: list[str] = []
 
     def say(self, msg: str) -> None:
@@ -96,6 +97,7 @@ class _Session:
     def prepare(self, resume_dir: Optional[Path]) -> None:
         """Choose (and for a resume, lock) the run directory, build, pre-flight, load the checkpoint."""
         check_run_extras(self.recipe, write=self.write, quiet=self.quiet)
+        self.resuming = self.write and resume_dir is not None
         if self.write and resume_dir is not None:
             self.run_dir = Path(resume_dir)
             if self.main:
@@ -187,6 +189,10 @@ class _Session:
             for note in self.resume_notes:
                 print(f"  {note}", file=self.out, flush=True)
             log_resume(self.run_dir, self.ckpt[0].name, f"epoch {s.epoch + 1}, update {s.step}", self.changes)
+        elif self.resuming and self.main and self.run_dir is not None:
+            print(f"resuming {self.run_dir}: it has no checkpoint yet, so it trains from the beginning",
+                  file=self.out, flush=True)
+            log_resume(self.run_dir, None, "the beginning (no checkpoint yet)", {})
         n = lambda ds: len(ds) if ds is not None else 0  # noqa: E731
         eff = r.data.batch_size * r.train.accumulate * self.dist.world_size
         from trickbag.train.build import resolve_model_name
@@ -240,9 +246,10 @@ class _Session:
         if self.write and self.run_dir is not None:
             best = self.run_dir / "checkpoints" / "best.pt"
             weights = on_main(lambda: _best_weights(best))  # rank 0 reads it; every rank gets it
-            if weights is not None:
-                unwrap(self.trainer.model).load_state_dict(weights)
-                s.predict = None
+            if weights is None:  # no epoch ended well: nothing to test (never the weights of a diverged run)
+                return {}
+            unwrap(self.trainer.model).load_state_dict(weights)
+            s.predict = None
         metrics = self.trainer.evaluate(ctx.test_loader, test=True)
         self.test_details = {k: v for k, v in metrics.items() if not isinstance(v, float)}
         return {f"test/{k}": v for k, v in metrics.items() if isinstance(v, float)}
@@ -252,7 +259,7 @@ class _Session:
         cp = self.checkpointing
         return RunResult(self.run_dir, s.history, cp.best if cp else None, test, wall, s.stop_reason, s.stop_detail,
                          self.ctx.monitor, s.step, s.skipped_steps, s.nonfinite_skipped,
-                         dict(cp.written) if cp else {}, list(self.plugins), getattr(self, "test_details", {}))
+                         cp.on_disk() if cp else {}, list(self.plugins), getattr(self, "test_details", {}))
 
     def summarise(self, result: RunResult) -> None:
         if not (self.write and self.main and self.run_dir is not None):

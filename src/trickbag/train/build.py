@@ -110,7 +110,7 @@ def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.Dist
         pin_memory=pin,
         drop_last=d.drop_last if train else False,
         collate_fn=collate,  # BatchGather's batches pass through; anything else: default_collate
-        worker_init_fn=runtime.seed_worker,
+        worker_init_fn=runtime.detached_worker,  # seeded, and out of reach of a signal to the process group
         generator=runtime.make_generator(recipe.train.seed + dist.rank),  # worker seeds differ per rank
         persistent_workers=d.num_workers > 0,
     )

@@ -8,6 +8,7 @@ or buffers went NaN/Inf never overwrites a good checkpoint.
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any, Literal, Optional, TextIO
 import torch
 
 from trickbag.train.plugin import Plugin
-from trickbag.train.state import State
+from trickbag.train.state import State, StopReason
 
 __all__ = ["Checkpointing", "list_checkpoints", "is_finite_model"]
 
@@ -65,8 +66,14 @@ def is_finite_model(model: torch.nn.Module) -> bool:
 
 class Checkpointing(Plugin):
     """Write ``last.pt`` after every epoch, ``best.pt`` when the monitored metric improves, ``step-N.pt``
-    every ``every_steps`` updates (keeping the newest ``keep``), and ``last.pt`` where a run stopped
-    inside an epoch (signal, non-finite policy), so it resumes there.
+    every ``every_steps`` updates (keeping the newest ``keep``), and ``last.pt`` where a run was
+    interrupted inside an epoch, so it resumes there.
+
+    A run the non-finite guard stopped writes nothing at the stop, and its checkpoints that hold the
+    weights whose forward pass gave the non-finite loss (those of the current update: finite, perhaps
+    1e14, but not a state to continue from) move to ``diverged/`` beside the others, kept for a look but
+    out of ``--resume``'s way: it continues from the last state whose next step was finite, or from the
+    beginning when there is none. ``best.pt`` stays: its evaluation was finite.
 
     ``extra`` entries (e.g. the recipe) go into every checkpoint; ``state.eval_weights`` (EMA, SWA)
     is saved as ``eval_model``: the weights that were evaluated and that ``trickbag eval`` /
@@ -107,6 +114,8 @@ class Checkpointing(Plugin):
     def on_checkpoint(self, state: State) -> None:
         if state.epoch_done:
             self._epoch_end(state)
+        elif state.should_stop and state.stop_reason is StopReason.NONFINITE:
+            self._set_aside_diverged(state)
         elif state.should_stop:  # stopped inside the epoch: save where it stopped, to resume there
             self._save(state, "last.pt")
         elif self.every_steps and not state.step_skipped and state.step and state.step % self.every_steps == 0:
@@ -115,6 +124,37 @@ class Checkpointing(Plugin):
                 for old in steps[: -self.keep]:
                     old.unlink(missing_ok=True)
                     self.written.pop(old.name, None)
+
+    def on_disk(self) -> dict[str, int]:
+        """Every checkpoint in the directory (this session's and earlier ones') -> the update it holds."""
+        from trickbag.train.checkpoint import CheckpointError, load_checkpoint
+
+        found: dict[str, int] = {}
+        paths = list_checkpoints(self.directory) + [p for p in [self.directory / "best.pt"] if p.exists()]
+        for path in paths:
+            m = _STEP_CKPT.match(path.name)
+            step = int(m.group(1)) if m else self.written.get(path.name)
+            if step is None:
+                try:
+                    step = int(load_checkpoint(path, mmap=True)["counters"]["step"])
+                except (CheckpointError, KeyError, TypeError, ValueError):
+                    continue
+            found[path.name] = step
+        return found
+
+    def _set_aside_diverged(self, state: State) -> None:
+        """Move the resume checkpoints holding update ``state.step`` (the weights that diverged) to ``diverged/``."""
+        moved = []
+        held = self.on_disk()
+        for path in list_checkpoints(self.directory):
+            if held.get(path.name) == state.step:
+                (self.directory / "diverged").mkdir(exist_ok=True)
+                os.replace(path, self.directory / "diverged" / path.name)
+                self.written.pop(path.name, None)
+                moved.append(path.name)
+        if moved and self.out is not None:
+            print(f"trickbag: {', '.join(moved)} held the weights that gave the non-finite loss: moved to "
+                  f"{self.directory / 'diverged'} (--resume continues from an earlier state)", file=self.out, flush=True)
 
     def _epoch_end(self, state: State) -> None:
         value = state.metrics.get(self.monitor)
