@@ -8,6 +8,7 @@ under the real name.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -15,11 +16,53 @@ from typing import Any, Callable
 
 from trickbag.errors import TrickbagError
 
-__all__ = ["write_atomically", "atomic_write_bytes", "atomic_write_text", "atomic_save_figure", "WriteError"]
+__all__ = ["write_atomically", "atomic_write_bytes", "atomic_write_text", "atomic_save_figure", "WriteError",
+           "explain_os_error", "os_error_in"]
 
 
 class WriteError(TrickbagError, OSError):
     """A run file (metrics, summary, recipe) could not be written; the previous version is intact."""
+
+
+def _megabytes(n: float) -> str:
+    return f"{n / 2**20:,.1f} MB"
+
+
+def explain_os_error(exc: OSError, folder: Path, needed: int | None = None) -> str:
+    """``exc``'s reason and what to do about it, for a file that could not be written in ``folder``.
+
+    A full disk says how much is free there (and needed, when known); a read-only file system, a
+    missing permission or the process's file size limit say so; anything else is its ``strerror``.
+    """
+    reason = exc.strerror or str(exc)
+    folder = Path(folder)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            st = os.statvfs(folder)
+            room = f"{_megabytes(st.f_bavail * st.f_frsize)} free in {folder}"
+        except OSError:
+            room = f"in {folder}"
+        need = f", about {_megabytes(needed)} needed" if needed else ""
+        return (f"{reason} ({room}{need}): free space there (old runs; fewer step checkpoints with "
+                "train.keep_checkpoints) or set run.dir on another disk")
+    if exc.errno == errno.EROFS:
+        return f"{reason}: {folder} cannot be written; set run.dir to a folder on a writable disk"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{reason}: this user may not write in {folder}; set run.dir to a folder you own"
+    if exc.errno == errno.EFBIG:
+        return f"{reason}: the file is larger than this process may write (ulimit -f)"
+    return reason
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The :class:`OSError` behind ``exc``: itself, or the one torch's zip writer met (its ``__context__``)."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, OSError):
+            return exc
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return None
 
 
 def _read_umask() -> int:
@@ -70,9 +113,8 @@ def _write_or_explain(path: Path, write: Callable[[Any], None]) -> None:
     except WriteError:
         raise
     except OSError as exc:
-        raise WriteError(
-            f"could not write {str(path)!r}: {exc.strerror or exc}; the previous version of the file is intact"
-        ) from exc
+        kept = "the previous version of the file is intact" if path.exists() else "nothing was written"
+        raise WriteError(f"could not write {str(path)!r}: {explain_os_error(exc, path.parent)}; {kept}") from exc
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

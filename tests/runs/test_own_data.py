@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 
 import numpy as np
+import torch
 import pytest
 from PIL import Image
 
@@ -120,3 +121,31 @@ def test_predict_a_folder_of_images_writes_one_row_per_image(tmp_path, capsys):
     assert len(rows) == 16 and rows[0].keys() == {"input", "prediction", "probability", "top2"}
     assert {r["prediction"] for r in rows} <= {"dark", "light"}
     assert all(0 <= float(r["probability"]) <= 1 for r in rows)
+
+
+def test_a_csv_saved_by_excel_with_bom_and_crlf_reads_as_the_plain_file(tmp_path):
+    """Excel's "CSV UTF-8" starts with a byte-order mark and ends lines with CRLF: same table, same splits."""
+    from trickbag.data.sources.table import csv_table
+
+    plain = _csv(tmp_path / "plain.csv", "wine")
+    text = open(plain, encoding="utf-8").read()
+    excel = tmp_path / "excel.csv"
+    excel.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode("utf-8"))
+    assert excel.read_bytes()[:3] == b"\xef\xbb\xbf" and open(excel, encoding="utf-8").read(1) == "\ufeff"
+    splits = [csv_table(load_recipe("digits", ["data.name=csv", f"data.root={root}", "data.label_column=target"]).data)
+              for root in (plain, excel)]
+    assert splits[0].classes == splits[1].classes and splits[0].input_shape == splits[1].input_shape
+    for part in ("train", "val", "test"):
+        a, b = getattr(splits[0], part), getattr(splits[1], part)
+        assert len(a) == len(b) > 0
+        for i in range(len(a)):
+            assert all(torch.equal(u, v) for u, v in zip(a[i], b[i]))
+    # a BOM before the label column's name: the column is still found by its name
+    first = tmp_path / "first.csv"
+    rows = text.splitlines()
+    header = rows[0].split(",")
+    first.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([",".join([header[-1], *header[:-1]])] +
+                                                    [",".join([r.split(",")[-1], *r.split(",")[:-1]]) for r in rows[1:]])
+                      .encode("utf-8"))
+    moved = csv_table(load_recipe("digits", ["data.name=csv", f"data.root={first}", "data.label_column=target"]).data)
+    assert moved.classes == splits[0].classes and len(moved.train) == len(splits[0].train)

@@ -16,7 +16,7 @@ from typing import Any, Optional, TextIO
 
 from trickbag.errors import CheckpointError, TrickbagError
 
-__all__ = ["RunLock", "new_run_dir", "default_run_name", "find_resume_checkpoint", "remove_stale_temporaries",
+__all__ = ["RunLock", "new_run_dir", "refuse_taken", "default_run_name", "find_resume_checkpoint", "remove_stale_temporaries",
            "is_run_dir"]
 
 LOCK = ".lock"
@@ -33,12 +33,20 @@ class RunLock:
         """Take the lock (creating the directory); :class:`TrickbagError` naming the holder if it is taken."""
         import fcntl
 
+        from trickbag._files import explain_os_error
+
+        existed = self.run_dir.is_dir()
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise TrickbagError(f"cannot create the run directory {str(self.run_dir)!r}: {exc.strerror or exc}; "
-                                "choose a writable run.dir") from None
+            if existed:  # a resume, or a name taken again: the folder is there but not writable
+                raise TrickbagError(f"cannot write in the run directory {str(self.run_dir)!r}: {exc.strerror or exc}; "
+                                    "copy it to a writable disk and resume the copy (trickbag train --resume COPY)"
+                                    ) from None
+            where = _existing_parent(self.run_dir)
+            raise TrickbagError(f"cannot create the run directory {str(self.run_dir)!r}: "
+                                f"{explain_os_error(exc, where)}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -65,6 +73,13 @@ class RunLock:
         self.release()
 
 
+def _existing_parent(path: Path) -> Path:
+    for parent in path.parents:
+        if parent.is_dir():
+            return parent
+    return path.parent
+
+
 def default_run_name(recipe: Any) -> str:
     return f"{recipe.name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
@@ -80,6 +95,12 @@ def new_run_dir(recipe: Any) -> Path:
     if root.exists() and not root.is_dir():
         raise TrickbagError(f"run.dir={recipe.run.dir!r} is a file, not a folder; give a folder for the runs")
     run_dir = root / name
+    refuse_taken(run_dir)
+    return run_dir
+
+
+def refuse_taken(run_dir: Path) -> None:
+    """:class:`TrickbagError` when ``run_dir`` is a file or holds a run (anything but its lock file)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise TrickbagError(f"run directory {str(run_dir)!r} is a file; choose another run.name=...")
     if run_dir.is_dir() and _contents(run_dir):
@@ -87,7 +108,6 @@ def new_run_dir(recipe: Any) -> Path:
             f"run directory {str(run_dir)!r} already exists; choose another run.name=..., "
             f"or continue it with: trickbag train --resume {run_dir}"
         )
-    return run_dir
 
 
 def is_run_dir(path: Path) -> bool:

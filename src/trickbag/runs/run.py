@@ -23,7 +23,8 @@ from trickbag.nn import unwrap
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
 from trickbag.runs.extras import check_run_extras
 from trickbag.runs.artifacts import write_test_details
-from trickbag.runs.directory import RunLock, find_resume_checkpoint, new_run_dir, remove_stale_temporaries
+from trickbag.runs.directory import (RunLock, find_resume_checkpoint, new_run_dir, refuse_taken,
+                                    remove_stale_temporaries)
 from trickbag.runs.preflight import preflight
 from trickbag.runs.resume import apply_resume, check_resume, log_resume
 from trickbag.runs.summary import RunResult, format_summary, model_summary
@@ -143,6 +144,9 @@ class _Session:
             assert self.run_dir is not None
             if self.lock is None:
                 self.lock = RunLock(self.run_dir).acquire()
+                # checked again under the lock: a run on the same name may have started and ended since prepare()
+                if not self.resuming:
+                    refuse_taken(self.run_dir)
             remove_stale_temporaries(self.run_dir)
             atomic_write_text(self.run_dir / "recipe.yaml", recipe_to_yaml(self.recipe))
             if self.ctx.weights_report is not None and self.ckpt is None:

@@ -8,6 +8,7 @@ pickle would run code is refused, never executed.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import warnings
@@ -16,7 +17,8 @@ from typing import Any
 
 import torch
 
-from trickbag._files import WriteError, atomic_save_figure, atomic_write_bytes, atomic_write_text, write_atomically
+from trickbag._files import (WriteError, atomic_save_figure, atomic_write_bytes, atomic_write_text, explain_os_error,
+                             os_error_in, write_atomically)
 from trickbag.errors import CheckpointError
 
 __all__ = [
@@ -41,12 +43,45 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path
     path = Path(path)
     try:
         write_atomically(path, lambda fh: torch.save(checkpoint, fh), "wb")
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:
+        # torch's zip writer turns a failed write into RuntimeError("... unexpected pos ..."); the OSError
+        # it met (a full disk, a lost mount) is its __context__
+        cause = os_error_in(exc)
+        if cause is None and not _looks_like_a_write_failure(exc):
+            raise
+        reason = explain_os_error(cause, path.parent, _tensor_bytes(checkpoint)) if cause else _disk_hint(path, exc)
         raise CheckpointError(
-            f"could not write checkpoint {str(path)!r}: {exc.strerror or exc}; "
-            "the previous checkpoint is intact"
+            f"could not write checkpoint {str(path)!r}: {reason}; the previous checkpoint is intact"
         ) from exc
     return path
+
+
+def _tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors in a (nested) checkpoint dict: about what the file needs."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def _looks_like_a_write_failure(exc: BaseException) -> bool:
+    msg = str(exc)
+    return "inline_container" in msg or "PytorchStreamWriter" in msg or "file write failed" in msg
+
+
+def _disk_hint(path: Path, exc: BaseException) -> str:
+    """A zip-writer failure without the OSError behind it: say whether the disk is full."""
+    try:
+        st = os.statvfs(path.parent)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        return f"the file could not be written ({str(exc).splitlines()[0][:200]})"
+    if free < 2**20:
+        return explain_os_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), path.parent)
+    return f"the file could not be written ({str(exc).splitlines()[0][:200]})"
 
 
 def _explain_load_error(path: Path, exc: Exception) -> str:
