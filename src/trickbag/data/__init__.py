@@ -1,4 +1,7 @@
-"""Data tricks: one-hot/label smoothing, mixup, CutMix, Cutout, dataset statistics, video frame sampling, presets.
+"""Data tricks and loading: mixup/CutMix, Cutout, one-hot, dataset statistics, frame sampling, transform presets.
+
+The recipe data sources (one module each) are in :mod:`trickbag.data.sources`; the resumable,
+rank-sharded sampler in :mod:`trickbag.data.sampler`.
 
 Pure functions on tensors; randomness comes from an explicit ``generator=`` (or
 ``lam=``/``perm=``/``center=`` values).  See ``docs/data.md``.

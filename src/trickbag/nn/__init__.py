@@ -1,5 +1,9 @@
-"""Model-level tricks: weight EMA and SWA, freezing, optimizer parameter groups and layer ids,
-checkpoint loading and unwrapping (DDP / compile), initialisation, bilinear pooling, flip test-time augmentation and inspection helpers."""
+"""Model-level tricks: weight EMA and SWA, freezing, parameter groups, weight loading, TTA, init, inspection.
+
+Weight EMA and SWA, freezing, optimizer parameter groups and layer ids, checkpoint loading and
+unwrapping (DDP / compile), initialisation, bilinear pooling, flip test-time augmentation and
+inspection helpers.
+"""
 
 from trickbag.nn.ema import EMA
 from trickbag.nn.freeze import freeze, unfreeze

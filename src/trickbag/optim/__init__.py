@@ -1,5 +1,6 @@
-"""Optimizer-side tricks: SAM/ASAM, LR schedules with warm-up (extendable and re-plannable while they run),
-LR scaling, gradient clipping, LR plots.
+"""Optimizer-side tricks: SAM/ASAM, LR schedules with warm-up, LR scaling, gradient clipping, LR plots.
+
+The schedules can be extended (a new param group) and re-planned (a new length) while they run.
 
 >>> import torch
 >>> from trickbag.optim import SAM, build_scheduler, clip_gradients

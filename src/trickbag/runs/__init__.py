@@ -1,2 +1,5 @@
-"""The run path: one function, :func:`run_recipe`, that ``trickbag train``, sweep trials, ablation cells and
-``lr-find`` all call; the run directory and its lock; pre-flight; summaries; eval and predict."""
+"""The run path: :func:`~trickbag.runs.run.run_recipe`, run directory and lock, pre-flight, summary, eval/predict.
+
+``trickbag train``, sweep trials, ablation cells and ``lr-find`` all call the one function
+:func:`trickbag.runs.run.run_recipe`; they differ only in the plug-ins they add.
+"""

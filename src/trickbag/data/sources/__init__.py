@@ -1,5 +1,6 @@
-"""Data sources a recipe can name (``data.name``): digits, mnist1d, imagefolder, csv, fake, or your own
-``package.module:function`` (:mod:`trickbag.data.sources.custom`).
+"""Recipe data sources, one module each (``data.name``: digits, mnist1d, imagefolder, csv, fake, custom).
+
+Your own data set is ``data.name: package.module:function`` (:mod:`trickbag.data.sources.custom`).
 
 Each source returns a :class:`DataSplits` with train / val / test datasets, the number of classes,
 the input shape, the per-class training counts (for class-balanced losses) and a ``predict``
