@@ -8,7 +8,8 @@ The public API is re-exported here and loaded lazily, so ``import trickbag`` (an
 
 Areas: :mod:`trickbag.losses`, :mod:`trickbag.data`, :mod:`trickbag.nn`, :mod:`trickbag.optim`
 (the tricks), :mod:`trickbag.functional` (every pure function in one namespace), :mod:`trickbag.train`
-(the trainer), :mod:`trickbag.config` (recipes).
+(the trainer), :mod:`trickbag.recipe` (recipes: :func:`~trickbag.recipe.load_recipe`), :mod:`trickbag.config`
+(their schema and safe YAML loading).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ _EXPORTS: dict[str, str] = {
     "save_checkpoint": "trickbag.train.checkpoint",
     "load_checkpoint": "trickbag.train.checkpoint",
     # recipes and runtime
-    "Recipe": "trickbag.config",
-    "load_recipe": "trickbag.config",
+    "Recipe": "trickbag.recipe",
+    "load_recipe": "trickbag.recipe",
     "seed_everything": "trickbag.runtime",
     "seed_worker": "trickbag.runtime",
     "select_device": "trickbag.runtime",

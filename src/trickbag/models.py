@@ -146,7 +146,7 @@ class MLP(nn.Module):
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
         d = in_features
-        for h in hidden or [128, 128]:
+        for h in hidden if hidden is not None else [128, 128]:  # [] is a linear model
             layers += [nn.Linear(d, h), nn.BatchNorm1d(h), nn.ReLU(inplace=True), nn.Dropout(dropout)]
             d = h
         layers.append(nn.Linear(d, num_classes))

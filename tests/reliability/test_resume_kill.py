@@ -169,3 +169,22 @@ def test_epoch_end_checkpoint_holds_the_state_every_plugin_recorded_for_that_epo
     assert saved["plugins"]["EarlyStop"] == early.state_dict()
     assert differences(saved["plugins"]["CSVLogger"], csv.state_dict()) == []
     assert len(saved["plugins"]["CSVLogger"]["rows"]) == 2  # both epochs' rows
+
+
+def test_kill_before_the_first_checkpoint_resumes_from_the_beginning(tmp_path, reference_run, capsys):
+    """No dead end: killed after update 3 (the first step checkpoint is at 4), the run has no checkpoint;
+    the same ``train`` command points at ``--resume``, which trains it from the start to the reference's end."""
+    recipe = write_recipe(tmp_path)
+    run = tmp_path / "runs" / "k"
+    start = ["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=k"]
+    _crash(start, "step:3", tmp_path)
+    assert (run / "recipe.yaml").is_file() and not list(run.rglob("*.pt"))
+    rc, out, err = run_inprocess(start + ["--quiet"], capsys)
+    assert rc == 2 and "already exists" in err and f"trickbag train --resume {run}" in err
+    rc, out, err = run_inprocess(["train", "--resume", str(run), "--quiet"], capsys)
+    assert rc == 0, err
+    assert f"resuming {run}: it has no checkpoint yet, so it trains from the beginning" in out
+    assert "the beginning (no checkpoint yet)" in (run / "resumes.log").read_text()
+    got, ref = load(run / "checkpoints" / "last.pt"), load(reference_run / "checkpoints" / "last.pt")
+    assert training_state_differences(ref, got) == []
+    assert csv_without_times(reference_run / "metrics.csv") == csv_without_times(run / "metrics.csv")

@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = Parser(prog="trickbag", description="Training tricks for PyTorch, from a recipe.")
     p.add_argument("--version", action="version", version=f"trickbag {trickbag.__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="on an error, print the Python traceback under the one-line message (anywhere on the line; "
+                        "or TRICKBAG_DEBUG=1)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for group in GROUPS:
         group.register(sub)
@@ -46,6 +49,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("TRICKBAG_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]  # accepted after the command too: `trickbag train x --debug`
     args, unknown = parser.parse_known_args(argv)
     # `trickbag train --quiet a.b=1`: overrides may come after options
     stray = [u for u in unknown if u.startswith("-") or not hasattr(args, "items")]
@@ -64,6 +70,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if code == 0:  # not an error: a run that has nothing left to do says so
             print(f"trickbag: {msg}")
             return 0
+        if debug:
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
         print(f"trickbag: error: {msg}", file=sys.stderr)
         return code
     except KeyboardInterrupt:

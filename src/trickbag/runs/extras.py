@@ -22,3 +22,5 @@ def check_run_extras(recipe: Any, *, write: bool = True, quiet: bool = False) ->
         needs.append(("tqdm", "the progress bar (run.progress=false turns it off)"))
     for module, feature in needs:
         require(module, extra="app", feature=feature)
+    if write and recipe.log.wandb:
+        require("wandb", extra="wandb", feature="log.wandb=true (log.wandb=false turns it off)")

@@ -18,7 +18,8 @@
       EPOCH_END          state.metrics holds the epoch's train and val metrics (plus state.epoch_metrics,
                          e.g. train/grad_norm): early stopping, loggers
       CHECKPOINT         after EPOCH_END (state.epoch_done True): last.pt, best.pt
-    FIT_END              (a run stopped inside an epoch gets one more CHECKPOINT with epoch_done False first)
+    FIT_END              (a run stopped inside an epoch: its last CHECKPOINT was the one after that STEP,
+                         with state.should_stop set)
 
 Plug-ins run in list order on every event except the ``*_END`` events (EVAL_END, EPOCH_END,
 FIT_END), where they run in reverse list order, so a plug-in that changed something at the matching

@@ -24,7 +24,8 @@ of the first pass are restored as for any skipped update.
 
 With fp16 mixed precision the :class:`torch.amp.GradScaler` already handles overflowing
 gradients (it skips the step and lowers the scale); those skips are normal, are counted by the
-trainer in ``state.skipped_steps`` and are not errors, so in fp16 the guard checks the loss only.
+trainer in ``state.skipped_steps`` and are not errors, so in fp16 the guard checks the loss and the
+buffers, not the gradients.
 """
 
 from __future__ import annotations

@@ -176,13 +176,13 @@ def _bin_columns(
     ``x``: ``[N, 1, F]`` raw features (NaN allowed in binned columns), ``y``: ``[N]`` class indices.
     Returns ``encode(train_rows)`` for :func:`_tensor_splits`; its transform maps ``[n, 1, F]`` to
     ``[n, 1, F']``, each binned column replaced in place by ``n_bins + 1`` indicators: one per bin of
-    ``trickbag.extras.tabular.Binning.transform`` (values outside the training range go to the first or
+    ``trickbag.data.binning.Binning.transform`` (values outside the training range go to the first or
     last bin) and a last one for a missing value.  ``method: tree`` splits on the label with a
     ``DecisionTreeClassifier(max_leaf_nodes=n_bins)``, which handles any number of classes.
     """
     from torch.nn.functional import one_hot
 
-    from trickbag.extras import tabular
+    from trickbag.data import binning as tabular
 
     columns = {feats.index(name): (name, spec) for name, spec in cfg.bins.items()}
 
