@@ -65,20 +65,12 @@ def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
 @pytest.mark.parametrize(
     "override,key,value,allowed",
     [
+        # a wrong type: the type
         ("train.epochs=abc", "train.epochs", "'abc'", "integer"),
         ("optim.lr=fast", "optim.lr", "'fast'", "number"),
         ("data.batch_size=[1, 2]", "data.batch_size", "[1, 2]", "integer"),
         ("log.tensorboard=maybe", "log.tensorboard", "'maybe'", "boolean"),
-    ],
-)
-def test_wrong_type_names_key_value_and_type(override, key, value, allowed):
-    msg = error_of([override])
-    assert f"'{key}'" in msg and value in msg and allowed in msg
-
-
-@pytest.mark.parametrize(
-    "override,key,value,allowed",
-    [
+        # out of range: the range or the allowed values
         ("optim.lr=-1", "optim.lr", "-1", "greater than 0"),
         ("train.epochs=0", "train.epochs", "0", "greater than or equal to 1"),
         ("optim.momentum=1.0", "optim.momentum", "1.0", "less than 1"),
@@ -89,7 +81,7 @@ def test_wrong_type_names_key_value_and_type(override, key, value, allowed):
         ("run.name=a/b", "run.name", "'a/b'", "plain directory name"),
     ],
 )
-def test_out_of_range_names_key_value_and_range(override, key, value, allowed):
+def test_wrong_type_or_out_of_range_names_key_value_and_what_is_allowed(override, key, value, allowed):
     msg = error_of([override])
     assert f"'{key}'" in msg and value in msg and allowed in msg, msg
 

@@ -14,8 +14,7 @@ Areas: :mod:`trickbag.losses`, :mod:`trickbag.data`, :mod:`trickbag.nn`, :mod:`t
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trickbag._optional import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -92,14 +91,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trickbag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

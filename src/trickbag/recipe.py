@@ -22,25 +22,12 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from trickbag.config import (
-    DataConfig,
-    DistConfig,
-    LogConfig,
-    ModelConfig,
-    OptimConfig,
-    RunConfig,
-    ScheduleConfig,
-    Section,
-    TaskConfig,
-    TrainConfig,
-    apply_overrides,
-    builtin_recipes,
-    format_validation_error,
-    parse_overrides,
-    read_yaml,
-    resolve_recipe_path,
-)
+from trickbag.config import (DataConfig, DistConfig, LogConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig,
+                             Section, TaskConfig, TrainConfig)
+from trickbag.config import (apply_overrides, builtin_recipes, format_validation_error, parse_overrides, read_yaml,
+                             resolve_recipe_path)
 from trickbag.config.errors import all_keys
+from trickbag.config.loading import run_recipe_path
 from trickbag.errors import RecipeError
 from trickbag.train.tricks import TricksConfig
 
@@ -105,11 +92,6 @@ def recipe_to_yaml(recipe: Recipe) -> str:
 
 def load_run_recipe(run_dir: str | Path, overrides: list[str] | None = None) -> Recipe:
     """The resolved recipe saved in a run directory, with overrides applied (for ``--resume``)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RecipeError(f"--resume {str(run_dir)!r}: no such run directory")
-    path = run_dir / "recipe.yaml"
-    if not path.is_file():
-        raise RecipeError(f"{str(run_dir)!r} is not a trickbag run directory (no recipe.yaml)")
+    path = run_recipe_path(run_dir, f"--resume {str(run_dir)!r}: no such run directory")
     data = apply_overrides(read_yaml(path), parse_overrides(list(overrides or [])))
     return recipe_from_dict(data)

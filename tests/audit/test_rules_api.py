@@ -1,15 +1,9 @@
 """API-misuse rules (TB3xx): param-group keys, misspelled attributes, probabilities into log-losses,
 a warm-up factor of zero at step 0."""
 
-import textwrap
-
 import pytest
 
-from trickbag.audit.lint import lint_source
-
-
-def found(src: str, code: str) -> list[int]:
-    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+from .helpers import fires, found
 
 
 def test_tb301_group_built_before_and_add_param_group():
@@ -19,14 +13,13 @@ def test_tb301_group_built_before_and_add_param_group():
     opt.add_param_group({"parameters": model.neck.parameters()})
     groups = [{"params": p, "wd": 0.0} for p in bias_params]
     """
-    assert found(wrong, "TB301") == [2, 4, 5]
     right = """
     head = {"params": model.head.parameters(), "lr": 0.1, "name": "head"}
     opt = torch.optim.SGD([{"params": model.body.parameters()}], lr=0.01)
     opt.add_param_group({"params": model.neck.parameters(), "weight_decay": 0.0})
     config = {"model": "resnet18", "lr": 0.1}
     """
-    assert found(right, "TB301") == []
+    fires("TB301", wrong, [2, 4, 5], right)
 
 
 @pytest.mark.parametrize("attr", ["required_grad", "require_grad", "requires_gard", "requiresgrad", "requires_grads",
@@ -64,7 +57,6 @@ def test_tb303_nll_on_softmax_model_output_and_log_of_softmax():
     loss = F.nll_loss(out, y)
     logp = torch.log(F.softmax(logits, dim=-1))
     """
-    assert found(wrong, "TB303") == [8, 9]
     right = """
     class Net(nn.Module):
         def forward(self, x):
@@ -76,7 +68,7 @@ def test_tb303_nll_on_softmax_model_output_and_log_of_softmax():
     confidence = probs.max(dim=1).values
     ce = nn.CrossEntropyLoss()(net(x), y)
     """
-    assert found(right, "TB303") == []
+    fires("TB303", wrong, [8, 9], right)
 
 
 def test_tb303_hand_written_cross_entropy_without_log():

@@ -1,15 +1,11 @@
 """Environment and file rules (TB4xx) and the syntax-error finding TB001."""
 
-import textwrap
-
 import pytest
 
 from trickbag.audit.lint import lint_source
 from trickbag.audit.rules_env import meant_env
 
-
-def found(src: str, code: str) -> list[int]:
-    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+from .helpers import fires, found
 
 
 @pytest.mark.parametrize("key, meant", [
@@ -39,14 +35,13 @@ def test_tb401_all_the_ways_to_name_a_variable():
     env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONFIG="expandable_segments:True")
     path = os.path.exsts("x")
     """
-    assert found(wrong, "TB401") == [4, 5, 6, 8, 9]
     right = """
     import os
     os.environ.update(CUDA_VISIBLE_DEVICES="0")
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     path = os.path.exists("x")
     """
-    assert found(right, "TB401") == []
+    fires("TB401", wrong, [4, 5, 6, 8, 9], right)
 
 
 def test_tb402_after_cuda_tensor_or_to_cuda_name():
@@ -57,7 +52,6 @@ def test_tb402_after_cuda_tensor_or_to_cuda_name():
         model = Net().to(dev)
         os.environ["CUDA_VISIBLE_DEVICES"] = "1"
     """
-    assert found(wrong, "TB402") == [6]
     right = """
     import os, torch
     def main():
@@ -67,7 +61,7 @@ def test_tb402_after_cuda_tensor_or_to_cuda_name():
         torch.cuda.manual_seed_all(0)
         model = Net().to("cuda")
     """
-    assert found(right, "TB402") == []
+    fires("TB402", wrong, [6], right)
 
 
 def test_tb403_alias_and_kwargs_forwarding():
@@ -89,7 +83,6 @@ def test_tb405_same_function_only_and_exclusive_branches():
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.benchmark = True
     """
-    assert found(wrong, "TB405") == [4]
     right = """
     def setup(deterministic):
         if deterministic:
@@ -97,7 +90,7 @@ def test_tb405_same_function_only_and_exclusive_branches():
         else:
             torch.backends.cudnn.benchmark = True
     """
-    assert found(right, "TB405") == []
+    fires("TB405", wrong, [4], right)
 
 
 def test_tb001_syntax_error_is_one_finding_with_position():

@@ -1,13 +1,7 @@
 """Evaluation rules (TB2xx): eval() set and undone, evaluation without gradients, losses kept with
 their graph; each with a firing and a non-firing snippet."""
 
-import textwrap
-
-from trickbag.audit.lint import lint_source
-
-
-def found(src: str, code: str) -> list[int]:
-    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+from .helpers import fires, found
 
 
 def test_tb201_method_named_validate_without_eval():
@@ -20,9 +14,8 @@ def test_tb201_method_named_validate_without_eval():
                 hits += (self.model(x).argmax(1) == y).sum().item()
             return hits
     """
-    assert found(wrong, "TB201") == [7]
     right = wrong.replace("            hits = 0", "            self.model.eval()\n            hits = 0")
-    assert found(right, "TB201") == []
+    fires("TB201", wrong, [7], right)
 
 
 def test_tb201_caller_switches_to_eval_before_calling():
@@ -59,9 +52,8 @@ def test_tb202_eval_before_the_training_loop():
             F.cross_entropy(model(x), y).backward()
             opt.step()
     """
-    assert found(wrong, "TB202") == [3]
     right = wrong.replace("model.eval()", "model.train()")
-    assert found(right, "TB202") == []
+    fires("TB202", wrong, [3], right)
 
 
 def test_tb202_frozen_teacher_and_phase_loop_are_fine():
@@ -89,7 +81,6 @@ def test_tb203_eval_loop_after_eval_without_no_grad():
     for batch in test_loader:
         preds.append(model(batch).argmax(-1))
     """
-    assert found(wrong, "TB203") == [5]
     right = """
     model.eval()
     preds = []
@@ -97,7 +88,7 @@ def test_tb203_eval_loop_after_eval_without_no_grad():
         for batch in test_loader:
             preds.append(model(batch).argmax(-1))
     """
-    assert found(right, "TB203") == []
+    fires("TB203", wrong, [5], right)
 
 
 def test_tb203_caller_disables_grad_and_gradient_based_eval_is_skipped():
@@ -130,19 +121,9 @@ def test_tb204_append_and_sum_with_graph_in_training_loop():
         history.append(loss)
         running += crit(model(x), y)
     """
-    assert found(wrong, "TB204") == [9, 10]
-    right = """
-    history = []
-    running = 0.0
-    for x, y in loader:
-        opt.zero_grad()
-        loss = crit(model(x), y)
-        loss.backward()
-        opt.step()
-        history.append(loss.item())
-        running += loss.detach() * x.size(0)
-    """
-    assert found(right, "TB204") == []
+    right = wrong.replace("history.append(loss)", "history.append(loss.item())").replace(
+        "running += crit(model(x), y)", "running += loss.detach() * x.size(0)")
+    fires("TB204", wrong, [9, 10], right)
 
 
 def test_tb204_losses_summed_for_one_backward_or_reset_each_iteration():

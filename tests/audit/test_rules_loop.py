@@ -1,14 +1,7 @@
 """Loop-order rules (TB1xx): each fires on a wrong snippet at the offending line and stays silent on
 the corrected one (snippets in other shapes than the rules' own docstring examples)."""
 
-import textwrap
-
-from trickbag.audit.lint import lint_source
-
-
-def found(src: str, code: str) -> list[int]:
-    """Lines where ``code`` fires."""
-    return [f.line for f in lint_source(textwrap.dedent(src)) if f.rule == code]
+from .helpers import fires, found
 
 
 def test_tb101_scheduler_first_in_batch_loop():
@@ -19,9 +12,8 @@ def test_tb101_scheduler_first_in_batch_loop():
         model(batch).mean().backward()
         opt.step()
     """
-    assert found(wrong, "TB101") == [3]
     right = wrong.replace("        sched.step()\n", "") + "    sched.step()\n"
-    assert found(right, "TB101") == []
+    fires("TB101", wrong, [3], right)
 
 
 def test_tb101_silent_for_plateau_with_metric_and_guarded_first_epoch():
@@ -44,9 +36,8 @@ def test_tb102_scheduler_in_micro_batch_of_nested_loop():
         optimizer.step()
         optimizer.zero_grad()
     """
-    assert found(wrong, "TB102") == [5]
     right = wrong.replace("            lr_scheduler.step()\n", "") + "    lr_scheduler.step()\n"
-    assert found(right, "TB102") == []
+    fires("TB102", wrong, [5], right)
 
 
 def test_tb103_zero_grad_unguarded_after_the_update_branch():
@@ -57,7 +48,6 @@ def test_tb103_zero_grad_unguarded_after_the_update_branch():
             opt.step()
         opt.zero_grad()
     """
-    assert found(wrong, "TB103") == [6]
     right = """
     for i, (x, y) in enumerate(loader):
         if i % 4 == 0:
@@ -66,7 +56,7 @@ def test_tb103_zero_grad_unguarded_after_the_update_branch():
         if (i + 1) % 4 == 0:
             opt.step()
     """
-    assert found(right, "TB103") == []
+    fires("TB103", wrong, [6], right)
 
 
 def test_tb103_silent_on_two_optimizers_gan_order():
@@ -91,9 +81,8 @@ def test_tb104_while_loop_and_per_optimizer_check():
         optimizer.step()
         step += 1
     """
-    assert found(wrong, "TB104") == [6]
     right = wrong.replace("        loss.backward()", "        optimizer.zero_grad()\n        loss.backward()")
-    assert found(right, "TB104") == []
+    fires("TB104", wrong, [6], right)
 
 
 def test_tb104_zeroing_by_hand_or_in_closure_counts():
@@ -125,9 +114,8 @@ def test_tb105_nested_micro_loop_with_scaler():
         scaler.update()
         opt.zero_grad()
     """
-    assert found(wrong, "TB105") == [6]
     right = wrong.replace("model(x[micro]).loss", "model(x[micro]).loss / grad_accum")
-    assert found(right, "TB105") == []
+    fires("TB105", wrong, [6], right)
 
 
 def test_tb105_division_in_separate_statement_or_helper_is_accepted():
@@ -154,7 +142,6 @@ def test_tb106_clip_value_before_unscale_in_method():
             self.scaler.step(self.opt)
             self.scaler.update()
     """
-    assert found(wrong, "TB106") == [5]
     right = """
     class T:
         def step(self, loss):
@@ -164,7 +151,7 @@ def test_tb106_clip_value_before_unscale_in_method():
             self.scaler.step(self.opt)
             self.scaler.update()
     """
-    assert found(right, "TB106") == []
+    fires("TB106", wrong, [5], right)
 
 
 def test_tb106_silent_without_scaler_and_in_the_non_amp_branch():
@@ -195,9 +182,8 @@ def test_tb107_update_only_once_per_epoch_is_too_rare():
             scaler.step(opt)
         scaler.update()
     """
-    assert found(wrong, "TB107") == [6]
     right = wrong.replace("            scaler.step(opt)\n", "            scaler.step(opt)\n            scaler.update()\n")
-    assert found(right, "TB107") == []
+    fires("TB107", wrong, [6], right)
 
 
 def test_tb108_swa_update_per_micro_batch_and_after_step():
@@ -209,7 +195,6 @@ def test_tb108_swa_update_per_micro_batch_and_after_step():
             opt.step()
             opt.zero_grad()
     """
-    assert found(wrong, "TB108") == [4]
     right = """
     for epoch in range(epochs):
         for x, y in loader:
@@ -219,7 +204,7 @@ def test_tb108_swa_update_per_micro_batch_and_after_step():
             ema.update(model)
         swa_model.update_parameters(model)
     """
-    assert found(right, "TB108") == []
+    fires("TB108", wrong, [4], right)
 
 
 def test_tb109_manual_clamp_per_micro_batch():
@@ -258,7 +243,6 @@ def test_tb111_no_sync_around_whole_loop_and_conditional_is_fine():
                 opt.step()
                 opt.zero_grad()
     """
-    assert found(wrong, "TB111") == [2]
     right = """
     for i, (x, y) in enumerate(loader):
         ctx = ddp.no_sync() if (i + 1) % k else nullcontext()
@@ -268,7 +252,7 @@ def test_tb111_no_sync_around_whole_loop_and_conditional_is_fine():
             opt.step()
             opt.zero_grad()
     """
-    assert found(right, "TB111") == []
+    fires("TB111", wrong, [2], right)
 
 
 def test_tb112_both_halves():

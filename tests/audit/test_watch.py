@@ -49,6 +49,25 @@ def batches(n=8, seed=1):
     return [(torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(n)]
 
 
+def accumulating(model, opt, n=4, k=2, scaler=None, sched=None):
+    """A gradient-accumulation loop over ``batches(n)``: an update every ``k`` micro-batches (through
+    ``scaler`` when given, then ``sched.step()``).  It yields after each micro-batch's backward, so that
+    the test makes its misplaced call there, on a line of its own."""
+    for i, (x, y) in enumerate(batches(n)):
+        loss = F.cross_entropy(model(x), y) / k
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        yield
+        if (i + 1) % k == 0:
+            if scaler is None:
+                opt.step()
+            else:
+                scaler.step(opt)
+                scaler.update()
+            if sched is not None:
+                sched.step()
+            opt.zero_grad()
+
+
 def correct_loop(model, opt, sched, scaler, ema, data, k=2):
     for epoch in range(2):
         model.train()
@@ -110,12 +129,8 @@ def test_scheduler_per_micro_batch_at_the_user_line():
     model, opt = make()
     sched = torch.optim.lr_scheduler.StepLR(opt, 10)
     with audit(model, opt, report=False) as report:
-        for i, (x, y) in enumerate(batches()):
-            (F.cross_entropy(model(x), y) / 4).backward()
+        for _ in accumulating(model, opt, n=8, k=4):
             sched.step()  # <sched-micro>
-            if (i + 1) % 4 == 0:
-                opt.step()
-                opt.zero_grad()
     assert where(report, "scheduler-per-micro-batch") == [line_of("sched-micro")]
     assert where(report, "scheduler-before-step") == [line_of("sched-micro")]
 
@@ -148,13 +163,8 @@ def test_clip_before_unscale_and_per_micro_batch():
     model, opt = make()
     scaler = torch.amp.GradScaler("cpu")
     with audit(model, opt, scaler=scaler, report=False) as report:
-        for i, (x, y) in enumerate(batches(4)):
-            scaler.scale(F.cross_entropy(model(x), y) / 2).backward()
+        for _ in accumulating(model, opt, scaler=scaler):
             nn.utils.clip_grad_value_(model.parameters(), 0.5)  # <clip>
-            if i % 2:
-                scaler.step(opt)
-                scaler.update()
-                opt.zero_grad()
     assert where(report, "clip-before-unscale") == [line_of("clip")]
     assert where(report, "clip-per-micro-batch") == [line_of("clip")]
 
@@ -227,12 +237,8 @@ def test_ema_per_micro_batch_and_before_step():
     model, opt = make()
     ema = trickbag.EMA(model, decay=0.9)
     with audit(model, opt, report=False) as report:
-        for i, (x, y) in enumerate(batches(4)):
-            (F.cross_entropy(model(x), y) / 2).backward()
+        for _ in accumulating(model, opt):
             ema.update(model)  # <ema>
-            if i % 2:
-                opt.step()
-                opt.zero_grad()
     assert where(report, "ema-before-step") == [line_of("ema")]
     assert where(report, "ema-per-micro-batch") == [line_of("ema")]
 
@@ -311,14 +317,8 @@ def test_explicit_scheduler_scaler_and_ema_are_wrapped_per_instance():
     swa = torch.optim.swa_utils.AveragedModel(model)
     with audit(model, opt, scheduler=sched, scaler=scaler, ema=swa, report=False) as report:
         assert "step" in vars(sched) and "update_parameters" in vars(swa) and "unscale_" in vars(scaler)
-        for i, (x, y) in enumerate(batches(4)):
-            scaler.scale(F.cross_entropy(model(x), y) / 2).backward()
+        for _ in accumulating(model, opt, scaler=scaler, sched=sched):
             swa.update_parameters(model)  # <swa>
-            if i % 2:
-                scaler.step(opt)
-                scaler.update()
-                sched.step()
-                opt.zero_grad()
     assert "step" not in vars(sched) and "update_parameters" not in vars(swa) and "unscale_" not in vars(scaler)
     assert {f.rule for f in report.findings} == {"ema-before-step", "ema-per-micro-batch"}
     assert set(where(report, "ema-per-micro-batch")) == {line_of("swa")}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import io
 import math
 
 import pytest
@@ -11,6 +10,8 @@ import torch
 from torch import nn
 
 from trickbag.nn import EMA
+
+from .helpers import round_trip
 
 
 def make_model(seed: int = 0) -> nn.Module:
@@ -215,10 +216,7 @@ def test_state_dict_round_trip_continues_identically():
     for _ in range(5):
         set_random_weights(model, g)
         a.update(model)
-    buf = io.BytesIO()
-    torch.save(a.state_dict(), buf)
-    buf.seek(0)
-    state = torch.load(buf, weights_only=True)
+    state = round_trip(a.state_dict())
     b = EMA(make_model(seed=3), decay=0.95, warmup=True, every=2)
     b.load_state_dict(state)
     assert (b.num_updates, b.num_averages) == (5, 2)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import io
 
 import pytest
 import torch
@@ -11,6 +10,8 @@ from torch import nn
 from torch.optim.swa_utils import update_bn
 
 from trickbag.nn import SWA, freeze, unfreeze
+
+from .helpers import round_trip
 
 
 def make_model(seed: int = 0) -> nn.Module:
@@ -26,6 +27,15 @@ def set_random_weights(model: nn.Module, g: torch.Generator) -> dict[str, torch.
         model.train()
         model(torch.randn(8, 3, generator=g) * 2 + 1)  # moves the running statistics
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def averaged(model: nn.Module, g: torch.Generator, n: int) -> SWA:
+    """An SWA of ``model`` after ``n`` updates, each on new random weights drawn from ``g``."""
+    swa = SWA(model)
+    for _ in range(n):
+        set_random_weights(model, g)
+        swa.update(model)
+    return swa
 
 
 def batches(seed: int = 1, n: int = 3) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -52,11 +62,7 @@ def test_average_is_the_arithmetic_mean_of_the_snapshots_and_buffers_follow_the_
 
 def test_update_bn_equals_torch_update_bn_on_a_copy_and_keeps_the_callers_rng():
     model = make_model()
-    swa = SWA(model)
-    g = torch.Generator().manual_seed(3)
-    for _ in range(3):
-        set_random_weights(model, g)
-        swa.update(model)
+    swa = averaged(model, torch.Generator().manual_seed(3), 3)
     assert swa.bn_stale
     ref = copy.deepcopy(swa.module)
     update_bn(batches(), ref)  # torch's own, on a copy of the averaged weights
@@ -80,11 +86,8 @@ def test_update_bn_keeps_the_statistics_of_frozen_batchnorm_layers_while_they_ar
     with torch.no_grad():
         model[1].running_mean.fill_(0.5)
         model[1].running_var.fill_(2.0)
-    swa = SWA(model)
     g = torch.Generator().manual_seed(4)
-    for _ in range(2):
-        set_random_weights(model, g)
-        swa.update(model)
+    swa = averaged(model, g, 2)
     frozen_stats = [t.clone() for t in (model[1].running_mean, model[1].running_var, model[1].num_batches_tracked)]
     ref = copy.deepcopy(swa.module)
     update_bn(batches(), ref)
@@ -107,11 +110,8 @@ def test_update_bn_keeps_the_statistics_of_frozen_batchnorm_layers_while_they_ar
 
 def test_swapped_puts_the_average_in_and_restores_bit_identically_even_on_error():
     model = make_model()
-    swa = SWA(model)
     g = torch.Generator().manual_seed(5)
-    for _ in range(2):
-        set_random_weights(model, g)
-        swa.update(model)
+    swa = averaged(model, g, 2)
     swa.update_bn(batches())
     set_random_weights(model, g)
     raw = copy.deepcopy(model.state_dict())
@@ -152,14 +152,8 @@ def test_copy_to_and_wrapped_models():
 def test_state_dict_round_trip_continues_identically():
     g = torch.Generator().manual_seed(7)
     model = make_model()
-    a = SWA(model)
-    for _ in range(3):
-        set_random_weights(model, g)
-        a.update(model)
-    buf = io.BytesIO()
-    torch.save(a.state_dict(), buf)
-    buf.seek(0)
-    state = torch.load(buf, weights_only=True)
+    a = averaged(model, g, 3)
+    state = round_trip(a.state_dict())
     b = SWA(make_model(seed=4))
     b.load_state_dict(state)
     assert (b.n_averaged, b.bn_stale) == (3, True)

@@ -32,6 +32,16 @@ def test_matches_a_naive_average(average, hflip, vflip):
     torch.testing.assert_close(got.double(), naive_tta(model, x, flips, average), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("average", ["probs", "logits"])
+def test_both_flips_match_a_naive_average_and_vflip_needs_images(average):
+    model = image_model()
+    x = torch.randn(7, 3, 4, 5)
+    got = flip_tta(model, x, hflip=True, vflip=True, average=average)
+    torch.testing.assert_close(got.double(), naive_tta(model, x, (-1, -2), average), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"vflip needs image batches \[N, C, H, W\]"):
+        flip_tta(model, torch.randn(2, 3, 5), vflip=True)
+
+
 def test_signals_flip_the_time_axis_and_probs_are_normalised():
     torch.manual_seed(2)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(2 * 9, 4))

@@ -31,6 +31,40 @@ def install(audit: Any) -> None:
         _start_module_discovery(audit)
 
 
+_Through = Callable[[Any, str, tuple, Callable[[], Any]], Any]
+
+
+def _wrap_calls(audit: Any, explicit: list[tuple[Any, str]], classes: list[tuple[type, str]],
+                through: _Through) -> None:
+    """Route every ``obj.name(*args, **kw)`` through ``through(obj, name, args, call)`` (``call()`` runs the
+    original): on the ``explicit`` (object, method) pairs only when there are any, else on every
+    instance of the (class, method) pairs."""
+    if explicit:
+        for obj, name in explicit:
+            audit._wrap_method(obj, name, lambda orig, a, kw, obj=obj, name=name: through(
+                obj, name, a, lambda: orig(*a, **kw)))
+        return
+    for cls, name in classes:
+        orig = getattr(cls, name)
+
+        def method(self: Any, *a: Any, _orig: Callable = orig, _name: str = name, **kw: Any) -> Any:
+            return through(self, _name, a, lambda: _orig(self, *a, **kw))
+
+        audit.patch(cls, name, functools.wraps(orig)(method))
+
+
+def _outermost(audit: Any, depth: str, notify: Callable[[], None], call: Callable[[], Any]) -> Any:
+    """``call()`` with the counter ``audit.<depth>`` raised; ``notify()`` first when the audit is active
+    and this is the outermost such call (a scheduler's ``step`` calling its parent's is one step)."""
+    if audit._active and getattr(audit, depth) == 0:
+        notify()
+    setattr(audit, depth, getattr(audit, depth) + 1)
+    try:
+        return call()
+    finally:
+        setattr(audit, depth, getattr(audit, depth) - 1)
+
+
 # --------------------------------------------------------------------------- clipping
 def _clip_wrapper(audit: Any, orig: Callable) -> Callable:
     @functools.wraps(orig)
@@ -69,34 +103,22 @@ def _constructing(sched: Any) -> bool:
     return False
 
 
-def _sched_call(audit: Any, sched: Any, call: Callable[[], Any]) -> Any:
-    if audit._active and audit._sched_depth == 0 and not _constructing(sched):
+def _sched_step(audit: Any, sched: Any) -> None:
+    if not _constructing(sched):
         audit.on_scheduler_step(sched)
-    audit._sched_depth += 1
-    try:
-        return call()
-    finally:
-        audit._sched_depth -= 1
 
 
 def _patch_schedulers(audit: Any) -> None:
-    if audit.schedulers:
-        for s in audit.schedulers:
-            audit._wrap_method(s, "step", lambda orig, a, kw, s=s: _sched_call(audit, s, lambda: orig(*a, **kw)))
-        return
-    classes = {c for c in vars(lrs).values() if isinstance(c, type) and issubclass(c, _SCHEDULER_BASES)}
-    for cls in classes:
-        if "step" in vars(cls):
-            orig = vars(cls)["step"]
+    def through(sched: Any, name: str, args: tuple, call: Callable[[], Any]) -> Any:
+        return _outermost(audit, "_sched_depth", lambda: _sched_step(audit, sched), call)
 
-            def step(self: Any, *a: Any, _orig: Callable = orig, **kw: Any) -> Any:
-                return _sched_call(audit, self, lambda: _orig(self, *a, **kw))
-
-            audit.patch(cls, "step", functools.wraps(orig)(step))
+    classes = [c for c in vars(lrs).values() if isinstance(c, type) and issubclass(c, _SCHEDULER_BASES)]
+    _wrap_calls(audit, [(s, "step") for s in audit.schedulers], [(c, "step") for c in classes if "step" in vars(c)],
+                through)
 
 
 # --------------------------------------------------------------------------- GradScaler
-def _scaler_call(audit: Any, kind: str, scaler: Any, args: tuple, call: Callable[[], Any]) -> Any:
+def _scaler_call(audit: Any, scaler: Any, kind: str, args: tuple, call: Callable[[], Any]) -> Any:
     if not audit._active:
         return call()
     if kind == "scale":
@@ -112,32 +134,12 @@ def _scaler_call(audit: Any, kind: str, scaler: Any, args: tuple, call: Callable
 
 def _patch_scaler(audit: Any) -> None:
     kinds = ("scale", "unscale_", "step", "update")
-    if audit.scaler is not None:
-        for kind in kinds:
-            audit._wrap_method(audit.scaler, kind, lambda orig, a, kw, kind=kind: _scaler_call(
-                audit, kind, audit.scaler, a, lambda: orig(*a, **kw)))
-        return
-    cls = torch.amp.GradScaler
-    for kind in kinds:
-        orig = getattr(cls, kind)
-
-        def method(self: Any, *a: Any, _orig: Callable = orig, _kind: str = kind, **kw: Any) -> Any:
-            return _scaler_call(audit, _kind, self, a, lambda: _orig(self, *a, **kw))
-
-        audit.patch(cls, kind, functools.wraps(orig)(method))
+    _wrap_calls(audit, [(audit.scaler, kind) for kind in kinds] if audit.scaler is not None else [],
+                [(torch.amp.GradScaler, kind) for kind in kinds],
+                lambda scaler, kind, args, call: _scaler_call(audit, scaler, kind, args, call))
 
 
 # --------------------------------------------------------------------------- EMA / SWA
-def _ema_call(audit: Any, ema: Any, call: Callable[[], Any]) -> Any:
-    if audit._active and audit._ema_depth == 0:
-        audit.on_ema_update(ema)
-    audit._ema_depth += 1
-    try:
-        return call()
-    finally:
-        audit._ema_depth -= 1
-
-
 def _ema_classes() -> list[tuple[type, str]]:
     from torch.optim.swa_utils import AveragedModel
 
@@ -154,18 +156,9 @@ def _ema_classes() -> list[tuple[type, str]]:
 
 
 def _patch_ema(audit: Any) -> None:
-    if audit.emas:
-        for e in audit.emas:
-            name = "update_parameters" if hasattr(e, "update_parameters") else "update"
-            audit._wrap_method(e, name, lambda orig, a, kw, e=e: _ema_call(audit, e, lambda: orig(*a, **kw)))
-        return
-    for cls, name in _ema_classes():
-        orig = getattr(cls, name)
-
-        def update(self: Any, *a: Any, _orig: Callable = orig, **kw: Any) -> Any:
-            return _ema_call(audit, self, lambda: _orig(self, *a, **kw))
-
-        audit.patch(cls, name, functools.wraps(orig)(update))
+    explicit = [(e, "update_parameters" if hasattr(e, "update_parameters") else "update") for e in audit.emas]
+    _wrap_calls(audit, explicit, _ema_classes(),
+                lambda ema, name, args, call: _outermost(audit, "_ema_depth", lambda: audit.on_ema_update(ema), call))
 
 
 # --------------------------------------------------------------------------- script mode

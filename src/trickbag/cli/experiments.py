@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from trickbag.cli._common import positive_float, positive_int, split_recipe_and_overrides
 from trickbag.experiments import ExperimentError
@@ -27,22 +28,19 @@ def _recipe_and_overrides(items: list[str]) -> tuple[str, list[str]]:
     return str(recipe), overrides
 
 
+def _options(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The parsed options ``names`` as keyword arguments of the experiment function."""
+    return {name: getattr(args, name) for name in names}
+
+
 # --------------------------------------------------------------------------- commands
 def cmd_ablate(args: argparse.Namespace) -> int:
     _needs_plots("ablate")
     from trickbag.experiments.ablate import run_ablation
 
     recipe, overrides = _recipe_and_overrides(args.items)
-    res = run_ablation(
-        recipe,
-        args.tricks,
-        seeds=args.seeds,
-        mode=args.mode,
-        jobs=args.jobs,
-        out=args.out,
-        overrides=overrides,
-        metric=args.metric,
-    )
+    res = run_ablation(recipe, args.tricks, overrides=overrides,
+                       **_options(args, "seeds", "mode", "jobs", "out", "metric"))
     print(res.markdown)
     print("\nwritten: " + ", ".join(str(p) for p in res.files))
     if res.failed:
@@ -59,21 +57,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from trickbag.experiments.sweep import run_sweep
 
     recipe, overrides = _recipe_and_overrides(args.items)
-    res = run_sweep(
-        recipe,
-        args.space,
-        sampler=args.sampler,
-        trials=args.trials,
-        storage=args.storage,
-        study_name=args.study_name,
-        resume=args.resume,
-        metric=args.metric,
-        direction=args.direction,
-        out=args.out,
-        overrides=overrides,
-        seed=args.seed,
-        pruner=args.pruner,
-    )
+    res = run_sweep(recipe, args.space, overrides=overrides, **_options(
+        args, "sampler", "trials", "storage", "study_name", "resume", "metric", "direction", "out", "seed", "pruner"))
     print(res.markdown)
     print(f"\nbest: trial {res.best_trial} with {res.metric} = {res.best_value:.6g}; recipe: {res.best_recipe}")
     print("written: " + ", ".join(str(p) for p in res.files))
@@ -85,10 +70,8 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
     from trickbag.experiments.lr_range import lr_find_recipe
 
     recipe, overrides = _recipe_and_overrides(args.items)
-    res, files = lr_find_recipe(
-        recipe, overrides, steps=args.steps, start=args.start, end=args.end, beta=args.beta,
-        diverge=args.diverge, rule=args.rule, out=args.out,
-    )
+    res, files = lr_find_recipe(recipe, overrides,
+                                **_options(args, "steps", "start", "end", "beta", "diverge", "rule", "out"))
     stop = f"stopped early ({res.stop_reason})" if res.stop_reason else "ran all steps"
     print(f"lr-find: {len(res.lrs)} steps from {res.lrs[0]:.3g} to {res.lrs[-1]:.3g}; {stop}")
     print(f"suggested lr {res.suggestion:.3g}  (rule: {res.rule_text})")
@@ -113,15 +96,23 @@ def cmd_report(args: argparse.Namespace) -> int:
 _ITEMS_HELP = "a recipe name or YAML file, then key.sub=value overrides"
 
 
+def _recipe_command(sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int],
+                    help: str, description: str) -> argparse.ArgumentParser:
+    """The parser of a command over one recipe: ``ITEMS`` = ``[RECIPE] [key.sub=value ...]``, run by ``func``."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("items", nargs="*", metavar="ITEMS", help=_ITEMS_HELP)
+    p.set_defaults(func=func)
+    return p
+
+
 def _add_ablate(sub: argparse._SubParsersAction) -> None:
-    a = sub.add_parser(
-        "ablate",
+    a = _recipe_command(
+        sub, "ablate", cmd_ablate,
         help="which tricks help: leave-one-out / add-one ablation over seeds, with confidence intervals",
         description="Train every variant of RECIPE with the listed tricks switched on/off, over several seeds, "
         "and compare each with the reference, seed by seed. ITEMS: [RECIPE] [key.sub=value ...]. "
         "Rerunning with the same arguments resumes (finished cells are kept).",
     )
-    a.add_argument("items", nargs="*", metavar="ITEMS", help=_ITEMS_HELP)
     a.add_argument("--tricks", required=True, help="comma-separated trick names or true/false recipe keys, "
                    "e.g. mixup,ema,label_smoothing,data.augment")
     a.add_argument("--seeds", type=positive_int, default=3, help="seeds per variant (train.seed=0..N-1; default 3)")
@@ -132,18 +123,16 @@ def _add_ablate(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--out", help="ablation folder (default <run.dir>/ablate-<recipe>)")
     a.add_argument("--metric", default="test/acc",
                    help="test/<name> of best.pt, or a per-epoch key (last epoch); default test/acc")
-    a.set_defaults(func=cmd_ablate)
 
 
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser(
-        "sweep",
+    s = _recipe_command(
+        sub, "sweep", cmd_sweep,
         help="hyper-parameter search with Optuna (grid / random / TPE), pruning, SQLite resume",
         description="Search recipe keys given in a space YAML ({key: {type: float|log|int|categorical, low, high, "
         "step, num, choices}}); every trial is a full run (checkpoints, test, summary). "
         "ITEMS: [RECIPE] [key.sub=value ...]. Needs the 'sweep' extra (optuna).",
     )
-    s.add_argument("items", nargs="*", metavar="ITEMS", help=_ITEMS_HELP)
     s.add_argument("--space", required=True, help="search space YAML file")
     s.add_argument("--sampler", choices=["grid", "random", "tpe"], default="tpe")
     s.add_argument("--trials", type=positive_int, default=20,
@@ -158,18 +147,16 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
                    help="median: stop a trial whose epoch value is worse than the median of earlier trials")
     s.add_argument("--seed", type=int, default=0, help="sampler seed")
     s.add_argument("--out", help="sweep folder (default <run.dir>/sweep-<study name>)")
-    s.set_defaults(func=cmd_sweep)
 
 
 def _add_lr_find(sub: argparse._SubParsersAction) -> None:
-    lf = sub.add_parser(
-        "lr-find",
+    lf = _recipe_command(
+        sub, "lr-find", cmd_lr_find,
         help="LR range test (Smith 2017): loss vs exponentially growing LR, with a suggested LR",
         description="Train RECIPE (with all its tricks, precision and optimizer) for a few hundred updates with "
         "the LR growing exponentially from --start to --end, smooth the loss, stop on divergence, suggest an "
         "LR and plot loss vs LR. Nothing else is written. ITEMS: [RECIPE] [key.sub=value ...]",
     )
-    lf.add_argument("items", nargs="*", metavar="ITEMS", help=_ITEMS_HELP)
     lf.add_argument("--steps", type=positive_int, default=200, help="optimizer updates of the test (default 200)")
     lf.add_argument("--start", type=positive_float, default=1e-6, help="first LR (default 1e-6)")
     lf.add_argument("--end", type=positive_float, default=10.0, help="last LR (default 10)")
@@ -179,7 +166,6 @@ def _add_lr_find(sub: argparse._SubParsersAction) -> None:
     lf.add_argument("--rule", choices=["steepest", "min10"], default="steepest",
                     help="steepest: steepest descent of the smoothed loss vs log LR; min10: LR at the minimum / 10")
     lf.add_argument("--out", help="folder for lr_find.png / lr_find.csv (default ./lr-find-<recipe>)")
-    lf.set_defaults(func=cmd_lr_find)
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:

@@ -19,8 +19,8 @@ import yaml
 
 from trickbag.errors import RecipeError
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "builtin_recipes", "resolve_recipe_path", "safe_load_yaml", "read_yaml",
-           "parse_overrides", "apply_overrides"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "builtin_recipes", "resolve_recipe_path", "run_recipe_path", "safe_load_yaml",
+           "read_yaml", "parse_overrides", "apply_overrides"]
 
 #: deepest nesting of lists / mappings a recipe may have (real recipes use 3-4 levels)
 MAX_DEPTH = 32
@@ -149,6 +149,18 @@ def resolve_recipe_path(name_or_path: str) -> Path:
     raise RecipeError(
         f"recipe {name_or_path!r} not found{hint}; give a YAML file or one of: {', '.join(builtins)}"
     )
+
+
+def run_recipe_path(run_dir: str | Path, missing: str, error: type[Exception] = RecipeError) -> Path:
+    """The ``recipe.yaml`` a run directory holds: ``error(missing)`` when ``run_dir`` is no folder,
+    ``error`` naming the folder when it is not a trickbag run directory (no ``recipe.yaml``)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise error(missing)
+    path = run_dir / "recipe.yaml"
+    if not path.is_file():
+        raise error(f"{str(run_dir)!r} is not a trickbag run directory (no recipe.yaml)")
+    return path
 
 
 def parse_overrides(items: list[str]) -> list[tuple[list[str], Any]]:

@@ -7,6 +7,7 @@ Pure functions on tensors; randomness comes from an explicit ``generator=`` (or
 ``lam=``/``perm=``/``center=`` values).  See ``docs/data.md``.
 """
 
+from trickbag._optional import lazy_exports
 from trickbag.data.cutout import cutout
 from trickbag.data.encoding import one_hot
 from trickbag.data.mix import MixupCutmix, cutmix, mixup
@@ -14,13 +15,9 @@ from trickbag.data.stats import mean_std
 from trickbag.data.video_sampling import tsn_indices
 
 
-def __getattr__(name: str):
-    # the presets import torchvision: load them only when asked, so `import trickbag.data` stays light
-    if name in ("train_transforms", "eval_transforms"):
-        from trickbag.data import transforms
-
-        return getattr(transforms, name)
-    raise AttributeError(f"module 'trickbag.data' has no attribute {name!r}")
+# the presets import torchvision: load them only when asked, so `import trickbag.data` stays light
+_EXPORTS = {"train_transforms": "trickbag.data.transforms", "eval_transforms": "trickbag.data.transforms"}
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 __all__ = [
     "MixupCutmix",

@@ -15,9 +15,7 @@ The functions are loaded lazily, so importing this package (and the CLI) is chea
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from trickbag._optional import lazy_exports
 from trickbag.errors import TrickbagError
 
 __all__ = [
@@ -77,14 +75,4 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trickbag.experiments' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

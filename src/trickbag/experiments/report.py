@@ -31,6 +31,7 @@ from typing import Any, Optional, Sequence
 import yaml
 
 from trickbag._files import atomic_save_figure, atomic_write_text
+from trickbag.config.loading import run_recipe_path
 from trickbag.experiments import ExperimentError
 
 __all__ = ["RunInfo", "RunComparison", "read_run", "compare_runs", "write_report", "markdown_table"]
@@ -142,11 +143,7 @@ def read_metrics_csv(path: Path) -> list[dict[str, float]]:
 def read_run(path: str | os.PathLike, label: Optional[str] = None) -> RunInfo:
     """Read one run directory (``recipe.yaml`` required; ``metrics.csv`` and ``summary.txt`` if present)."""
     path = Path(path)
-    if not path.is_dir():
-        raise ExperimentError(f"run directory {str(path)!r} does not exist")
-    recipe_path = path / "recipe.yaml"
-    if not recipe_path.is_file():
-        raise ExperimentError(f"{str(path)!r} is not a trickbag run directory (no recipe.yaml)")
+    recipe_path = run_recipe_path(path, f"run directory {str(path)!r} does not exist", ExperimentError)
     try:
         recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError:

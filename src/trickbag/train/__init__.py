@@ -6,8 +6,7 @@ modules without the trainer.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from trickbag._optional import lazy_exports
 
 __all__ = ["Trainer", "Plugin", "Event", "State", "StopReason", "EarlyStopping", "Task", "Classification",
            "Multilabel", "Regression"]
@@ -26,14 +25,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trickbag.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 from trickbag.recipe import load_recipe
-from trickbag.train.build import build
+from trickbag.train.build import build, model_for
 from trickbag.train.events import Event
 from trickbag.train.plugin import Plugin
 
@@ -41,6 +43,41 @@ def build_tiny(base: list[str], *overrides: str, hook: Plugin | None = None):
     return trainer, ctx, recipe
 
 
+def tiny_run(*overrides: str, hook: Plugin | None = None, epochs: int = 1):
+    """:func:`build_tiny` on :func:`tiny_base` of ``epochs``; returns (trainer, ctx, recipe)."""
+    return build_tiny(tiny_base(epochs), *overrides, hook=hook)
+
+
+def group_of(optimizer):
+    """id(param) -> its param group."""
+    return {id(p): g for g in optimizer.param_groups for p in g["params"]}
+
+
+def plugin_of(trainer, cls):
+    """The trainer's plug-in of class ``cls``."""
+    return next(p for p in trainer.plugins if isinstance(p, cls))
+
+
+def snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def fresh_model(recipe, ctx, state):
+    """A new model of the recipe holding ``state``, in eval mode."""
+    model = model_for(recipe, ctx.data)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def naive_eval(model, dataset):
+    """Mean cross-entropy and accuracy over the whole dataset, in one float64 pass."""
+    x = torch.stack([dataset[i][0] for i in range(len(dataset))])
+    y = torch.stack([torch.as_tensor(dataset[i][1]) for i in range(len(dataset))])
+    with torch.no_grad():
+        out = model.eval()(x).double()
+    return float(F.cross_entropy(out, y)), float((out.argmax(1) == y).double().mean())
+
+
 #: a tiny run: fake data (4 classes, [1, 8, 8], about 69 training samples), one epoch, nothing written
 BASE = [
     "data.name=fake", "data.num_samples=96", "data.batch_size=16", "train.epochs=1", "train.device=cpu",
@@ -61,6 +98,32 @@ def build_run(*overrides, first=None, last=None):
         trainer.plugins.append(last)
     trainer._build_dispatch()
     return trainer, ctx
+
+
+def batches_around(*overrides):
+    """Train one epoch; return ([(x_before, y_before, x_after, y_after, model_input)] per batch, trainer, ctx):
+    the batch before every trick, after all of them, and what the model was given."""
+    before, after, seen = [], [], []
+    first = Hook(batch_start=lambda s: before.append((s.batch[0].clone(), s.batch[1].clone())))
+    last = Hook(batch_start=lambda s: after.append((s.batch[0].clone(), s.batch[1].clone())))
+    trainer, ctx = build_run(*overrides, first=first, last=last)
+    handle = trainer.model.register_forward_pre_hook(lambda m, a: seen.append(a[0].clone()) if m.training else None)
+    state = trainer.fit()
+    handle.remove()
+    assert len(before) == len(after) == len(seen) == len(ctx.train_loader) > 1
+    assert all(math.isfinite(row["train/loss"]) for row in state.history)
+    return [(*b, *a, s) for b, a, s in zip(before, after, seen)], trainer, ctx
+
+
+def grads_of(state):
+    """The gradients of the optimizer's parameters (None where a parameter has none), cloned."""
+    return [p.grad.detach().clone() if p.grad is not None else None
+            for g in state.optimizer.param_groups for p in g["params"]]
+
+
+def naive_norm(grads):
+    """The global L2 norm of ``grads``, in float64."""
+    return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads if g is not None))
 
 
 def record_losses(state, out):

@@ -1,19 +1,8 @@
 """Channels-last from a recipe."""
 
 from __future__ import annotations
-import fnmatch
-import math
-import pytest
 import torch
-from trickbag.errors import RecipeError
-from .helpers import Hook, tiny_base
-from .helpers import build_tiny as build_run
-
-BASE = tiny_base(epochs=1)
-
-
-def _run(*overrides, hook=None):
-    return build_run(BASE, *overrides, hook=hook)
+from .helpers import tiny_run
 
 
 def test_channels_last_model_and_batches():
@@ -22,7 +11,7 @@ def test_channels_last_model_and_batches():
     def record(module, args):
         formats.append((module.training, args[0].is_contiguous(memory_format=torch.channels_last)))
 
-    trainer, ctx, _ = _run("tricks.channels_last.enabled=true")
+    trainer, ctx, _ = tiny_run("tricks.channels_last.enabled=true")
     convs = [m for m in trainer.model.modules() if isinstance(m, torch.nn.Conv2d)]
     assert convs and all(m.weight.is_contiguous(memory_format=torch.channels_last) for m in convs)
     assert not all(m.weight.is_contiguous() for m in convs)  # really NHWC, not a 1x1 corner case

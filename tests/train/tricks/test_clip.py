@@ -1,25 +1,10 @@
 """Clipping from a recipe: norm, value and AGC on the gradients the optimizer uses."""
 
 from __future__ import annotations
-import csv
-import math
 import pytest
 import torch
-from trickbag.recipe import load_recipe
 from trickbag.errors import ConflictError
-from trickbag.optim import SAM
-from . import helpers as h
-
-BASE, Hook, build_run, PLAIN_SGD = h.BASE, h.Hook, h.build_run, h.PLAIN_SGD
-
-
-def _grads(state):
-    return [p.grad.detach().clone() if p.grad is not None else None
-            for g in state.optimizer.param_groups for p in g["params"]]
-
-
-def _naive_norm(grads):
-    return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads if g is not None))
+from .helpers import PLAIN_SGD, Hook, build_run, grads_of, naive_norm
 
 
 def _agc_reference(weights, grads, head, factor, eps):
@@ -56,7 +41,7 @@ def test_clip_modes_clip_the_gradients_the_optimizer_uses(mode):
     trainer, ctx = build_run(
         *PLAIN_SGD, f"optim.lr={lr}", "tricks.clip.enabled=true", f"tricks.clip.mode={mode}",
         f"tricks.clip.max_norm={max_norm}", f"tricks.clip.value={value}", f"tricks.clip.clip_factor={factor}",
-        first=Hook(after_backward=lambda s: pre.append(_grads(s))), last=Hook(step=rec_step),
+        first=Hook(after_backward=lambda s: pre.append(grads_of(s))), last=Hook(step=rec_step),
     )
     ctx.optimizer.register_step_pre_hook(rec_post)
     params = [p for g in ctx.optimizer.param_groups for p in g["params"]]
@@ -66,14 +51,14 @@ def test_clip_modes_clip_the_gradients_the_optimizer_uses(mode):
     acted = False
     for g0, g1, w0, w1, n in zip(pre, post, before, after, norms):
         if mode == "norm":
-            total = _naive_norm(g0)
+            total = naive_norm(g0)
             coef = min(1.0, max_norm / (total + 1e-6))
             expected = [g * coef for g in g0]
             assert float(n) == pytest.approx(total, rel=1e-5)
             acted |= coef < 1
         elif mode == "value":
             expected = [g.clamp(-value, value) for g in g0]
-            assert float(n) == pytest.approx(_naive_norm(g0), rel=1e-5)
+            assert float(n) == pytest.approx(naive_norm(g0), rel=1e-5)
             acted |= any((g.abs() > value).any() for g in g0)
         else:
             expected = _agc_reference(w0, g0, head, factor, 1e-3)

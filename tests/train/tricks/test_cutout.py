@@ -1,29 +1,10 @@
 """Cutout from a recipe: the squares it blanks and the images it refuses."""
 
 from __future__ import annotations
-import math
 import pytest
 import torch
-import torch.nn.functional as F
-from trickbag.recipe import load_recipe
-from trickbag.errors import ConflictError, RecipeError
-from . import helpers as h
-
-BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot
-
-
-def batches_around(*overrides):
-    """Train one epoch; return [(x_before, y_before, x_after, y_after, model_input)] per batch."""
-    before, after, seen = [], [], []
-    first = Hook(batch_start=lambda s: before.append((s.batch[0].clone(), s.batch[1].clone())))
-    last = Hook(batch_start=lambda s: after.append((s.batch[0].clone(), s.batch[1].clone())))
-    trainer, ctx = build_run(*overrides, first=first, last=last)
-    handle = trainer.model.register_forward_pre_hook(lambda m, a: seen.append(a[0].clone()) if m.training else None)
-    state = trainer.fit()
-    handle.remove()
-    assert len(before) == len(after) == len(seen) == len(ctx.train_loader) > 1
-    assert all(math.isfinite(row["train/loss"]) for row in state.history)
-    return [(*b, *a, s) for b, a, s in zip(before, after, seen)], trainer, ctx
+from trickbag.errors import RecipeError
+from .helpers import batches_around, build_run
 
 
 @pytest.mark.parametrize("prob", [1.0, 0.5])

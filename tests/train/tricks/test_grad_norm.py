@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 import csv
-import math
 import pytest
-import torch
 from trickbag.recipe import load_recipe
-from trickbag.errors import ConflictError
-from trickbag.optim import SAM
-from . import helpers as h
-
-BASE, Hook, build_run, PLAIN_SGD = h.BASE, h.Hook, h.build_run, h.PLAIN_SGD
-
-
-def _grads(state):
-    return [p.grad.detach().clone() if p.grad is not None else None
-            for g in state.optimizer.param_groups for p in g["params"]]
-
-
-def _naive_norm(grads):
-    return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads if g is not None))
+from .helpers import BASE, Hook, build_run, grads_of, naive_norm
 
 
 def test_grad_norm_per_update_and_epoch_mean():
@@ -27,7 +12,7 @@ def test_grad_norm_per_update_and_epoch_mean():
 
     def rec(s):
         norms.append(float(s.grad_norm))
-        assert float(s.grad_norm) == pytest.approx(_naive_norm(_grads(s)), rel=1e-5)
+        assert float(s.grad_norm) == pytest.approx(naive_norm(grads_of(s)), rel=1e-5)
 
     trainer, _ = build_run("tricks.grad_norm.enabled=true", "train.epochs=2", last=Hook(after_backward=rec))
     state = trainer.fit()

@@ -1,36 +1,17 @@
 """Mixup / CutMix from a recipe: the batches and soft targets the loss sees, refusals."""
 
 from __future__ import annotations
-import math
 import pytest
 import torch
-import torch.nn.functional as F
-from trickbag.recipe import load_recipe
 from trickbag.errors import ConflictError, RecipeError
-from . import helpers as h
-
-BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot
-
-
-def batches_around(*overrides):
-    """Train one epoch; return [(x_before, y_before, x_after, y_after, model_input)] per batch."""
-    before, after, seen = [], [], []
-    first = Hook(batch_start=lambda s: before.append((s.batch[0].clone(), s.batch[1].clone())))
-    last = Hook(batch_start=lambda s: after.append((s.batch[0].clone(), s.batch[1].clone())))
-    trainer, ctx = build_run(*overrides, first=first, last=last)
-    handle = trainer.model.register_forward_pre_hook(lambda m, a: seen.append(a[0].clone()) if m.training else None)
-    state = trainer.fit()
-    handle.remove()
-    assert len(before) == len(after) == len(seen) == len(ctx.train_loader) > 1
-    assert all(math.isfinite(row["train/loss"]) for row in state.history)
-    return [(*b, *a, s) for b, a, s in zip(before, after, seen)], trainer, ctx
+from .helpers import Hook, batches_around, build_run, mixup_reference, onehot, record_losses
 
 
 def test_mixup_batches_and_targets_match_a_convex_combination():
     rows, _, _ = batches_around("tricks.mix.enabled=true", "tricks.mix.mixup_alpha=0.4", "tricks.mix.cutmix_alpha=0")
     for x0, y0, x1, y1, seen in rows:
         assert torch.equal(seen, x1)
-        expected, lams = h.mixup_reference(x0, y0, x1)
+        expected, lams = mixup_reference(x0, y0, x1)
         assert lams and max(lams) - min(lams) < 1e-4, "one lambda per batch"
         assert 0 < lams[0] < 1 and not torch.equal(x0, x1)
         torch.testing.assert_close(y1, expected.float(), atol=1e-5, rtol=0)

@@ -1,19 +1,10 @@
 """Multi-scale / FixRes from a recipe."""
 
 from __future__ import annotations
-import fnmatch
-import math
 import pytest
 import torch
 from trickbag.errors import RecipeError
-from .helpers import Hook, tiny_base
-from .helpers import build_tiny as build_run
-
-BASE = tiny_base(epochs=1)
-
-
-def _run(*overrides, hook=None):
-    return build_run(BASE, *overrides, hook=hook)
+from .helpers import tiny_run
 
 
 def test_multiscale_trains_at_the_train_sizes_then_finetunes_and_evaluates_at_the_test_size():
@@ -22,9 +13,9 @@ def test_multiscale_trains_at_the_train_sizes_then_finetunes_and_evaluates_at_th
     def record(module, args):
         sizes.append((module.training, tuple(args[0].shape[-2:])))
 
-    trainer, ctx, recipe = _run("tricks.multiscale.enabled=true", "tricks.multiscale.train_sizes=[6, 10]",
-                                "tricks.multiscale.test_size=12", "tricks.multiscale.finetune_epochs=1",
-                                "train.epochs=2")
+    trainer, ctx, recipe = tiny_run("tricks.multiscale.enabled=true", "tricks.multiscale.train_sizes=[6, 10]",
+                                    "tricks.multiscale.test_size=12", "tricks.multiscale.finetune_epochs=1",
+                                    "train.epochs=2")
     per_epoch = len(ctx.train_loader)
     trainer.model.register_forward_pre_hook(record)
     state = trainer.fit()
@@ -49,4 +40,4 @@ def test_multiscale_and_channels_last_refuse_non_image_data():
     for trick in (["tricks.multiscale.enabled=true", "tricks.multiscale.train_sizes=[8]"],
                   ["tricks.channels_last.enabled=true"]):
         with pytest.raises(RecipeError, match=r"works on images \[C, H, W\]"):
-            _run(*trick, "data.shape=[1, 16]", "model.name=mlp", "model.kwargs={}")
+            tiny_run(*trick, "data.shape=[1, 16]", "model.name=mlp", "model.kwargs={}")

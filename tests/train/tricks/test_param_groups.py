@@ -5,31 +5,18 @@ import fnmatch
 import math
 import pytest
 import torch
-from trickbag.errors import RecipeError
-from .helpers import Hook, tiny_base
-from .helpers import build_tiny as build_run
-
-BASE = tiny_base(epochs=1)
-
-
-def _run(*overrides, hook=None):
-    return build_run(BASE, *overrides, hook=hook)
-
-
-def _group_of(optimizer):
-    """id(param) -> its param group."""
-    return {id(p): g for g in optimizer.param_groups for p in g["params"]}
+from .helpers import Hook, group_of, tiny_run
 
 
 def test_param_groups_no_decay_and_lr_scale_follow_the_rules_through_training():
     seen = []
     hook = Hook(batch_start=lambda s: seen.append({id(p): g["lr"] for g in s.optimizer.param_groups
                                                    for p in g["params"]}))
-    trainer, ctx, recipe = _run("tricks.param_groups.enabled=true", "tricks.param_groups.lr_scale={'head.*': 10}",
-                                "optim.weight_decay=0.01", hook=hook)
+    trainer, ctx, recipe = tiny_run("tricks.param_groups.enabled=true", "tricks.param_groups.lr_scale={'head.*': 10}",
+                                    "optim.weight_decay=0.01", hook=hook)
     model = trainer.model
     norm_params = {id(p) for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d) for p in m.parameters()}
-    groups = _group_of(trainer.optimizer)
+    groups = group_of(trainer.optimizer)
     assert set(groups) == {id(p) for p in model.parameters()}
     for name, p in model.named_parameters():
         no_decay = p.ndim <= 1 or name.endswith(".bias") or id(p) in norm_params

@@ -4,54 +4,24 @@ from __future__ import annotations
 import math
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.utils.data import DataLoader
 from trickbag.recipe import load_recipe
-from trickbag.train.build import model_for
-from .helpers import Hook, tiny_base
-from .helpers import build_tiny as build_run
-from trickbag.train.tricks.ema import EMAPlugin
+from .helpers import Hook, fresh_model, naive_eval, plugin_of, snapshot, tiny_base, tiny_run
 from trickbag.train.tricks.swa import SWAPlugin
 
 BASE = tiny_base(epochs=2)
-
-
-def _run(*overrides, hook=None):
-    return build_run(BASE, *overrides, hook=hook)
-
-
-def _snapshot(model):
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def _fresh(recipe, ctx, state):
-    model = model_for(recipe, ctx.data)
-    model.load_state_dict(state)
-    return model.eval()
-
-
-def _naive_eval(model, dataset):
-    """Mean cross-entropy and accuracy over the whole dataset, in one float64 pass."""
-    x = torch.stack([dataset[i][0] for i in range(len(dataset))])
-    y = torch.stack([torch.as_tensor(dataset[i][1]) for i in range(len(dataset))])
-    with torch.no_grad():
-        out = model.eval()(x).double()
-    return float(F.cross_entropy(out, y)), float((out.argmax(1) == y).double().mean())
-
-
-def _plugin(trainer, cls):
-    return next(p for p in trainer.plugins if isinstance(p, cls))
 
 
 def test_swa_lr_average_bn_statistics_and_evaluation():
     lrs, ends = [], []
     hook = Hook(
         batch_start=lambda s: lrs.append((s.epoch, s.lrs()[0])),
-        epoch_end=lambda s: ends.append((s.epoch, _snapshot(s.model), dict(s.metrics))),
+        epoch_end=lambda s: ends.append((s.epoch, snapshot(s.model), dict(s.metrics))),
     )
-    trainer, ctx, recipe = _run("tricks.swa.enabled=true", "tricks.swa.start_epoch=1", "tricks.swa.anneal_epochs=0",
-                                "tricks.swa.lr_factor=0.5", "train.epochs=3", "data.eval_batch_size=128", hook=hook)
-    swa = _plugin(trainer, SWAPlugin)
+    trainer, ctx, recipe = tiny_run("tricks.swa.enabled=true", "tricks.swa.start_epoch=1", "tricks.swa.anneal_epochs=0",
+                                    "tricks.swa.lr_factor=0.5", "train.epochs=3", "data.eval_batch_size=128", hook=hook,
+                                    epochs=2)
+    swa = plugin_of(trainer, SWAPlugin)
     state = trainer.fit()
 
     base, total = recipe.optim.lr, state.step
@@ -68,7 +38,7 @@ def test_swa_lr_average_bn_statistics_and_evaluation():
         expected = (ends[1][1][name].double() + ends[2][1][name].double()) / 2
         torch.testing.assert_close(averaged[name].double(), expected, rtol=1e-5, atol=1e-6)
     # BatchNorm statistics recomputed for the averaged weights on the un-augmented training data
-    ref = _fresh(recipe, ctx, ends[2][1])
+    ref = fresh_model(recipe, ctx, ends[2][1])
     with torch.no_grad():
         for name, p in ref.named_parameters():
             p.copy_(averaged[name])
@@ -78,9 +48,9 @@ def test_swa_lr_average_bn_statistics_and_evaluation():
             torch.testing.assert_close(averaged[name], buf, rtol=1e-4, atol=1e-5, msg=name)
     # the SWA phase's evaluation used the averaged weights; raw ones reported as *_raw
     last = ends[2][2]
-    loss, acc = _naive_eval(_fresh(recipe, ctx, averaged), ctx.data.val)
+    loss, acc = naive_eval(fresh_model(recipe, ctx, averaged), ctx.data.val)
     assert last["val/loss"] == pytest.approx(loss, rel=1e-4) and last["val/acc"] == pytest.approx(acc)
-    loss_raw, _ = _naive_eval(_fresh(recipe, ctx, ends[2][1]), ctx.data.val)
+    loss_raw, _ = naive_eval(fresh_model(recipe, ctx, ends[2][1]), ctx.data.val)
     assert last["val/loss_raw"] == pytest.approx(loss_raw, rel=1e-5)
     assert "val/loss_raw" not in ends[0][2]  # before the SWA phase: the raw weights only
     # after fit the model holds the averaged weights

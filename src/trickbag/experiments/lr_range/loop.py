@@ -11,16 +11,6 @@ from trickbag.experiments.lr_range.range_test import RULES, LRFindResult, RangeT
 __all__ = ["lr_find"]
 
 
-def _move(obj: Any, device: Any) -> Any:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_move(o, device) for o in obj)
-    return obj
-
-
 def _cycle(loader: Iterable) -> Iterator[Any]:
     """The loader's batches, started again whenever it runs out."""
     while True:
@@ -114,6 +104,8 @@ def lr_find(
     import torch
     import torch.nn.functional as F
 
+    from trickbag.runtime import move_to
+
     test = RangeTest(steps, start, end, beta, diverge)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -127,6 +119,6 @@ def lr_find(
         while not test.done:
             lr = test.next_lr
             set_group_lrs(optimizer.param_groups, lr, bases)
-            x, y = _move(next(batches), device)[:2]
+            x, y = move_to(next(batches), device)[:2]
             test.record(lr, _update(model, optimizer, loss_fn, x, y))
     return test.result(rule)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from trickbag.train.build import BuildContext
     from trickbag.train.state import State
 
-__all__ = ["Trick", "ALL_TASKS", "GeneratorState", "WrapPredict", "image_shape", "add_raw_metrics"]
+__all__ = ["Trick", "ALL_TASKS", "GeneratorState", "WrapPredict", "EvalOnAverage", "image_shape", "add_raw_metrics"]
 
 ALL_TASKS = ("classification", "multilabel", "regression")
 
@@ -99,6 +99,30 @@ class WrapPredict(Plugin):
     def on_eval_end(self, state: "State") -> None:
         state.predict = self._prev
         self._prev = None
+
+
+class EvalOnAverage(Plugin):
+    """Base of the plug-ins that evaluate averaged weights (EMA, SWA).
+
+    :meth:`swap_in` (at EVAL_START) enters the average's ``swapped(model)`` context, which puts the
+    averaged weights into the model; EVAL_END leaves it, restoring the raw weights, and when
+    :attr:`eval_raw` evaluates those too (:func:`add_raw_metrics`).
+    """
+
+    eval_raw = True
+    _swap: Any = None
+
+    def swap_in(self, swapped: Any) -> None:
+        self._swap = swapped
+        swapped.__enter__()
+
+    def on_eval_end(self, state: "State") -> None:
+        if self._swap is None:
+            return
+        self._swap.__exit__(None, None, None)
+        self._swap = None
+        if self.eval_raw:
+            add_raw_metrics(state)
 
 
 def image_shape(ctx: "BuildContext", trick: str) -> tuple[int, ...]:

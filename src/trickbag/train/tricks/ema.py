@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 from trickbag.config import TrickSection
 from trickbag.errors import ConflictError
 from trickbag.train.plugin import Plugin
-from trickbag.train.tricks.base import Trick, add_raw_metrics
+from trickbag.train.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
     from trickbag.recipe import Recipe
@@ -40,15 +40,14 @@ class EMAConfig(TrickSection):
         return v
 
 
-class EMAPlugin(Plugin):
+class EMAPlugin(EvalOnAverage):
     """:class:`trickbag.nn.EMA` updated after every update that was not skipped; swapped in for evaluation."""
 
     name = "ema"
 
     def __init__(self, cfg: EMAConfig) -> None:
-        self.cfg = cfg
+        self.cfg, self.eval_raw = cfg, cfg.eval_raw
         self.ema: Any = None
-        self._swap: Any = None
         self._in_fit = False
 
     def after_optimizer(self, ctx: "BuildContext") -> None:
@@ -67,16 +66,7 @@ class EMAPlugin(Plugin):
 
     def on_eval_start(self, state: "State") -> None:
         if self._in_fit:
-            self._swap = self.ema.swapped(state.model)
-            self._swap.__enter__()
-
-    def on_eval_end(self, state: "State") -> None:
-        if self._swap is None:
-            return
-        self._swap.__exit__(None, None, None)
-        self._swap = None
-        if self.cfg.eval_raw:
-            add_raw_metrics(state)
+            self.swap_in(self.ema.swapped(state.model))
 
     def on_fit_end(self, state: "State") -> None:
         self._in_fit = False

@@ -19,7 +19,7 @@ from pydantic import Field
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
 from trickbag.train.plugin import Plugin
-from trickbag.train.tricks.base import Trick, add_raw_metrics
+from trickbag.train.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
     from trickbag.recipe import Recipe
@@ -42,7 +42,7 @@ def start_epoch(cfg: SWAConfig, epochs: int) -> int:
     return cfg.start_epoch if cfg.start_epoch is not None else min(epochs - 1, int(math.floor(cfg.start_fraction * epochs)))
 
 
-class SWAPlugin(Plugin):
+class SWAPlugin(EvalOnAverage):
     """SWALR from the start epoch, :class:`trickbag.nn.SWA` at every epoch end, swapped in for evaluation."""
 
     name = "swa"
@@ -55,7 +55,6 @@ class SWAPlugin(Plugin):
         self._swalr_state: Optional[dict[str, Any]] = None
         self._averaged_epoch = -1
         self._in_fit = False
-        self._swap: Any = None
         self._bn_loader: Any = None
         self._device: Any = None
         self._steps_per_epoch = 1
@@ -126,15 +125,7 @@ class SWAPlugin(Plugin):
             self._average(state)  # a loader without len(): the epoch's last update was not recognised
         if self._in_fit and self._ready():
             self._refresh_bn()
-            self._swap = self.swa.swapped(state.model)
-            self._swap.__enter__()
-
-    def on_eval_end(self, state: "State") -> None:
-        if self._swap is None:
-            return
-        self._swap.__exit__(None, None, None)
-        self._swap = None
-        add_raw_metrics(state)
+            self.swap_in(self.swa.swapped(state.model))
 
     def on_epoch_end(self, state: "State") -> None:
         if self.active and self._averaged_epoch != state.epoch:
