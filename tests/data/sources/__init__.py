@@ -1,0 +1,1 @@
+"""Tests of trickbag.data.sources: one file per source."""
