@@ -38,7 +38,7 @@ def files(tmp_path_factory) -> Path:
     (f / "recipe_dir.yaml").mkdir()
     header = "label,a,b\n"
     _csv(f, "neg.csv", header + ROWS_10 + "-1,0.1,0.2\n")
-    _csv(f, "nan.csv", header + ROWS_10 + "1,nan,0.2\n")
+    _csv(f, "inf.csv", header + ROWS_10 + "1,inf,0.2\n")
     _csv(f, "nolabel.csv", "x,a,b\n" + ROWS_10)
     _csv(f, "big.csv", header + ROWS_10 + "9,0.1,0.2\n")
     _csv(f, "text.csv", header + ROWS_10 + "1,abc,0.2\n")
@@ -157,10 +157,11 @@ ROWS = [
     ("csv negative label", TRAIN + ["data.name=csv", "data.root={F}/neg.csv"], "label -1 is out of range"),
     ("csv label >= num_classes", TRAIN + ["data.name=csv", "data.root={F}/big.csv", "data.num_classes=3"],
      "label 9 is out of range for data.num_classes=3"),
-    ("csv NaN feature", TRAIN + ["data.name=csv", "data.root={F}/nan.csv"], "line 32: feature 'a' is NaN"),
+    ("csv infinite feature", TRAIN + ["data.name=csv", "data.root={F}/inf.csv"], "line 32: feature 'a' is infinite"),
     ("csv missing label column", TRAIN + ["data.name=csv", "data.root={F}/nolabel.csv"],
      "data.label_column='label' is not a column"),
-    ("csv text feature", TRAIN + ["data.name=csv", "data.root={F}/text.csv"], "a feature is not a number"),
+    ("csv text in a numeric column", TRAIN + ["data.name=csv", "data.root={F}/text.csv"],
+     "feature column 'a' of '{F}/text.csv' holds text with 31 distinct values (e.g. 'abc')"),
     ("csv ragged row", TRAIN + ["data.name=csv", "data.root={F}/ragged.csv"], "2 fields, expected 3"),
     ("csv one class", TRAIN + ["data.name=csv", "data.root={F}/one.csv"], "fewer than 2 classes"),
     ("csv header only", TRAIN + ["data.name=csv", "data.root={F}/header.csv"], "has no data rows"),

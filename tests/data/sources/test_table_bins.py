@@ -191,15 +191,16 @@ def test_bad_column_name_is_one_line_data_error(tmp_path):
         build_data(label.data)
 
 
-def test_missing_values_only_in_binned_columns(tmp_path):
+def test_missing_values_in_binned_and_unbinned_columns(tmp_path):
     cols = _columns()
-    cols["a"][5] = np.nan  # 'a' is binned here: allowed, own indicator
+    cols["a"][5] = np.nan  # 'a' is binned here: its bins' own missing indicator
     csv = _write(tmp_path / "d.csv", cols)
     ok = build_data(_recipe(csv, tmp_path).data)
     assert ok.input_shape[-1] == _naive_features(cols, np.arange(N))[0].shape[1]
-    unbinned = _recipe(csv, tmp_path, "data.bins={b: {}, c: {}}")  # 'a' not binned: still an error
-    with pytest.raises(DataError, match="line 7: a feature is not a number"):
-        build_data(unbinned.data)
+    # 'a' not binned: filled with its training mean, plus one 0/1 missing indicator column
+    unbinned = build_data(_recipe(csv, tmp_path, "data.bins={b: {}, c: {}}").data)
+    clean = build_data(_recipe(_write(tmp_path / "c.csv", _columns()), tmp_path, "data.bins={b: {}, c: {}}").data)
+    assert unbinned.input_shape[-1] == clean.input_shape[-1] + 1
 
 
 def test_recipe_keys_are_validated():

@@ -134,8 +134,11 @@ def split_indices(y: np.ndarray, fraction: float, seed: int, key: str = "the spl
 
 
 def _standardiser(t: torch.Tensor, dims: list[int]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``(v - mean) / std`` with the statistics of ``t``; a column constant in ``t`` (std ~ 0, e.g. a
+    category never seen in training) is only centred, so a value it never had stays a small number."""
     mean = t.mean(dim=dims, keepdim=True)[0]
-    std = t.std(dim=dims, keepdim=True)[0].clamp_min(1e-8) if len(t) > 1 else torch.ones_like(mean)
+    std = t.std(dim=dims, keepdim=True)[0] if len(t) > 1 else torch.ones_like(mean)
+    std = torch.where(std > 1e-6 * mean.abs().clamp_min(1e-12), std, torch.ones_like(std))
     return lambda v: (v - mean) / std
 
 
