@@ -41,26 +41,50 @@ def _first_line(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def _output_problem(out: Any, want: int, task: str) -> str | None:
+    """Why a model's output cannot go into the task's loss, or None."""
+    import torch
+
+    need = f"one tensor of shape [N, {want}] ({want} {'classes' if task == 'classification' else 'outputs'})"
+    if isinstance(out, (tuple, list)):
+        return f"returns a {type(out).__name__} of {len(out)} items; task.type={task} needs {need}: return the logits only"
+    if isinstance(out, dict):
+        return f"returns a dict (keys {sorted(out)[:4]}); task.type={task} needs {need}: return the logits only"
+    if not isinstance(out, torch.Tensor):
+        return f"returns {type(out).__name__}; task.type={task} needs {need}"
+    if out.dim() != 2 or out.shape[1] != want:
+        return (f"returns outputs of shape {list(out.shape)}, but task.type={task} needs {need}; a "
+                "model.name=package.module:function model must build num_classes outputs")
+    return None
+
+
 def preflight(trainer: Any, ctx: Any) -> None:
     """Run :meth:`~trickbag.train.trainer.Trainer.try_batch` on the first training batch; raise one
-    :class:`PreflightError` naming the model, the input shape, the error and the fix."""
+    :class:`PreflightError` naming the model, the input shape, the error and the fix (an output the
+    loss cannot take is named as such, before the loss's own error)."""
+    from trickbag.nn import unwrap
     from trickbag.train.build import resolve_model_name
 
     data, name = ctx.data, resolve_model_name(ctx.recipe, ctx.data)
     shape = tuple(data.input_shape)
     where = f"model {name!r} on {data.kind} samples of shape {list(shape)}"
+    hint = (f"check that {name} takes samples of shape {list(shape)}, or use model.name=auto" if ":" in name
+            else model_hint(data.kind, shape))
     batch = first_batch(data.train, ctx.recipe.data.batch_size)
+    seen: list[Any] = []
+    handle = unwrap(trainer.state.model).register_forward_hook(lambda m, i, o: seen.append(o) if not seen else None)
     try:
         out = trainer.try_batch(batch)
     except TrickbagError:
         raise
     except Exception as exc:  # shape and dtype errors from the model, the loss or a trick
+        problem = _output_problem(seen[0], ctx.num_outputs, ctx.task.name) if seen else None
+        if problem:
+            raise PreflightError(f"{where} {problem}") from None
         raise PreflightError(f"{where} fails on the first training batch: {type(exc).__name__}: "
-                             f"{_first_line(exc)}; {model_hint(data.kind, shape)}") from None
-    want = ctx.num_outputs
-    if out.dim() != 2 or out.shape[1] != want:
-        raise PreflightError(
-            f"{where} returns outputs of shape {list(out.shape)}, but task.type={ctx.task.name} needs [N, {want}] "
-            f"({want} {'classes' if ctx.task.name == 'classification' else 'outputs'}); a model.name=package.module:"
-            "function model must build num_classes outputs"
-        )
+                             f"{_first_line(exc)}; {hint}") from None
+    finally:
+        handle.remove()
+    problem = _output_problem(out, ctx.num_outputs, ctx.task.name)
+    if problem:
+        raise PreflightError(f"{where} {problem}")

@@ -175,6 +175,10 @@ def make_task(recipe: Recipe, data: DataSplits) -> Task:
     from trickbag.train.tasks import Multilabel, Regression
 
     kind = recipe.task.type
+    if kind != "classification" and recipe.model.num_classes and recipe.model.num_classes != data.num_classes:
+        what = "label" if kind == "multilabel" else "target"
+        raise RecipeError(f"model.num_classes={recipe.model.num_classes} does not apply to task.type={kind}: the model "
+                          f"gets one output per {what} column ({data.num_classes}); leave model.num_classes unset")
     if kind == "multilabel":
         return Multilabel(num_labels=data.num_classes, labels=list(data.classes))
     if kind == "regression":
