@@ -2,6 +2,8 @@
 
 One intra-op thread per test process: the suite runs on 2 shared cores (often as ``pytest -n 2``);
 one thread per process avoids oversubscription and makes CPU results independent of the thread count.
+``OMP_NUM_THREADS=1`` (unless set) holds it for recipes too: ``train.threads: auto`` follows the variable,
+and child processes inherit it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Callable, Optional
 import pytest
 import torch
 
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 #: the recipe of the shared tiny run: synthetic data, two short epochs, no bar

@@ -9,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+import math
 import os
 import random
+import time
 import warnings
 from typing import Any
 
@@ -38,6 +40,13 @@ __all__ = [
     "move_to",
     "trick_generator",
     "fork_generator",
+    "omp_threads",
+    "choose_threads",
+    "usable_cores",
+    "CpuSample",
+    "sample_cpu",
+    "busy_elsewhere",
+    "AutoThreads",
 ]
 
 
@@ -185,6 +194,163 @@ def configure_determinism(deterministic: bool, benchmark: bool = False) -> None:
         torch.use_deterministic_algorithms(deterministic)
     torch.backends.cudnn.deterministic = deterministic
     torch.backends.cudnn.benchmark = benchmark
+
+
+# --------------------------------------------------------------------------- CPU threads
+#: a core counts as free for one more intra-op thread when other processes use at most this much of it
+SPARE_CORE_BUSY = 0.3
+
+
+def omp_threads(value: str | None) -> int | None:
+    """The thread count an ``OMP_NUM_THREADS`` value asks for (its first number), None when unset or not one.
+
+    >>> omp_threads("4"), omp_threads("4,2"), omp_threads(""), omp_threads("0"), omp_threads("many")
+    (4, 4, None, None, None)
+    """
+    first = (value or "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) >= 1 else None
+
+
+def choose_threads(cores: int, busy: float, omp_num_threads: str | None = None) -> int:
+    """The intra-op thread count ``train.threads: auto`` picks: ``OMP_NUM_THREADS`` when it is set to
+    a positive number, else one thread per core that other processes leave free, and at least one.
+
+    A core counts as free while other processes keep at most :data:`SPARE_CORE_BUSY` of it busy. The
+    rule leans to fewer threads because the two mistakes cost differently: a thread on a core that is
+    busy elsewhere stalls every parallel op at OpenMP's barrier until the scheduler runs it again (on
+    2 cores at load 4, 2 threads trained a small CNN 14x slower than 1), while one thread too few at
+    most gives up what the extra core would have added.
+
+    Args:
+        cores: cores this process may run on (``len(os.sched_getaffinity(0))``).
+        busy: cores' worth of CPU time other processes spend on those cores (0 idle, ``cores`` all busy).
+        omp_num_threads: ``OMP_NUM_THREADS`` (None when unset); its first number wins (``"4,2"`` -> 4).
+
+    >>> choose_threads(2, 0.1), choose_threads(2, 1.0), choose_threads(2, 3.5), choose_threads(8, 2.0, "3")
+    (2, 1, 1, 3)
+    """
+    omp = omp_threads(omp_num_threads)
+    if omp is not None:
+        return omp
+    free = max(0, cores) - max(0.0, busy)
+    return max(1, min(max(1, cores), math.floor(free + SPARE_CORE_BUSY)))
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuSample:
+    """CPU counters at one moment: wall clock, busy CPU seconds of the process's cores (all processes;
+    None where ``/proc/stat`` is missing) and this process's own CPU seconds (all its threads)."""
+
+    wall: float
+    busy: float | None
+    own: float
+
+
+def _busy_seconds(cpus: set[int], stat: str = "/proc/stat") -> float | None:
+    """Busy CPU seconds (all but idle and iowait) on ``cpus`` since boot, from ``/proc/stat``."""
+    try:
+        with open(stat, encoding="ascii") as fh:
+            lines = [ln.split() for ln in fh if ln.startswith("cpu") and ln[3:4].isdigit()]
+        ticks = [[int(x) for x in ln[1:9]] for ln in lines if int(ln[0][3:]) in cpus]
+    except (OSError, ValueError):
+        return None
+    if not ticks:
+        return None
+    return sum(sum(t) - t[3] - t[4] for t in ticks) / os.sysconf("SC_CLK_TCK")
+
+
+def sample_cpu() -> CpuSample:
+    """Read the counters :func:`busy_elsewhere` compares (about 50 us on Linux)."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        cpus = set(range(os.cpu_count() or 1))
+    return CpuSample(time.monotonic(), _busy_seconds(cpus), time.process_time())
+
+
+def busy_elsewhere(before: CpuSample, after: CpuSample) -> float:
+    """Cores' worth of CPU other processes used on this process's cores between two samples.
+
+    From ``/proc/stat`` (busy time of the cores minus this process's own CPU time); elsewhere from
+    the 1-minute load average minus this process's recent use. 0.0 when neither can be read.
+    """
+    wall = max(after.wall - before.wall, 1e-6)
+    own = max(0.0, after.own - before.own) / wall
+    if before.busy is not None and after.busy is not None:
+        return max(0.0, (after.busy - before.busy) / wall - own)
+    try:
+        return max(0.0, os.getloadavg()[0] - own)
+    except (AttributeError, OSError):
+        return 0.0
+
+
+class AutoThreads:
+    """``train.threads: auto``: sets torch's intra-op thread count from :func:`choose_threads` on the
+    machine's counters, first over a short window, then (:meth:`recheck`) over the time since the last
+    check, so a check costs two small file reads and no waiting.
+
+    Fewer threads are taken at once, more only when two checks in a row agree (the same asymmetry as
+    in :func:`choose_threads`: a pause in another job's work is no reason to put a thread on its core).
+
+    >>> auto = AutoThreads(min_window_s=0.01)
+    >>> n = auto.start(); n == torch.get_num_threads() and n >= 1
+    True
+    """
+
+    def __init__(self, *, min_window_s: float = 0.1, env: dict[str, str] | None = None) -> None:
+        self.min_window_s = min_window_s
+        self.env = os.environ if env is None else env
+        self.cores = usable_cores()
+        self.last = sample_cpu()
+        self.threads = 0
+        self.busy = 0.0
+        self._more: int | None = None  # a larger count seen once: taken if the next check agrees
+
+    def _decide(self, now: CpuSample) -> int:
+        self.busy = busy_elsewhere(self.last, now)
+        self.last = now
+        return choose_threads(self.cores, self.busy, self.env.get("OMP_NUM_THREADS"))
+
+    def start(self) -> int:
+        """Choose over the time since construction (waiting for ``min_window_s`` if less) and set it."""
+        left = self.min_window_s - (time.monotonic() - self.last.wall)
+        if left > 0:
+            time.sleep(left)
+        self.threads = self._decide(sample_cpu())
+        torch.set_num_threads(self.threads)
+        return self.threads
+
+    def recheck(self, min_window_s: float = 0.2) -> int | None:
+        """Decide again over the time since the last check; the new count when it changed, else None
+        (also when less than ``min_window_s`` passed: the window then grows until the next call)."""
+        now = sample_cpu()
+        if now.wall - self.last.wall < min_window_s:
+            return None
+        n = self._decide(now)
+        if n > self.threads and self._more != n:
+            self._more = n
+            return None
+        self._more = None
+        if n == self.threads:
+            return None
+        self.threads = n
+        torch.set_num_threads(n)
+        return n
+
+    def describe(self) -> str:
+        """Why the current count, e.g. ``auto -> 1 (2 cores, 1.0 busy with other processes)``."""
+        omp = self.env.get("OMP_NUM_THREADS")
+        if omp_threads(omp) is not None:
+            return f"auto -> {self.threads} (OMP_NUM_THREADS={omp})"
+        return f"auto -> {self.threads} ({self.cores} cores, {self.busy:.1f} busy with other processes)"
 
 
 # --------------------------------------------------------------------------- devices

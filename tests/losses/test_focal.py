@@ -105,8 +105,23 @@ def test_float_alpha_on_two_classes_equals_torchvision_sigmoid_focal():
             torch.testing.assert_close(focal_loss(logits, y, gamma, alpha, reduction="none"), ref)
 
 
-def test_sigmoid_focal_loss_is_torchvision_function():
-    assert sigmoid_focal_loss is torchvision.ops.sigmoid_focal_loss
+@pytest.mark.parametrize("alpha,gamma,reduction", [(0.25, 2.0, "none"), (0.8, 0.0, "mean"), (-1, 1.5, "sum")])
+def test_sigmoid_focal_loss_is_torchvisions(alpha, gamma, reduction):
+    g = torch.Generator().manual_seed(5)
+    z = torch.randn(4, 3, generator=g, dtype=torch.float64) * 3
+    y = (torch.rand(4, 3, generator=g) > 0.5).double()
+    ref = torchvision.ops.sigmoid_focal_loss(z, y, alpha=alpha, gamma=gamma, reduction=reduction)
+    assert torch.equal(sigmoid_focal_loss(z, y, alpha=alpha, gamma=gamma, reduction=reduction), ref)
+    assert torch.equal(sigmoid_focal_loss(z, y, alpha, gamma, reduction), ref)  # the same positional order
+
+
+def test_importing_the_losses_does_not_import_torchvision():
+    import subprocess
+    import sys
+
+    code = "import sys, trickbag.losses; print('torchvision' in sys.modules, 'torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "False"], out.stderr
 
 
 def test_stable_and_finite_gradients_for_saturated_logits():

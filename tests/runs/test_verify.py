@@ -28,7 +28,11 @@ def test_two_sigkills_on_a_tiny_recipe_certify_identical(tmp_path, monkeypatch, 
     assert verdict.startswith("verdict: IDENTICAL: killed"), out
     rows = [ln for ln in out.splitlines() if ln.startswith("| 1 |") or ln.startswith("| 2 |")]
     assert len(rows) == 2, out
-    assert "differences: none" in out and "last.pt (28 tensors)" in out and "best.pt (28 tensors)" in out
+    # last.pt: weights, optimizer, RNG ... (28 tensors); best.pt: the MLP's weights alone (weights only)
+    best = torch.load(tmp_path / "v" / "runs" / "reference" / "checkpoints" / "best.pt", weights_only=True)
+    assert best["weights_only"] and "optimizer" not in best
+    n_best = sum(isinstance(v, torch.Tensor) for v in best["model"].values())
+    assert "differences: none" in out and "last.pt (28 tensors)" in out and f"best.pt ({n_best} tensors)" in out
     assert (tmp_path / "v" / "certificate.md").read_text() == out
     # the killed run really was SIGKILLed and resumed: its second process is a resume
     killed_logs = sorted(p.name for p in (tmp_path / "v" / "logs").iterdir())

@@ -271,7 +271,10 @@ def test_checkpointing_keeps_last_and_best_by_mode(tmp_path, mode):
     assert last["counters"]["epoch"] == 4 and last["tag"] == "run-a"
     assert best["counters"]["epoch"] == best_epoch + 1
     assert ck.best == values[best_epoch] and ck.best_epoch == best_epoch
-    assert best["plugins"]["Checkpointing"]["best"] == values[best_epoch]
+    assert last["plugins"]["Checkpointing"]["best"] == values[best_epoch]
+    assert best["weights_only"] and "plugins" not in best and "optimizer" not in best  # best.pt: weights only
+    for k, v in best["model"].items():
+        assert v.shape == t.model.state_dict()[k].shape
     for k, v in t.model.state_dict().items():
         assert torch.equal(last["model"][k], v)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import types
 import typing
 from typing import Any
 
@@ -71,6 +72,25 @@ def _unknown_key(root: type[BaseModel], loc: tuple[str, ...]) -> str:
     return f"unknown recipe key {key!r}; allowed {where}: {allowed or '(none)'}"
 
 
+_KINDS = {int: "a whole number", float: "a number", bool: "true/false", str: "text", type(None): "null"}
+
+
+def _union_allowed(root: type[BaseModel], loc: tuple[str, ...]) -> str | None:
+    """What a key typed as a union accepts (``auto, a whole number, null``), when ``loc`` ends in one of
+    the members pydantic tried (``train.threads.int``); else None."""
+    parent = _section_model(root, loc[:-2]) if len(loc) >= 2 else None
+    field = parent.model_fields.get(loc[-2]) if parent is not None else None
+    if field is None or typing.get_origin(field.annotation) not in (typing.Union, types.UnionType):
+        return None
+    parts: list[str] = []
+    for member in typing.get_args(field.annotation):
+        if typing.get_origin(member) is typing.Literal:
+            parts += [str(v) for v in typing.get_args(member)]
+        else:
+            parts.append(_KINDS.get(member, getattr(member, "__name__", str(member))))
+    return ", ".join(parts)
+
+
 def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
     """One line about the first problem pydantic found in a ``root`` document."""
     e = err.errors()[0]
@@ -81,6 +101,9 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
         return _unknown_key(root, loc)
     value = e.get("input")
     msg = e["msg"]
+    union = _union_allowed(root, loc)
+    if union is not None:
+        return f"recipe key {'.'.join(loc[:-1])!r}: {_short(value)} is not allowed; allowed: {union}"
     if typ == "literal_error":
         expected = e.get("ctx", {}).get("expected", "")
         return f"recipe key {key!r}: {_short(value)} is not allowed; allowed: {expected}"

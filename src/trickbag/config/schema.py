@@ -219,7 +219,7 @@ class TrainConfig(Section):
     deterministic: bool = False  # deterministic algorithms (torch + cuDNN): bit-identical reruns, slower on GPUs
     benchmark: bool = False  # cudnn.benchmark
     device: str = "auto"  # auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N, mps
-    threads: Optional[int] = Field(None, ge=1)  # CPU intra-op threads (None: torch's default); small models: 1
+    threads: Literal["auto"] | int | None = "auto"  # CPU intra-op threads: auto (OMP_NUM_THREADS if set, else one per core other processes leave free, re-checked every epoch; with deterministic: OMP_NUM_THREADS or the cores), a number, or null (torch's default)
     monitor: str = "auto"  # metric for best.pt and early stopping, e.g. val/acc, val/f1, val/loss; auto: the task's
     mode: Literal["auto", "max", "min"] = "auto"  # auto: min for losses and errors (loss, mae, rmse), else max
     early_stopping_patience: Optional[int] = Field(None, ge=1)  # epochs without improvement
@@ -235,6 +235,13 @@ class TrainConfig(Section):
     @classmethod
     def _precision_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("threads")
+    @classmethod
+    def _threads_positive(cls, v: Any) -> Any:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("must be auto or a number >= 1")
+        return v
 
 
 class RunConfig(Section):

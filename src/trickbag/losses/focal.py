@@ -1,7 +1,7 @@
 """Softmax multi-class focal loss (Lin et al. 2017, "Focal Loss for Dense Object Detection").
 
-The sigmoid (one-vs-all) form is torchvision's and is re-exported unchanged as
-:func:`sigmoid_focal_loss`.
+The sigmoid (one-vs-all) form is torchvision's, called unchanged by :func:`sigmoid_focal_loss`
+(torchvision is imported at its first call, not with this module).
 """
 
 from __future__ import annotations
@@ -11,11 +11,30 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torchvision.ops import sigmoid_focal_loss
 
 from trickbag.losses.smoothing import Reduction, _check_class_vector, _check_logits, _check_reduction, _check_target
 
 __all__ = ["focal_loss", "FocalLoss", "sigmoid_focal_loss"]
+
+
+def sigmoid_focal_loss(inputs: Tensor, targets: Tensor, alpha: float = 0.25, gamma: float = 2,
+                       reduction: str = "none") -> Tensor:
+    """:func:`torchvision.ops.sigmoid_focal_loss` (Lin et al. 2017, eq. 5, one sigmoid per output), unchanged.
+
+    torchvision is imported at the first call: importing it costs ~1.5 s (it loads ``torch._dynamo``),
+    which every run using :func:`focal_loss` or label smoothing paid when this module imported it.
+
+    Args:
+        inputs: logits of any shape; targets: 0/1 (or soft) labels of the same shape.
+        alpha: weight of the positives (``1 - alpha`` of the negatives), ``< 0`` for none.
+        gamma: focusing parameter. reduction: ``"none"`` (per element), ``"mean"`` or ``"sum"``.
+
+    >>> sigmoid_focal_loss(torch.tensor([3.0, -3.0]), torch.tensor([1.0, 1.0]), alpha=0.25)
+    tensor([2.7321e-05, 6.9157e-01])
+    """
+    from torchvision.ops import sigmoid_focal_loss as torchvision_sigmoid_focal_loss
+
+    return torchvision_sigmoid_focal_loss(inputs, targets, alpha=alpha, gamma=gamma, reduction=reduction)
 
 
 def _check_gamma(gamma: object) -> float:

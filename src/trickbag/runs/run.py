@@ -263,7 +263,8 @@ class _Session:
         cp = self.checkpointing
         return RunResult(self.run_dir, s.history, cp.best if cp else None, test, wall, s.stop_reason, s.stop_detail,
                          self.ctx.monitor, s.step, s.skipped_steps, s.nonfinite_skipped,
-                         cp.on_disk() if cp else {}, list(self.plugins), getattr(self, "test_details", {}))
+                         cp.on_disk() if cp else {}, list(self.plugins), getattr(self, "test_details", {}),
+                         self.ctx.threads_report(), cp.sizes() if cp else {})
 
     def summarise(self, result: RunResult) -> None:
         if not (self.write and self.main and self.run_dir is not None):

@@ -11,7 +11,7 @@ import torch
 
 from trickbag.train.state import StopReason
 
-__all__ = ["RunResult", "format_summary", "model_summary"]
+__all__ = ["RunResult", "format_summary", "format_bytes", "model_summary"]
 
 
 @dataclasses.dataclass
@@ -33,6 +33,10 @@ class RunResult:
     plugins: list[Any] = dataclasses.field(default_factory=list)  #: the run's plug-ins (for their results)
     #: test-only tensors: per-class accuracy, confusion matrix (classification)
     test_details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: CPU intra-op threads: ``1``, or ``auto -> 1 (2 cores, 1.0 busy with other processes)`` and its changes
+    threads: str = ""
+    #: file name -> bytes, for the checkpoints in :attr:`checkpoints`
+    checkpoint_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def final(self) -> dict[str, float]:
@@ -74,6 +78,19 @@ def _test_lines(test: dict[str, Any], names: list[str]) -> list[str]:
     return lines
 
 
+def format_bytes(n: int) -> str:
+    """A file size for people: ``812 B``, ``45 kB``, ``0.9 MB``, ``134 MB``, ``1.2 GB`` (powers of 1000).
+
+    >>> format_bytes(812), format_bytes(45_100), format_bytes(940_000), format_bytes(134_200_000), format_bytes(1.2e9)
+    ('812 B', '45 kB', '0.9 MB', '134 MB', '1.2 GB')
+    """
+    for unit, scale, start in (("GB", 1e9, 1e9), ("MB", 1e6, 5e5), ("kB", 1e3, 1e3)):
+        if n >= start:
+            v = n / scale
+            return f"{v:.1f} {unit}" if v < 10 else f"{v:.0f} {unit}"
+    return f"{int(n)} B"
+
+
 def format_summary(r: RunResult, *, mode: str, metric_names: list[str], wall_note: str = "") -> str:
     """The text of ``summary.txt``: best / final monitored metric, test metrics, time, why it stopped."""
     lines = [f"run        {r.run_dir}"] + _monitored(r, mode)
@@ -81,6 +98,8 @@ def format_summary(r: RunResult, *, mode: str, metric_names: list[str], wall_not
         lines.append(f"train loss final {r.final['train/loss']:.4f}")
     lines += _test_lines(r.test, metric_names)
     lines.append(f"wall time  {r.wall_time_s:.1f} s for {len(r.history)} epochs, {r.updates} updates{wall_note}")
+    if r.threads:
+        lines.append(f"threads    {r.threads}")
     if r.stop_message:
         lines.append(f"stopped    {r.stop_message}")
     if r.skipped:
@@ -89,7 +108,9 @@ def format_summary(r: RunResult, *, mode: str, metric_names: list[str], wall_not
         parts += [f"{overflow} fp16 overflow (normal, the GradScaler adapts)"] if overflow else []
         lines.append(f"skipped    {r.skipped} updates: {', '.join(parts)}")
     if r.checkpoints:
-        lines.append("checkpoints " + ", ".join(f"{n} (update {u})" for n, u in sorted(r.checkpoints.items())))
+        sizes = {n: f" {format_bytes(b)}" for n, b in r.checkpoint_sizes.items()}
+        held = sorted(r.checkpoints.items())
+        lines.append("checkpoints " + ", ".join(f"{n}{sizes.get(n, '')} (update {u})" for n, u in held))
     return "\n".join(lines)
 
 

@@ -281,14 +281,15 @@ def compare_runs(reference: Path, resumed: Path) -> tuple[list[str], list[Differ
 
 
 # --------------------------------------------------------------------------- child processes
-def _start(argv: list[str], log: Path) -> subprocess.Popen:
-    """``python -m trickbag ARGV`` in its own process group (workers die with it), output into ``log``."""
+def _start(argv: list[str], log: Path, env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+    """``python -m trickbag ARGV`` in its own process group (workers die with it), output into ``log``;
+    ``env`` is added to this process's environment."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
         fh.write(f"$ trickbag {' '.join(argv)}\n".encode())
         fh.flush()
         return subprocess.Popen([sys.executable, "-m", "trickbag", *argv], stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, env=dict(os.environ))
+                                stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})})
 
 
 def _identity(path: Path) -> Optional[tuple[int, int]]:
@@ -364,6 +365,7 @@ class _Plan:
     train_s: float = 0.0
     updates: int = 0
     aims: list[float] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  #: added to the children's environment
 
     def aim(self, kills: int) -> None:
         """Kill ``i`` aims at a random point of the ``i``-th ``kills``-th of training (fractions, sorted)."""
@@ -381,7 +383,7 @@ def _run_reference(plan: _Plan, say: TextIO) -> float:
 
     run_dir, log = plan.out_dir / "runs" / "reference", plan.out_dir / "logs" / "reference.log"
     print(f"verify-resume: training the reference (log: {log})", file=say, flush=True)
-    proc = _start(plan.start_argv("reference"), log)
+    proc = _start(plan.start_argv("reference"), log, plan.env)
     try:
         started = _wait_training(proc, run_dir, None)
         t0 = time.monotonic()
@@ -422,7 +424,7 @@ def _run_killed(plan: _Plan, cert: Certificate, kills: int, say: TextIO) -> None
     for number in range(1, kills + 2):
         log = logs / f"killed-{number}.log"
         before = _identity(run_dir / "recipe.yaml")
-        proc = _start(argv, log)
+        proc = _start(argv, log, plan.env)
         try:
             if number > kills:  # the last resume runs to the end
                 rc = proc.wait(timeout=max(120.0, 20 * plan.train_s + 60))
@@ -470,6 +472,20 @@ def _check_request(recipe_name: Optional[str], overrides: list[str], kills: int)
     return recipe
 
 
+def _thread_env(recipe: Any) -> dict[str, str]:
+    """``OMP_NUM_THREADS`` for the children when ``train.threads`` is ``auto`` and the variable is unset.
+
+    ``auto`` follows the load, and the thread count can change the last bits of a CPU reduction; both
+    runs (and every resume) must keep one count, so it is decided once here and handed down.
+    """
+    if recipe.train.threads != "auto" or os.environ.get("OMP_NUM_THREADS"):
+        return {}
+    from trickbag import runtime
+
+    auto = runtime.AutoThreads()
+    return {"OMP_NUM_THREADS": str(auto.start())}
+
+
 def _choose_out_dir(out: Optional[str], recipe_name: str) -> Path:
     """``out`` when given (refused if it holds files), else a fresh ``./verify-resume-<recipe>[-N]``."""
     if out is not None:
@@ -500,12 +516,13 @@ def verify_resume(recipe_name: Optional[str], overrides: list[str], *, kills: in
     recipe = _check_request(recipe_name, list(overrides), kills)
     out_dir = _choose_out_dir(out, recipe.name)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plan = _Plan(recipe_name, list(overrides), out_dir.resolve(), random.Random(seed))
+    plan = _Plan(recipe_name, list(overrides), out_dir.resolve(), random.Random(seed), env=_thread_env(recipe))
     command = " ".join([recipe_name or "digits", *overrides, f"--kills {kills}", f"--seed {seed}"])
     settings = (f"train.deterministic={str(recipe.train.deterministic).lower()}, "
                 f"data.num_workers={recipe.data.num_workers}, train.device={recipe.train.device}, "
                 f"train.checkpoint_every_steps={recipe.train.checkpoint_every_steps}, "
-                f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+                f"OMP_NUM_THREADS={plan.env.get('OMP_NUM_THREADS') or os.environ.get('OMP_NUM_THREADS', 'unset')}"
+                + (" (chosen once for both runs: train.threads=auto)" if plan.env else ""))
     cert = Certificate(command, settings, out_dir)
     plan.aim(kills)
     cert.reference_s = _run_reference(plan, say)

@@ -27,6 +27,7 @@ from trickbag.recipe import Recipe, recipe_from_dict
 from trickbag.train.checkpoint import check_state_fits, load_checkpoint
 from trickbag.train.plugin import Plugin
 from trickbag.train.tasks import Classification, Task
+from trickbag.train.threads import ThreadCheck, apply_threads
 from trickbag.train.trainer import Trainer
 from trickbag.train.tricks import build_tricks
 
@@ -74,6 +75,13 @@ class BuildContext:
     #: extra entries stored in every checkpoint
     checkpoint_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: ``train.threads: auto``'s per-epoch check (None for a fixed count), and what was set
+    threads_check: Optional[ThreadCheck] = None
+    threads: str = ""
+
+    def threads_report(self) -> str:
+        """The thread count of the run, e.g. ``1`` or ``auto -> 1 (2 cores, 1.0 busy with other processes)``."""
+        return self.threads_check.report() if self.threads_check is not None else self.threads
 
     def make_loader(self, dataset: Any, *, train: bool) -> DataLoader:
         """A loader over ``dataset`` made like the run's own (seeded sampler, rank shard, workers)."""
@@ -371,14 +379,17 @@ def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[st
     """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins)."""
     dist = runtime.dist_info()
     runtime.configure_determinism(recipe.train.deterministic, recipe.train.benchmark)
-    if recipe.train.threads is not None:
-        # tiny models gain nothing from intra-op threads, and lose a lot when a core is busy elsewhere
-        torch.set_num_threads(recipe.train.threads)
+    auto, threads = apply_threads(recipe.train.threads, recipe.train.deterministic)
     dev = runtime.select_device(device or recipe.train.device, local_rank=dist.local_rank)
     tricks = build_tricks(recipe)  # validates the tricks section before any data is touched
     mine = user_plugins(recipe.train.plugins)
     data, task, model, report = _data_task_model(recipe, dev, dist)
     ctx = _context(recipe, data, task, model, dev, dist)
+    ctx.threads = threads
+    if auto is not None:  # decided over the time the data and model took to build
+        ctx.threads_check = ThreadCheck(auto)
+        ctx.plugins.append(ctx.threads_check)
+        ctx.notes.append(f"threads: {ctx.threads_check.report()}")
     if report is not None:
         ctx.weights_report = report
         ctx.notes.append(f"model.weights: {report}")

@@ -75,8 +75,10 @@ class Checkpointing(Plugin):
     out of ``--resume``'s way: it continues from the last state whose next step was finite, or from the
     beginning when there is none. ``best.pt`` stays: its evaluation was finite.
 
-    ``extra`` entries (e.g. the recipe) go into every checkpoint; ``state.eval_weights`` (EMA, SWA)
-    is saved as ``eval_model``: the weights that were evaluated and that ``trickbag eval`` /
+    ``best.pt`` holds weights only (``resume=False`` of ``state.save_checkpoint``: no optimizer,
+    scheduler or RNG state; ``--resume`` never reads it); ``last.pt`` and ``step-N.pt`` hold everything a
+    resume needs. ``extra`` entries (e.g. the recipe) go into every checkpoint; ``state.eval_weights``
+    (EMA, SWA) is saved as ``eval_model``: the weights that were evaluated and that ``trickbag eval`` /
     ``predict`` use. :attr:`written` maps each file name to the update it holds.
     """
 
@@ -107,7 +109,7 @@ class Checkpointing(Plugin):
         if state.eval_weights is not None:
             extra["eval_model"] = state.eval_weights()
         assert state.save_checkpoint is not None
-        state.save_checkpoint(self.directory / name, **extra)
+        state.save_checkpoint(self.directory / name, resume=name != "best.pt", **extra)
         self.written[name] = state.step
         return True
 
@@ -141,6 +143,16 @@ class Checkpointing(Plugin):
                     continue
             found[path.name] = step
         return found
+
+    def sizes(self) -> dict[str, int]:
+        """Bytes of every checkpoint :meth:`on_disk` lists (file name -> size)."""
+        out = {}
+        for name in self.on_disk():
+            try:
+                out[name] = (self.directory / name).stat().st_size
+            except OSError:
+                continue
+        return out
 
     def _set_aside_diverged(self, state: State) -> None:
         """Move the resume checkpoints holding update ``state.step`` (the weights that diverged) to ``diverged/``."""

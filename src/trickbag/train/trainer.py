@@ -406,11 +406,22 @@ class Trainer:
         return dict(s.eval_metrics)
 
     # ------------------------------------------------------------------ checkpoints
+    def _counters(self) -> dict[str, Any]:
+        s = self.state
+        mid_epoch = self.meter is not None and not s.epoch_done  # the meter lives while an epoch runs
+        return {
+            "epoch": s.epoch + (1 if s.epoch_done else 0),
+            "step": s.step,
+            "batch_idx": s.batch_idx + 1 if mid_epoch else 0,
+            "skipped_steps": s.skipped_steps,
+            "train_sums": self.meter.totals() if mid_epoch and self.meter is not None else None,
+            "stopped": s.stop_reason.value if s.stop_reason is not None else None,
+        }
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume at this point: weights, optimizer, scheduler, scaler, counters,
         plug-ins, RNG; inside an epoch (after an update) also the position and the epoch's sums."""
         s = self.state
-        mid_epoch = self.meter is not None and not s.epoch_done  # the meter lives while an epoch runs
         sampler = find_sampler(s.train_loader)
         return {
             "format": 2,
@@ -418,14 +429,7 @@ class Trainer:
             "optimizer": s.optimizer.state_dict(),
             "scheduler": s.scheduler.state_dict() if s.scheduler is not None else None,
             "scaler": s.scaler.state_dict() if s.scaler.is_enabled() else None,
-            "counters": {
-                "epoch": s.epoch + (1 if s.epoch_done else 0),
-                "step": s.step,
-                "batch_idx": s.batch_idx + 1 if mid_epoch else 0,
-                "skipped_steps": s.skipped_steps,
-                "train_sums": self.meter.totals() if mid_epoch and self.meter is not None else None,
-                "stopped": s.stop_reason.value if s.stop_reason is not None else None,
-            },
+            "counters": self._counters(),
             "history": [dict(h) for h in s.history],
             "plugins": {p.key: sd for p in self.plugins if (sd := p.state_dict()) is not None},
             "rng": runtime.get_rng_state(),
@@ -436,6 +440,9 @@ class Trainer:
     def load_state_dict(self, checkpoint: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output; training continues where the checkpoint was taken."""
         s = self.state
+        if checkpoint.get("weights_only"):
+            raise ValueError("the checkpoint holds weights only (a best.pt: no optimizer, scheduler or RNG state); "
+                             "resume from last.pt or a step-N.pt, or load its 'model' into the model")
         unwrap(s.model).load_state_dict(checkpoint["model"])
         # plug-ins first: one may change the optimizer's structure (unfreezing adds param groups)
         states = checkpoint.get("plugins", {})
@@ -459,8 +466,20 @@ class Trainer:
             sampler.load_state_dict(checkpoint["sampler"])
         self.cursor.load(c, checkpoint.get("rng"), s.dist.rank if s.dist.distributed else 0)
 
-    def save_checkpoint(self, path: str | Path, **extra: Any) -> Path:
-        """Write :meth:`state_dict` plus ``extra`` entries (e.g. the recipe) atomically to ``path``."""
+    def save_checkpoint(self, path: str | Path, *, resume: bool = True, **extra: Any) -> Path:
+        """Write :meth:`state_dict` plus ``extra`` entries (e.g. the recipe) atomically to ``path``.
+
+        ``resume=False`` writes a weights-only checkpoint (``best.pt``): the model's weights, the counters
+        and the history, marked ``weights_only: True``, with ``extra``; what evaluation, predict, a
+        distillation teacher and ``model.weights`` read. The optimizer, scheduler, scaler, plug-in and
+        RNG states only a resume needs stay out.
+        """
+        s = self.state
+        if not resume:
+            ckpt: dict[str, Any] = {"format": 2, "weights_only": True, "model": unwrap(s.model).state_dict(),
+                                    "counters": self._counters(), "history": [dict(h) for h in s.history]}
+            ckpt.update(extra)
+            return save_checkpoint(path, ckpt)
         ckpt = self.state_dict()
         ckpt.update(extra)
         return save_checkpoint(path, ckpt)

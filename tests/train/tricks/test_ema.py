@@ -94,12 +94,15 @@ def test_ema_best_checkpoint_and_test_use_the_averaged_weights(tmp_path):
     from trickbag.runs.inference import evaluate_run
     from trickbag.runs.run import run_recipe
 
-    recipe = load_recipe("digits", [*BASE, "tricks.ema.enabled=true", "tricks.ema.decay=0.7",
+    # one epoch: best.pt and last.pt hold the same update, and last.pt (a resume checkpoint) the EMA's own state
+    recipe = load_recipe("digits", [*BASE, "train.epochs=1", "tricks.ema.enabled=true", "tricks.ema.decay=0.7",
                                     f"run.dir={tmp_path}", "run.name=ema"])
     result = run_recipe(recipe, quiet=True)
     best = load_checkpoint(result.run_dir / "checkpoints" / "best.pt")
-    assert set(best["eval_model"]) == set(best["model"])
-    for k, v in best["plugins"]["ema"]["module"].items():
+    last = load_checkpoint(result.run_dir / "checkpoints" / "last.pt")
+    assert best["counters"]["step"] == last["counters"]["step"]
+    assert set(best["eval_model"]) == set(best["model"]) and "plugins" not in best  # best.pt: weights only
+    for k, v in last["plugins"]["ema"]["module"].items():
         assert torch.equal(best["eval_model"][k], v), k
     assert not torch.equal(best["eval_model"]["head.weight"], best["model"]["head.weight"])
     # the run's test metrics are those of best.pt's averaged weights, computed independently here

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from trickbag._files import atomic_write_text
 from trickbag.experiments.ablate.variants import Variant, cell_name
@@ -80,7 +80,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--name", required=True)
     ap.add_argument("--result", required=True)
     ap.add_argument("--metric", required=True)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=None)  # default: the recipe's train.threads (auto)
     ap.add_argument("overrides", nargs="*")
     return ap.parse_args(argv)
 
@@ -95,7 +95,9 @@ def main(argv: Sequence[str]) -> int:
     from trickbag.recipe import load_recipe
     from trickbag.runs.run import run_recipe
 
-    torch.set_num_threads(max(1, args.threads))
+    if args.threads is not None:  # parallel cells share the cores: train.threads=auto follows OMP_NUM_THREADS
+        os.environ["OMP_NUM_THREADS"] = str(max(1, args.threads))
+        torch.set_num_threads(max(1, args.threads))
     try:
         recipe = load_recipe(args.recipe, [*args.overrides, f"run.dir={args.run_dir}", f"run.name={args.name}"])
         result = run_recipe(recipe, quiet=True)
@@ -138,7 +140,7 @@ class CellRunner:
     recipe_file: Path  #: the ablation's resolved recipe (with its overrides)
     metric: str
     overrides: tuple[str, ...] = ()
-    threads: int = 1
+    threads: Optional[int] = None  #: intra-op threads per cell (None: the recipe's train.threads)
 
     def __post_init__(self) -> None:
         for d in (self.runs_dir, self.out_dir / "cells", self.out_dir / "logs"):
@@ -152,7 +154,8 @@ class CellRunner:
         return [
             sys.executable, "-m", "trickbag.experiments.ablate.cells",
             "--recipe", str(self.recipe_file), "--run-dir", str(self.runs_dir), "--name", cell_name(variant, seed),
-            "--result", str(result_file), "--metric", self.metric, "--threads", str(self.threads),
+            "--result", str(result_file), "--metric", self.metric,
+            *(["--threads", str(self.threads)] if self.threads is not None else []),
             "--", *self.overrides, *variant.overrides, f"train.seed={seed}",
         ]
 

@@ -210,7 +210,9 @@ def run_ablation(
     print(f"ablation of {', '.join(t.name for t in parsed)} on {base.name!r} ({mode}): {len(variants)} variants x "
           f"{len(seed_list)} seeds = {total} cells; {total - len(todo)} already done in {out_dir}, "
           f"{len(todo)} to run with {jobs} job{'s' if jobs > 1 else ''}", file=stream, flush=True)
-    runner = CellRunner(out_dir, out_dir / RECIPE_FILE, metric, tuple(overrides), max(1, (os.cpu_count() or 1) // jobs))
+    # parallel cells split the cores; a single job follows the recipe's train.threads (auto: the free cores)
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+    runner = CellRunner(out_dir, out_dir / RECIPE_FILE, metric, tuple(overrides), threads)
     ran = _run_cells(todo, jobs, runner, _Progress(stream, metric, total, total - len(todo), len(todo)), record)
     rows = ablation_rows(variants, seed_list, cells, reference, confidence)
     table = format_table(rows, metric, reference, confidence)
