@@ -111,3 +111,56 @@ def test_tb304_named_function_reports_the_return_line():
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     """
     assert found(src, "TB304") == [7]
+
+
+# --------------------------------------------------------------------------- param groups built before the call
+@pytest.mark.parametrize("build", [
+    'groups = [{"params": decay}, {"parameters": no_decay, "weight_decay": 0.0}]\nopt = torch.optim.SGD(groups, lr=0.1)',
+    'groups = []\ngroups.append({"params": decay})\ngroups.append({"parameters": no_decay})\n'
+    'opt = torch.optim.SGD(params=groups, lr=0.1)',
+    'opt = torch.optim.Adam([dict(params=decay, lr=1e-4), dict(parameters=no_decay, lr=1e-3)])',
+    'g2 = {"parameters": no_decay}\nopt = torch.optim.Adam([{"params": decay}, g2])',
+])
+def test_tb301_bad_key_in_a_list_built_before_or_a_dict_call(build):
+    assert len(found(build, "TB301")) == 1
+    assert found(build.replace("parameters=", "params=").replace('"parameters"', '"params"'), "TB301") == []
+
+
+def test_tb301_groups_from_a_helper_and_a_self_attribute():
+    src = """
+    def groups_of(model):
+        return [{"params": model.a.parameters()}, {"param": model.b.parameters()}]
+
+    class Builder:
+        def __init__(self, model):
+            self.groups = [dict(params=model.a.parameters(), learning_rate=1e-3)]
+
+        def build(self, model):
+            return optim.AdamW(self.groups), optim.SGD(groups_of(model), lr=0.1)
+    """
+    assert found(src, "TB301") == [3, 7]
+
+
+# --------------------------------------------------------------------------- NLL on probabilities without the log
+@pytest.mark.parametrize("body", [
+    "probs = logits.softmax(-1)\npicked = torch.gather(probs, 1, y[:, None]).squeeze(1)\nreturn -picked.mean()",
+    "return -F.softmax(logits, dim=1).gather(1, y.unsqueeze(1)).mean()",
+    "p = torch.softmax(logits, 1)\nreturn -p[torch.arange(len(y)), y].mean()",
+    "p = logits.softmax(1)\nreturn torch.mean(-torch.take_along_dim(p, y[:, None], dim=1))",
+])
+def test_tb303_negated_target_probability_without_log(body):
+    src = "def my_nll(logits, y):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+    assert found(src, "TB303") == [len(body.splitlines()) + 1]
+
+
+@pytest.mark.parametrize("body", [
+    "p = torch.softmax(logits, 1)\nreturn -torch.log(p.gather(1, y[:, None])).mean()",
+    "logp = F.log_softmax(logits, 1)\nreturn -logp.gather(1, y[:, None]).mean()",
+    "p = torch.softmax(logits, 1)\npt = p.gather(1, y[:, None])\nreturn (-(1 - pt) ** 2 * torch.log(pt)).mean()",
+    "p = torch.softmax(logits, 1).gather(1, y[:, None])\nreturn -p.log().mean()",
+    "p = torch.softmax(logits, 1)\nreturn -p[:, 0].mean()",
+    "logp = torch.log_softmax(logits, 1)\nreturn -(logp.gather(1, a[:, None]) * adv).mean()",
+])
+def test_tb303_nll_with_the_log_is_not_reported(body):
+    src = "def my_nll(logits, y):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+    assert found(src, "TB303") == []

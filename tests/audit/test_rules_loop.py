@@ -273,3 +273,132 @@ def test_tb112_both_halves():
         opt.step()
     """
     assert found(scaled, "TB112") == [6]
+
+
+# --------------------------------------------------------------------------- step functions without a loop
+def test_tb101_lightning_manual_optimisation_without_a_loop():
+    wrong = """
+    class Lit(L.LightningModule):
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            sch = self.lr_schedulers()
+            loss = F.cross_entropy(self(batch[0]), batch[1])
+            opt.zero_grad()
+            self.manual_backward(loss)
+            sch.step()
+            opt.step()
+            return loss
+    """
+    right = wrong.replace("            sch.step()\n            opt.step()\n", "            opt.step()\n            sch.step()\n")
+    fires("TB101", wrong, [9], right)
+
+
+def test_tb101_train_step_function_with_scaler():
+    wrong = """
+    def train_step(model, x, y, optimizer, scheduler, scaler):
+        optimizer.zero_grad()
+        scaler.scale(loss_fn(model(x), y)).backward()
+        scheduler.step()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    right = wrong.replace("        scheduler.step()\n", "") + "        scheduler.step()\n"
+    fires("TB101", wrong, [5], right)
+
+
+def test_tb101_step_function_silent_without_backward_or_when_guarded_for_the_previous_step():
+    no_backward = """
+    def resume(optimizer, scheduler):
+        scheduler.step()
+        optimizer.step()
+    """
+    guarded = """
+    def training_step(self, batch, batch_idx):
+        opt, sch = self.optimizers(), self.lr_schedulers()
+        if batch_idx > 0:
+            sch.step()
+        opt.zero_grad()
+        self.manual_backward(self.loss(batch))
+        opt.step()
+    """
+    assert found(no_backward, "TB101") == [] and found(guarded, "TB101") == []
+
+
+# --------------------------------------------------------------------------- accumulation split across helpers
+def test_tb103_zero_grad_in_a_micro_batch_method():
+    wrong = """
+    class Trainer:
+        def micro_step(self, x, y):
+            self.opt.zero_grad()
+            (F.cross_entropy(self.model(x), y) / self.accum).backward()
+
+        def train_epoch(self, loader):
+            for i, (x, y) in enumerate(loader):
+                self.micro_step(x, y)
+                if (i + 1) % self.accum == 0:
+                    self.opt.step()
+    """
+    right = wrong.replace("            self.opt.zero_grad()\n", "").replace(
+        "                    self.opt.step()\n", "                    self.opt.step()\n                    self.opt.zero_grad()\n")
+    fires("TB103", wrong, [4], right)
+
+
+def test_tb102_scheduler_in_a_backward_helper_two_levels_down():
+    wrong = """
+    def backward_step(model, batch, scheduler, accum):
+        (F.cross_entropy(model(batch[0]), batch[1]) / accum).backward()
+        scheduler.step()
+
+    def micro(model, batch, scheduler, accum):
+        backward_step(model, batch, scheduler, accum)
+
+    def train(model, loader, optimizer, scheduler, accum=4):
+        for step, batch in enumerate(loader):
+            micro(model, batch, scheduler, accum)
+            if step % accum == accum - 1:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+    right = wrong.replace("        scheduler.step()\n", "").replace(
+        "                optimizer.zero_grad()\n", "                optimizer.zero_grad()\n                scheduler.step()\n")
+    fires("TB102", wrong, [4], right)
+
+
+def test_tb102_tb105_update_helper_that_tests_the_count_itself():
+    wrong = """
+    class T:
+        def maybe_step(self, i):
+            if (i + 1) % self.accum == 0:
+                self.opt.step()
+                self.opt.zero_grad()
+
+        def train_epoch(self, loader):
+            for i, (x, y) in enumerate(loader):
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.sched.step()
+                self.maybe_step(i)
+    """
+    right = wrong.replace("self.model(x), y)", "self.model(x), y) / self.accum").replace(
+        "                self.sched.step()\n", "").replace(
+        "                self.opt.zero_grad()\n", "                self.opt.zero_grad()\n                self.sched.step()\n")
+    fires("TB102", wrong, [12], right)
+    fires("TB105", wrong, [11], right)
+
+
+def test_tb104_helper_named_optimizer_step_is_followed():
+    right = """
+    def optimizer_step(optimizer, scheduler):
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def train(model, loader, optimizer, scheduler, accum=4):
+        for step, batch in enumerate(loader):
+            (loss_fn(model(batch[0]), batch[1]) / accum).backward()
+            if step % accum == accum - 1:
+                optimizer_step(optimizer, scheduler)
+    """
+    wrong = right.replace("        optimizer.zero_grad(set_to_none=True)\n", "")
+    fires("TB104", wrong, [3], right)
+    assert found(right, "TB103") == found(right, "TB105") == []

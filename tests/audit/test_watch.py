@@ -132,7 +132,9 @@ def test_scheduler_per_micro_batch_at_the_user_line():
         for _ in accumulating(model, opt, n=8, k=4):
             sched.step()  # <sched-micro>
     assert where(report, "scheduler-per-micro-batch") == [line_of("sched-micro")]
-    assert where(report, "scheduler-before-step") == [line_of("sched-micro")]
+    # the first micro-batches also run before the first optimizer step: one line, the specific rule only
+    assert where(report, "scheduler-before-step") == []
+    assert [f.count for f in report.findings] == [7]  # 8 calls for 2 updates: all but the 5th are misplaced
 
 
 def test_gradients_never_zeroed_at_the_step():
@@ -233,14 +235,27 @@ def test_frozen_parameter_with_stale_grad_in_a_decayed_group():
     assert [f.rule for f in report.findings] == ["frozen-param-decayed"]
 
 
-def test_ema_per_micro_batch_and_before_step():
+def test_ema_per_micro_batch_supersedes_before_step_on_its_line():
     model, opt = make()
     ema = trickbag.EMA(model, decay=0.9)
     with audit(model, opt, report=False) as report:
         for _ in accumulating(model, opt):
             ema.update(model)  # <ema>
-    assert where(report, "ema-before-step") == [line_of("ema")]
     assert where(report, "ema-per-micro-batch") == [line_of("ema")]
+    assert where(report, "ema-before-step") == []
+
+
+def test_ema_before_step_alone():
+    model, opt = make()
+    ema = trickbag.EMA(model, decay=0.9)
+    with audit(model, opt, report=False) as report:
+        for x, y in batches(3):
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            ema.update(model)  # <ema-early>
+            opt.step()
+    assert [(f.rule, f.count) for f in report.findings] == [("ema-before-step", 3)]
+    assert where(report, "ema-before-step") == [line_of("ema-early")]
 
 
 def test_zero_grad_between_backward_and_step():
@@ -320,7 +335,7 @@ def test_explicit_scheduler_scaler_and_ema_are_wrapped_per_instance():
         for _ in accumulating(model, opt, scaler=scaler, sched=sched):
             swa.update_parameters(model)  # <swa>
     assert "step" not in vars(sched) and "update_parameters" not in vars(swa) and "unscale_" not in vars(scaler)
-    assert {f.rule for f in report.findings} == {"ema-before-step", "ema-per-micro-batch"}
+    assert {f.rule for f in report.findings} == {"ema-per-micro-batch"}
     assert set(where(report, "ema-per-micro-batch")) == {line_of("swa")}
 
 

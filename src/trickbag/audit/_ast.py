@@ -50,18 +50,22 @@ def calls_in_order(node: ast.AST) -> list[ast.Call]:
 
 
 def _post_order(node: ast.AST, out: list[ast.Call]) -> None:
-    if isinstance(node, _DEFS):
-        return
-    if isinstance(node, ast.Call):
-        _post_order(node.func, out)
-        for a in node.args:
-            _post_order(a, out)
-        for k in node.keywords:
-            _post_order(k.value, out)
-        out.append(node)
-        return
-    for child in ast.iter_child_nodes(node):
-        _post_order(child, out)
+    """Iterative (a 1000-term ``x + x + ...`` must not hit the recursion limit): children first, in
+    evaluation order, then the call itself."""
+    todo: list[tuple[ast.AST, bool]] = [(node, False)]
+    while todo:
+        n, done = todo.pop()
+        if done:
+            out.append(n)  # type: ignore[arg-type]
+            continue
+        if isinstance(n, _DEFS):
+            continue
+        if isinstance(n, ast.Call):
+            todo.append((n, True))
+            children = [n.func, *n.args, *(k.value for k in n.keywords)]
+        else:
+            children = list(ast.iter_child_nodes(n))
+        todo.extend((c, False) for c in reversed(children))
 
 
 def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:

@@ -40,8 +40,8 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, Optional[str]
         if role in (R.OPTIMIZER, R.SCHEDULER, R.EMA):
             kind = {R.OPTIMIZER: STEP, R.SCHEDULER: SCHED, R.EMA: EMA_UPDATE}[role]
             return [(kind, recv, {"closure": [dotted(a) for a in call.args if dotted(a)]})]
-    if name == "optimizer_step" and call.args:
-        return [(STEP, dotted(call.args[0]), {})]
+    if name == "optimizer_step" and call.args and fm.file.resolve(call, fm) is None:
+        return [(STEP, dotted(call.args[0]), {})]  # a framework's hook; a local helper is followed instead
     simple = _simple_kind(fm, call, name, recv, role)
     if simple:
         return [(simple, recv, {})]

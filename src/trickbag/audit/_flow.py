@@ -16,7 +16,8 @@ from trickbag.audit._ast import Imports, call_name, calls_in_order, const_value,
 from trickbag.audit._events import BACKWARD, CALL, CLIP, EMA_UPDATE, EVAL, FORWARD, SCALE, SCALER_UPDATE, SCHED, \
     STEP, TRAIN, TRAIN_CALL, UNSCALE, ZERO, classify
 
-__all__ = ["FileModel", "FunctionModel", "Event", "Loop", "Guard", "Assignment", "Accumulation",
+__all__ = ["FileModel", "FunctionModel", "Event", "Loop", "Guard", "Assignment", "Accumulation", "steps_like",
+           "backward_like",
            "BACKWARD", "STEP", "ZERO", "SCHED", "SCALE", "UNSCALE", "SCALER_UPDATE", "CLIP", "EMA_UPDATE",
            "FORWARD", "EVAL", "TRAIN", "CALL", "TRAIN_CALL"]
 
@@ -135,18 +136,22 @@ class Summary:
 @dataclass(eq=False)
 class Accumulation:
     """Gradient accumulation in a loop: micro-batches are its iterations (guarded-step shape) or the
-    iterations of an inner loop (nested shape), and the update happens under ``guard`` / after ``inner``."""
+    iterations of an inner loop (nested shape), and the update happens under ``guard`` / after ``inner``
+    / inside the helpers ``updates`` that test the count themselves (``self.maybe_step(i)``)."""
 
     loop: Loop
     guard: Optional[Guard]
     inner: Optional[Loop]
     counter: set[str]
+    updates: tuple[Event, ...] = ()
 
     def is_micro(self, ev: Event) -> bool:
         if self.inner is not None:
             return self.inner in ev.loops
         if self.loop not in ev.loops:
             return False
+        if self.guard is None:
+            return ev not in self.updates and not any(g.accum for g in ev.rel_guards(self.loop))
         if ev.under(self.guard):
             return False
         if any(g.node is self.guard.node for g in ev.guards):
@@ -249,12 +254,13 @@ class FunctionModel:
         """How ``loop`` accumulates gradients (None when each iteration is one update)."""
         key = id(loop)
         if key not in self._accum:
-            self._accum[key] = _guarded_accumulation(self, loop) or _nested_accumulation(self, loop)
+            self._accum[key] = _guarded_accumulation(self, loop) or _nested_accumulation(self, loop) \
+                or _helper_accumulation(self, loop)
         return self._accum[key]
 
     def call_sites(self) -> list[Event]:
-        return [e for fm in self.file.functions for e in fm.events
-                if e.kind == CALL and e.extra.get("helper") is self]
+        """The calls of this function from the file (as a local helper)."""
+        return self.file.memo("call_sites", self.file.call_table).get(id(self), [])
 
     def last_assignments(self, name: str, before: int) -> list[Assignment]:
         return [a for a in self.assigns if name in a.names and a.order < before and not a.is_append]
@@ -277,11 +283,26 @@ def _is_batch_loop(fm: FunctionModel, loop: Loop) -> bool:
     return any(BACKWARD in e.kinds() for e in loop.events)
 
 
-def _own_events(fm: FunctionModel, loop: Loop, kind: str) -> list[Event]:
-    """Events of ``kind`` in ``loop`` that do not belong to a nested loop with its own backward."""
+def steps_like(e: Event) -> bool:
+    """An optimizer step, or a call of a local helper that steps without a backward of its own
+    (``optimizer_step(optimizer, scheduler)``, ``self._update()``)."""
+    if e.kind == STEP:
+        return True
+    return e.kind == CALL and STEP in e.kinds() and BACKWARD not in e.kinds()
+
+
+def backward_like(e: Event) -> bool:
+    """A backward, or a call of a local helper that runs one without stepping (``self.micro_step(x, y)``)."""
+    if e.kind == BACKWARD:
+        return True
+    return e.kind == CALL and BACKWARD in e.kinds() and STEP not in e.kinds()
+
+
+def _own_events(fm: FunctionModel, loop: Loop, test) -> list[Event]:
+    """Events passing ``test`` in ``loop`` that do not belong to a nested loop with its own backward."""
     out = []
     for e in loop.events:
-        if e.kind != kind:
+        if not test(e):
             continue
         inner = e.loops[e.loops.index(loop) + 1:]
         if not any(_is_batch_loop(fm, lp) for lp in inner):
@@ -290,7 +311,7 @@ def _own_events(fm: FunctionModel, loop: Loop, kind: str) -> list[Event]:
 
 
 def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
-    steps, backs = _own_events(fm, loop, STEP), _own_events(fm, loop, BACKWARD)
+    steps, backs = _own_events(fm, loop, steps_like), _own_events(fm, loop, backward_like)
     if not steps or not backs:
         return None
     guards = []
@@ -308,24 +329,30 @@ def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulatio
         return None
     if inside and not any(any(h.node is g.node and h.branch != g.branch for h in b.guards) for b in micro):
         return None
+    return Accumulation(loop, g, None, _counter(g))
+
+
+def _counter(g: Guard) -> set[str]:
+    """The names of the accumulation count in an update test (``k`` in ``(i + 1) % k == 0``)."""
     counter = set()
     for n in walk_no_defs(g.node.test):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
             counter |= {dotted(m) for m in walk_no_defs(n.right) if dotted(m)}
         elif isinstance(n, (ast.Name, ast.Attribute)) and "accum" in (dotted(n) or "").lower():
             counter.add(dotted(n))
-    return Accumulation(loop, g, None, counter)
+    # ``self.accum``, not ``self`` (every ``self.model(x)`` would look divided)
+    return {c for c in counter if c not in ("self", "cls") and not any(o.startswith(c + ".") for o in counter)}
 
 
 def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
-    steps = [s for s in loop.events if s.kind == STEP and s.loop is loop]
+    steps = [s for s in loop.events if steps_like(s) and s.loop is loop]
     if not steps:
         return None
     for e in loop.events:
         inner = e.loops[e.loops.index(loop) + 1] if len(e.loops) > e.loops.index(loop) + 1 else None
-        if inner is None or e.kind != BACKWARD:
+        if inner is None or not backward_like(e):
             continue
-        if any(x.kind == STEP for x in inner.events):
+        if any(steps_like(x) for x in inner.events):
             continue
         if any(s.order > e.order for s in steps):
             counter = set()
@@ -334,6 +361,24 @@ def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation
                 counter = {dotted(a) for a in it.args if dotted(a)}
             return Accumulation(loop, None, inner, counter)
     return None
+
+
+def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+    """``self.maybe_step(i)`` called on every iteration, the helper testing ``(i + 1) % k == 0`` itself."""
+    steps, backs = _own_events(fm, loop, steps_like), _own_events(fm, loop, backward_like)
+    if not steps or not backs or not all(s.kind == CALL for s in steps):
+        return None
+    counter: set[str] = set()
+    for s in steps:
+        inner = [e for e in s.extra["helper"].events if e.kind == STEP]
+        guards = [next((g for g in e.guards if g.accum), None) for e in inner]
+        if not inner or None in guards or any(e.loops for e in inner):
+            return None
+        for g in guards:
+            counter |= _counter(g)
+    if any(g.accum for s in steps for g in s.rel_guards(loop)):
+        return None
+    return Accumulation(loop, None, None, counter, tuple(steps))
 
 
 class FileModel:
@@ -365,7 +410,11 @@ class FileModel:
 
     def _make_children(self, node: ast.AST, cls: Optional[ast.ClassDef], parent: FunctionModel,
                        in_class: bool) -> None:
-        for child in ast.iter_child_nodes(node):
+        """Every function and method of the tree, in source order (iterative: deep expressions are fine)."""
+        todo = [(child, cls, parent, in_class) for child in reversed(list(ast.iter_child_nodes(node)))]
+        while todo:
+            child, cls, parent, in_class = todo.pop()
+            nxt: tuple = (cls, parent, in_class)
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 fm = self._add(child, cls, parent if parent is not self.module and not in_class else None)
                 if in_class and cls is not None:
@@ -374,11 +423,12 @@ class FileModel:
                     self.top[child.name] = fm
                 else:
                     parent.nested[child.name] = fm
-                self._make_children(child, cls, fm, False)
+                nxt = (cls, fm, False)
             elif isinstance(child, ast.ClassDef):
-                self._make_children(child, child, parent, True)
-            elif not isinstance(child, ast.Lambda):
-                self._make_children(child, cls, parent, in_class)
+                nxt = (child, parent, True)
+            elif isinstance(child, ast.Lambda):
+                continue
+            todo.extend((c, *nxt) for c in reversed(list(ast.iter_child_nodes(child))))
 
     def _class_roles(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
@@ -407,6 +457,15 @@ class FileModel:
                 and fm.cls is not None:
             return self.methods.get((fm.cls.name, func.attr))
         return None
+
+    def call_table(self) -> dict[int, list[Event]]:
+        """id(helper) -> the CALL events that run it."""
+        table: dict[int, list[Event]] = {}
+        for fm in self.functions:
+            for e in fm.events:
+                if e.kind == CALL:
+                    table.setdefault(id(e.extra["helper"]), []).append(e)
+        return table
 
     def memo(self, key: str, compute):
         """``compute()`` once per file (rules share file-wide tables this way)."""
@@ -470,10 +529,7 @@ class _Walker:
                 loops[-1].nested_defs.append(st.name)
             return
         if isinstance(st, ast.If):
-            self.exprs(st.test, guards, loops, ctx)
-            accum = guard_is_accum(st.test)
-            self.block(st.body, guards + (Guard(st, True, len(loops), accum),), loops, ctx)
-            self.block(st.orelse, guards + (Guard(st, False, len(loops), accum),), loops, ctx)
+            self.if_chain(st, guards, loops, ctx)
         elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
             self.loop(st, guards, loops, ctx)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
@@ -498,6 +554,18 @@ class _Walker:
                 self.block(case.body, guards, loops, ctx)
         else:
             self.simple(st, guards, loops, ctx)
+
+    def if_chain(self, st: ast.If, guards: tuple, loops: tuple, ctx: tuple) -> None:
+        """An ``if`` and its ``elif`` branches, iteratively (a 1000-branch ``elif`` chain nests 1000 deep)."""
+        while True:
+            self.exprs(st.test, guards, loops, ctx)
+            accum = guard_is_accum(st.test)
+            self.block(st.body, guards + (Guard(st, True, len(loops), accum),), loops, ctx)
+            guards = guards + (Guard(st, False, len(loops), accum),)
+            if len(st.orelse) != 1 or not isinstance(st.orelse[0], ast.If):
+                self.block(st.orelse, guards, loops, ctx)
+                return
+            st = st.orelse[0]
 
     def loop(self, st: ast.AST, guards: tuple, loops: tuple, ctx: tuple) -> None:
         loop = Loop(st, loops[-1] if loops else None, len(loops) + 1)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from typing import Any, Callable
 
 import torch
 from torch.optim import lr_scheduler as lrs
 
-from trickbag.audit._where import user_where
+from trickbag.audit._where import in_trickbag
 
 __all__ = ["install", "stop_module_discovery"]
 
@@ -108,10 +109,33 @@ def _sched_step(audit: Any, sched: Any) -> None:
         audit.on_scheduler_step(sched)
 
 
+class _UserFrameWarnings:
+    """Stands in for the ``warnings`` module inside ``torch.optim.lr_scheduler`` while the audit runs, so
+    that torch's own warnings ("Detected call of `lr_scheduler.step()` before `optimizer.step()`") point at
+    the user's line and not at the audit's wrapper that sits between the user's call and torch."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def warn(self, message: Any, category: Any = None, stacklevel: int = 1, **kwargs: Any) -> None:
+        f = sys._getframe(1)  # the torch function that warns: stacklevel 1
+        level = 1
+        while level < stacklevel and f.f_back is not None:
+            f, level = f.f_back, level + 1
+        while f.f_back is not None and in_trickbag(f.f_code.co_filename):
+            f, level = f.f_back, level + 1
+        self._real.warn(message, category, stacklevel=level + 1, **kwargs)
+
+
 def _patch_schedulers(audit: Any) -> None:
     def through(sched: Any, name: str, args: tuple, call: Callable[[], Any]) -> Any:
         return _outermost(audit, "_sched_depth", lambda: _sched_step(audit, sched), call)
 
+    if isinstance(getattr(lrs, "warnings", None), type(warnings)):
+        audit.patch(lrs, "warnings", _UserFrameWarnings(lrs.warnings))
     classes = [c for c in vars(lrs).values() if isinstance(c, type) and issubclass(c, _SCHEDULER_BASES)]
     _wrap_calls(audit, [(s, "step") for s in audit.schedulers], [(c, "step") for c in classes if "step" in vars(c)],
                 through)
@@ -169,7 +193,7 @@ def _patch_optimizer_init(audit: Any) -> None:
     def init(self: Any, *a: Any, **kw: Any) -> None:
         orig(self, *a, **kw)
         if audit._active and id(self) not in audit._opt:
-            audit._adopt_optimizer(self, built_at=user_where())
+            audit._adopt_optimizer(self)
 
     audit.patch(torch.optim.Optimizer, "__init__", init)
 

@@ -144,18 +144,27 @@ _LOSS_WORDS = {"loss", "criterion", "cross", "entropy", "nll", "mse", "bce", "fo
 
 def is_loss_value(node: ast.AST, role_of) -> bool:
     """True for an expression that computes a loss: ``criterion(out, y)``, ``F.cross_entropy(...)``,
-    ``outputs.loss``, ``loss_a + 0.1 * loss_b`` (``role_of`` maps a dotted name to its role)."""
-    if isinstance(node, ast.BinOp):
-        return is_loss_value(node.left, role_of) or is_loss_value(node.right, role_of)
+    ``outputs.loss``, ``loss_a + 0.1 * loss_b`` (``role_of`` maps a dotted name to its role).
+    Iterative: a 1000-term sum does not reach the recursion limit."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.BinOp):
+            todo += [n.right, n.left]
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in {"mean", "sum"}:
+            todo.append(n.func.value)
+        elif _loss_leaf(n, role_of):
+            return True
+    return False
+
+
+def _loss_leaf(node: ast.AST, role_of) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "loss":
         return True
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "loss":
         return True
     if isinstance(node, ast.Call):
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in {"mean", "sum"}:
-            return is_loss_value(func.value, role_of)
-        name = dotted(func) or ""
+        name = dotted(node.func) or ""
         if role_of(name) == LOSS:
             return True
         words = set(name_tokens(name.split(".")[-1]))

@@ -10,7 +10,7 @@ from typing import Optional
 
 import torch
 
-__all__ = ["user_where"]
+__all__ = ["user_where", "in_trickbag"]
 
 _TRICKBAG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -21,6 +21,12 @@ _RUNPY = os.path.abspath(getattr(sys.modules.get("runpy"), "__file__", "") or "r
 def _internal(filename: str) -> bool:
     path = filename if filename.startswith("<") else os.path.abspath(filename)
     return path.startswith((_TRICKBAG_DIR, _TORCH_DIR, "<frozen")) or path == _RUNPY
+
+
+@functools.lru_cache(maxsize=4096)
+def in_trickbag(filename: str) -> bool:
+    """True for a file of the trickbag package (the audit's own wrappers)."""
+    return not filename.startswith("<") and os.path.abspath(filename).startswith(_TRICKBAG_DIR + os.sep)
 
 
 def _shown(filename: str) -> str:

@@ -18,8 +18,10 @@ from __future__ import annotations
 import ast
 import fnmatch
 import json
+import io
 import os
 import re
+import tokenize
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
@@ -29,11 +31,16 @@ from trickbag.audit._flow import FileModel
 from trickbag.audit.registry import RULES, Rule, select_rules
 
 __all__ = ["Finding", "lint_source", "lint_file", "lint_paths", "iter_files", "markdown_python", "to_json",
-           "SKIP_DIRS"]
+           "SKIP_DIRS", "PYTHON_SUFFIXES", "MARKDOWN_SUFFIXES", "NotPythonError"]
 
 #: folders never walked into when a folder is linted
 SKIP_DIRS = {".venv", "venv", ".git", "__pycache__", "build", "dist", ".tox", ".nox", ".eggs", "node_modules",
              "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hg", ".svn", ".ipynb_checkpoints"}
+#: suffixes linted as Python source; a file named on the command line with another suffix must be a
+#: script whose first line is a ``#!...python`` line (pre-commit's ``types: [python]`` passes those)
+PYTHON_SUFFIXES = (".py", ".pyw", ".pyi")
+#: suffixes linted as Markdown pages (their ```python blocks)
+MARKDOWN_SUFFIXES = (".md", ".markdown")
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 _FILE_NOQA = re.compile(r"^#\s*trickbag:\s*noqa\s*$", re.M)
 
@@ -71,6 +78,8 @@ def _silenced(finding: Finding, lines: Sequence[str]) -> bool:
 
 
 def _syntax_finding(path: str, exc: Exception, line_map: Optional[dict[int, int]] = None) -> Finding:
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return _too_deep(path, f"Python's parser gives up ({exc or type(exc).__name__})")
     line = getattr(exc, "lineno", None) or 1
     col = getattr(exc, "offset", None) or 1
     if line_map:
@@ -78,6 +87,13 @@ def _syntax_finding(path: str, exc: Exception, line_map: Optional[dict[int, int]
     msg = getattr(exc, "msg", None) or str(exc)
     rule = RULES["TB001"]
     return Finding(path, line, col, rule.code, rule.name, f"the file does not parse: {msg}", rule.fix)
+
+
+def _too_deep(path: str, why: str = "it nests beyond the recursion limit of the analysis") -> Finding:
+    """One TB001 line for a file nested too deeply for Python's parser or for the rules' analysis."""
+    rule = RULES["TB001"]
+    return Finding(path, 1, 1, rule.code, rule.name, f"the file is too deeply nested to analyse: {why}; nothing in "
+                   "it was checked", "split the deeply nested expression or block (the file was not checked)")
 
 
 def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: dict[int, int]) -> list[Finding]:
@@ -99,8 +115,8 @@ def lint_source(text: str, path: str = "<string>", *, select: Optional[Iterable[
                 col_shift: Optional[dict[int, int]] = None, noqa_lines: Optional[Sequence[str]] = None) -> list[Finding]:
     """Lint Python source ``text`` (reported as ``path``); ``noqa=False`` ignores ``# noqa`` comments.
 
-    An unknown rule in ``select``/``ignore`` is a ValueError.  A file that does not parse gives one
-    TB001 finding.
+    An unknown rule in ``select``/``ignore`` is a ValueError.  A file that does not parse, or is nested
+    too deeply to analyse (beyond the recursion limit), gives one TB001 finding and nothing else.
     """
     rules = select_rules(select, ignore)
     codes = {r.code for r in rules}
@@ -108,9 +124,12 @@ def lint_source(text: str, path: str = "<string>", *, select: Optional[Iterable[
         return []
     try:
         tree = ast.parse(text, filename=path)
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return [_syntax_finding(path, exc, col_shift)] if "TB001" in codes else []
-    findings = _run_rules(tree, path, rules, col_shift or {})
+    try:
+        findings = _run_rules(tree, path, rules, col_shift or {})
+    except RecursionError:
+        return [_too_deep(path)] if "TB001" in codes else []
     lines = noqa_lines if noqa_lines is not None else text.splitlines()
     if noqa:
         findings = [f for f in findings if not _silenced(f, lines)]
@@ -173,7 +192,7 @@ def _lint_markdown(text: str, path: str, **kw) -> list[Finding]:
     source = "\n".join(merged) + "\n"
     try:
         ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         found = []
         for src, sh in blocks:
             found += lint_source(src, path, col_shift=sh, noqa_lines=lines, **kw)
@@ -183,16 +202,41 @@ def _lint_markdown(text: str, path: str, **kw) -> list[Finding]:
 
 # --------------------------------------------------------------------------- files and folders
 def lint_file(path: str | os.PathLike, **kw) -> list[Finding]:
-    """Lint one file: Markdown (``.md``/``.markdown``: its python blocks) or Python source."""
+    """Lint one file: Markdown (``.md``/``.markdown``: its python blocks) or Python source, decoded as
+    Python decodes it (UTF-8, a BOM, or the PEP 263 ``# -*- coding: ... -*-`` line)."""
     p = Path(path)
     shown = str(path)
+    data = p.read_bytes()
+    if p.suffix.lower() in MARKDOWN_SUFFIXES:
+        try:
+            return _lint_markdown(data.decode("utf-8-sig"), shown, **kw)
+        except UnicodeDecodeError as exc:
+            return [_syntax_finding(shown, ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})"))]
     try:
-        text = p.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return [_syntax_finding(shown, ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})"))]
-    if p.suffix.lower() in (".md", ".markdown"):
-        return _lint_markdown(text, shown, **kw)
+        text = decode_source(data)
+    except ValueError as exc:
+        return [_syntax_finding(shown, exc)]
     return lint_source(text, shown, **kw)
+
+
+def decode_source(data: bytes) -> str:
+    """Python source bytes as text, decoded the way the interpreter reads them: UTF-8, a UTF-8 BOM, or
+    the encoding of a PEP 263 ``# -*- coding: latin-1 -*-`` line; a ValueError with a one-line reason
+    (``not UTF-8 (invalid start byte at byte 0)``, ``unknown encoding: foo``) otherwise."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # a bad coding line, or undeclared bytes that are not UTF-8
+        encoding, reason = "utf-8", str(exc)
+    else:
+        reason = None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        name = "UTF-8" if encoding.startswith("utf-8") else encoding
+        raise ValueError(f"not {name} ({exc.reason} at byte {exc.start})") from None
+    if reason is not None:
+        raise ValueError(reason)
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def _excluded(path: Path, exclude: Sequence[str]) -> bool:
@@ -202,24 +246,53 @@ def _excluded(path: Path, exclude: Sequence[str]) -> bool:
                for pat in exclude)
 
 
+class NotPythonError(ValueError):
+    """A file named explicitly that is neither Python source nor a Markdown page."""
+
+
+def _lintable(path: Path) -> bool:
+    """A ``.py``/``.pyw``/``.pyi`` file, a Markdown page, or a script whose first line is ``#!...python``."""
+    if path.suffix.lower() in PYTHON_SUFFIXES + MARKDOWN_SUFFIXES:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
 def iter_files(paths: Iterable[str | os.PathLike], exclude: Sequence[str] = ()) -> Iterator[Path]:
     """The files to lint: explicit files as given, folders walked for ``*.py`` (skipping virtual
-    environments, VCS and build folders and the ``exclude`` globs); a missing path is a FileNotFoundError."""
+    environments, VCS and build folders and the ``exclude`` globs).  A missing path is a
+    FileNotFoundError; an explicit file that is not Python (``.py``/``.pyw``/``.pyi``, or a script
+    with a ``#!...python`` first line) or Markdown (``.md``/``.markdown``) is a :class:`NotPythonError`.
+    Every path is checked before the first file is yielded."""
+    explicit: list[tuple[Path, bool]] = []
     for raw in paths:
         p = Path(raw)
         if not p.exists():
             raise FileNotFoundError(f"no such file or folder: {str(raw)!r}")
-        if p.is_file():
+        if p.is_file() and not _excluded(p, exclude) and not _lintable(p):
+            raise NotPythonError(f"not a Python file: {str(raw)!r} (lint takes .py files, Python scripts "
+                                 f"with a #! line, Markdown pages and folders)")
+        explicit.append((p, p.is_file()))
+    for p, is_file in explicit:
+        if is_file:
             if not _excluded(p, exclude):
                 yield p
             continue
-        for root, dirs, files in os.walk(p):
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                             and not _excluded(Path(root) / d, exclude))
-            for name in sorted(files):
-                f = Path(root) / name
-                if name.endswith(".py") and not _excluded(f, exclude):
-                    yield f
+        yield from _walk(p, exclude)
+
+
+def _walk(folder: Path, exclude: Sequence[str]) -> Iterator[Path]:
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                         and not _excluded(Path(root) / d, exclude))
+        for name in sorted(files):
+            f = Path(root) / name
+            if name.endswith(".py") and not _excluded(f, exclude):
+                yield f
 
 
 def lint_paths(paths: Iterable[str | os.PathLike], *, select: Optional[Iterable[str]] = None,

@@ -25,30 +25,85 @@ _HYPER_TYPOS = {"learning_rate": "lr", "learningrate": "lr", "lr_rate": "lr", "w
 _PARAM_WORDS = {"parameters", "named_parameters", "params", "param"}
 
 
-def _param_group_dicts(file: FileModel) -> Iterator[ast.Dict]:
-    """Dict literals used as optimizer param groups."""
+def _param_group_dicts(file: FileModel) -> Iterator[ast.AST]:
+    """Dict literals and ``dict(...)`` calls used as optimizer param groups: in the optimizer call, in
+    a list built before it (``groups = [...]``, ``groups.append({...})``), or anywhere they look like one."""
     seen: set[int] = set()
+    for fm in file.functions:
+        for node in fm.nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            is_opt = R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER \
+                or call_name(node) == "add_param_group"
+            first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "params"), None)
+            if not is_opt or first is None:
+                continue
+            for d in _group_nodes(fm, first):
+                if id(d) not in seen:
+                    seen.add(id(d))
+                    yield d
     for node in file.nodes:
-        if not isinstance(node, ast.Call):
-            continue
-        is_opt = R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER \
-            or call_name(node) == "add_param_group"
-        first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "params"), None)
-        if not is_opt or first is None:
-            continue
-        elts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else \
-            [first.elt] if isinstance(first, (ast.ListComp, ast.GeneratorExp)) else [first]
-        for d in elts:
-            if isinstance(d, ast.Dict) and id(d) not in seen:
-                seen.add(id(d))
-                yield d
-    for node in file.nodes:
-        if isinstance(node, ast.Dict) and id(node) not in seen and _looks_like_group(node):
+        if (isinstance(node, ast.Dict) or _dict_call(node)) and id(node) not in seen and _looks_like_group(node):
             yield node
 
 
-def _keys(d: ast.Dict) -> list[tuple[str, ast.AST, ast.AST]]:
+def _dict_call(node: ast.AST) -> bool:
+    """``dict(params=..., lr=...)`` (keywords only)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+        and not node.args
+
+
+def _group_nodes(fm: FunctionModel, expr: Optional[ast.AST], hops: int = 0) -> Iterator[ast.AST]:
+    """The dicts an optimizer's ``params`` argument is made of, following names to the lists assigned
+    (or appended) to them — in the function, the enclosing ones, the module, and for ``self.groups``
+    the class's methods — and local helpers to what they return (3 hops at most)."""
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Dict) or _dict_call(node):
+            yield node
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            todo += node.elts
+        elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            todo.append(node.elt)
+        elif isinstance(node, ast.Starred):
+            todo.append(node.value)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            todo += [node.left, node.right]
+        elif hops < 3 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
+            for scope, value in _assigned_values(fm, dotted(node)):
+                yield from _group_nodes(scope, value, hops + 1)
+        elif hops < 3 and isinstance(node, ast.Call) and fm.file.resolve(node, fm) is not None:
+            helper = fm.file.resolve(node, fm)
+            for ret in (n for n in helper.nodes if isinstance(n, ast.Return) and n.value is not None):
+                yield from _group_nodes(helper, ret.value, hops + 1)
+
+
+def _assigned_values(fm: FunctionModel, name: str) -> Iterator[tuple[FunctionModel, ast.AST]]:
+    scopes: list[FunctionModel] = []
+    scope: Optional[FunctionModel] = fm
+    while scope is not None:
+        scopes.append(scope)
+        scope = scope.parent
+    if name.startswith("self.") and fm.cls is not None:
+        scopes += [m for (cls, _), m in fm.file.methods.items() if cls == fm.cls.name and m not in scopes]
+    if fm.file.module not in scopes:
+        scopes.append(fm.file.module)
+    for sc in scopes:
+        for a in sc.assigns:
+            if a.names == [name] and a.value is not None and (a.op is None or isinstance(a.op, ast.Add)):
+                yield sc, a.value
+
+
+def _keys(d: ast.AST) -> list[tuple[str, ast.AST, ast.AST]]:
+    """(key, key node, value) of a dict literal's string keys or a ``dict(...)`` call's keywords."""
+    if isinstance(d, ast.Call):
+        return [(k.arg, k, k.value) for k in d.keywords if k.arg]
     return [(k.value, k, v) for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+
+
+def _n_keys(d: ast.AST) -> int:
+    return len(d.keywords) if isinstance(d, ast.Call) else len(d.keys)
 
 
 def _holds_parameters(value: ast.AST) -> bool:
@@ -60,7 +115,7 @@ def _holds_parameters(value: ast.AST) -> bool:
     return False
 
 
-def _looks_like_group(d: ast.Dict) -> bool:
+def _looks_like_group(d: ast.AST) -> bool:
     keys = {k for k, _, _ in _keys(d)}
     if "params" in keys and len(keys) > 1:
         return True
@@ -74,7 +129,10 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
 
     ``torch.optim`` reads the tensors of a group from ``'params'`` only (``{'model': ...}`` or
     ``{'parameters': ...}`` fails or trains nothing) and keeps unknown keys silently: a group with
-    ``'learning_rate'`` or ``'wd'`` uses the optimizer's default ``lr`` / ``weight_decay``.
+    ``'learning_rate'`` or ``'wd'`` uses the optimizer's default ``lr`` / ``weight_decay``.  The
+    groups are checked where they are written: in the optimizer call, in a list built before it
+    (``groups = [...]``, ``groups.append({...})``, ``self.groups``, a local helper that returns
+    them), as dict literals or as ``dict(params=..., lr=...)``.
 
     Wrong::
 
@@ -92,7 +150,7 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
     """
     for d in _param_group_dicts(file):
         keys = _keys(d)
-        if not keys or len(keys) != len(d.keys):
+        if not keys or len(keys) != _n_keys(d):
             continue
         names = {k for k, _, _ in keys}
         if "params" not in names:
@@ -241,7 +299,13 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     ``CrossEntropyLoss`` / ``F.cross_entropy`` apply ``log_softmax`` themselves: feeding them
     ``softmax`` output squashes the logits twice (gradients vanish, training stalls near chance).
     ``nll_loss`` and ``kl_div`` expect log-probabilities.  A hand-written cross-entropy needs
-    ``log_softmax`` (``torch.log(softmax(x))`` underflows to ``-inf``).
+    ``log_softmax`` (``torch.log(softmax(x))`` underflows to ``-inf``).  A hand-written NLL that
+    picks the target's probability (``probs.gather(1, y[:, None])``, ``probs[range(n), y]``) and
+    negates it with no log (``-picked.mean()``) is wrong: it minimises minus the probability, not
+    its log — a different, badly conditioned objective.  ``-torch.log(probs.gather(1, y[:, None]))``
+    is the cross-entropy and is not reported (``log_softmax`` + ``gather`` is more accurate: the
+    log of a picked probability underflows when it is tiny); ``log`` applied directly to
+    ``softmax(...)`` is reported as the underflow it is.
 
     Wrong::
 
@@ -261,6 +325,9 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
                 yield from _check_log_softmax(fm, node)
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
                 yield from _check_handwritten(node.operand, node)
+                if _picked_probabilities(fm, node.operand, node.lineno, probs):
+                    yield Hit(node, "hand-written NLL takes minus the softmax probability of the target, without "
+                                    "its log; it needs log_softmax(x) (or F.cross_entropy on the logits)")
             elif _loss_statement(node, lossy_function) and not any(
                     isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and _softmax_product(n.operand)
                     for n in walk_no_defs(node.value)):
@@ -277,6 +344,51 @@ def _loss_statement(node: ast.AST, lossy_function: bool) -> bool:
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         return bool(set(name_tokens(dotted(node.targets[0]) or "")) & _LOSS_WORDS)
     return False
+
+
+_PICK = {"gather", "take_along_dim", "index_select"}
+_KEEP = {"mean", "sum", "squeeze", "unsqueeze", "view", "reshape", "flatten", "float", "double", "clone",
+         "contiguous", "to", "type_as"}
+
+
+def _picked_probabilities(fm: FunctionModel, node: ast.AST, line: int, probs: set[str]) -> bool:
+    """``probs.gather(1, y[:, None]).mean()``, ``torch.gather(probs, ...)``, ``probs[range(n), y]``:
+    the target's softmax probability (through names, reshapes and reductions) with no log on the way."""
+    for _ in range(12):
+        if isinstance(node, ast.Call):
+            name = call_name(node)
+            if name not in _PICK | _KEEP:
+                return False
+            src = _call_source(fm, node)
+            if name in _PICK:
+                return src is not None and _softmaxed(fm, src, line, probs)
+            node = src
+        elif isinstance(node, ast.Subscript):
+            labels = any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(node.slice))
+            return labels and _softmaxed(fm, node.value, line, probs)
+        elif dotted(node):
+            assigns = [a for a in fm.assigns if a.names == [dotted(node)] and a.value is not None and a.op is None
+                       and a.node.lineno <= line]
+            if not assigns:
+                return False
+            node, line = assigns[-1].value, assigns[-1].node.lineno
+        else:
+            return False
+    return False
+
+
+#: names read as modules (``torch.mean(x)``) even where the snippet does not import them
+_MODULE_NAMES = {"torch", "F", "np", "numpy"}
+
+
+def _call_source(fm: FunctionModel, call: ast.Call) -> Optional[ast.AST]:
+    """The tensor a call works on: ``x`` in ``x.mean()`` and in ``torch.mean(x)``."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        base = dotted(func.value)
+        if not base or base.split(".")[0] not in {*fm.file.imports.alias, *_MODULE_NAMES}:
+            return func.value
+    return call.args[0] if call.args else None
 
 
 def _softmax_product(node: ast.AST) -> bool:
@@ -371,8 +483,11 @@ def _compare(op: ast.cmpop, a: Value, b: Value) -> Optional[bool]:
     return None
 
 
-def _value(node: ast.AST, env: dict[str, Value]) -> Value:
-    """The value of ``node`` when the step argument is 0 (numbers, POS, or None when unknown)."""
+def _value(node: ast.AST, env: dict[str, Value], depth: int = 0) -> Value:
+    """The value of ``node`` when the step argument is 0 (numbers, POS, or None when unknown; None too
+    beyond 100 levels of nesting)."""
+    if depth > 100:
+        return None
     if isinstance(node, ast.Constant):
         return float(node.value) if _num(node.value) else None
     if isinstance(node, ast.Name):
@@ -380,18 +495,18 @@ def _value(node: ast.AST, env: dict[str, Value]) -> Value:
     if isinstance(node, ast.Attribute):
         return POS
     if isinstance(node, ast.BinOp):
-        return _binop(node.op, _value(node.left, env), _value(node.right, env))
+        return _binop(node.op, _value(node.left, env, depth + 1), _value(node.right, env, depth + 1))
     if isinstance(node, ast.IfExp):
-        test = _truth(node.test, env)
-        return None if test is None else _value(node.body if test else node.orelse, env)
+        test = _truth(node.test, env, depth + 1)
+        return None if test is None else _value(node.body if test else node.orelse, env, depth + 1)
     if isinstance(node, ast.Call):
-        return _call_value(node, env)
+        return _call_value(node, env, depth + 1)
     return None
 
 
-def _call_value(node: ast.Call, env: dict[str, Value]) -> Value:
+def _call_value(node: ast.Call, env: dict[str, Value], depth: int = 0) -> Value:
     name = call_name(node)
-    args = [_value(a, env) for a in node.args]
+    args = [_value(a, env, depth) for a in node.args]
     if name == "float" and len(args) == 1:
         return args[0]
     if name in ("min", "max") and args and not node.keywords:
@@ -408,9 +523,9 @@ def _call_value(node: ast.Call, env: dict[str, Value]) -> Value:
     return None
 
 
-def _truth(test: ast.AST, env: dict[str, Value]) -> Optional[bool]:
+def _truth(test: ast.AST, env: dict[str, Value], depth: int = 0) -> Optional[bool]:
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        return _compare(test.ops[0], _value(test.left, env), _value(test.comparators[0], env))
+        return _compare(test.ops[0], _value(test.left, env, depth), _value(test.comparators[0], env, depth))
     return None
 
 

@@ -347,7 +347,10 @@ def syntax_error(file: FileModel) -> Iterator[Hit]:
     """The file does not parse, so nothing else in it was checked.
 
     Reported by the linter itself with the parser's message and position (``SyntaxError``,
-    ``IndentationError``, a file that is not valid UTF-8).
+    ``IndentationError``, bytes that do not decode: a file is read as Python reads it, UTF-8 unless
+    a BOM or a PEP 263 ``# -*- coding: latin-1 -*-`` line says otherwise), or as "too deeply nested
+    to analyse" when an expression or block nests beyond Python's recursion limit (for the parser
+    or for the analysis).  Either way it is one line for that file; the other files are checked.
 
     Wrong::
 

@@ -281,27 +281,38 @@ def _defined_before(fm: FunctionModel, name: str, loop: Loop) -> bool:
 _DETACHING = {"item", "detach", "tolist", "numpy", "float", "int", "round", "detach_"}
 
 
+_PASS_THROUGH = {"sum", "mean", "clone", "cpu", "to", "view", "reshape", "squeeze"}
+
+
 def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> Optional[str]:
-    """The loss whose graph ``node`` keeps alive (None if every use is detached)."""
-    if isinstance(node, ast.Call) and call_name(node) not in _DETACHING and R.is_loss_value(node, fm.role):
-        return "the loss"
-    if isinstance(node, (ast.Name, ast.Attribute)):
-        name = dotted(node)
-        if (isinstance(node, ast.Attribute) and node.attr == "data") or name not in losses:
-            return None
-        last = fm.last_assignments(name, before)
-        if last and isinstance(last[-1].value, ast.Call) and call_name(last[-1].value) in _DETACHING:
-            return None  # loss = loss.item() before the sum
-        return name
-    if isinstance(node, ast.BinOp):
-        return _keeps_graph(node.left, fm, losses, before) or _keeps_graph(node.right, fm, losses, before)
-    if isinstance(node, ast.Call):
-        if call_name(node) in _DETACHING:
-            return None
-        if isinstance(node.func, ast.Attribute) and call_name(node) in {"sum", "mean", "clone", "cpu", "to", "view",
-                                                                         "reshape", "squeeze"}:
-            return _keeps_graph(node.func.value, fm, losses, before)
+    """The loss whose graph ``node`` keeps alive (None if every use is detached).  Iterative: a
+    1000-term sum does not reach the recursion limit."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.BinOp):
+            todo += [n.right, n.left]
+            continue
+        if isinstance(n, ast.Call) and call_name(n) not in _DETACHING and R.is_loss_value(n, fm.role):
+            return "the loss"
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            found = _kept_name(n, fm, losses, before)
+            if found:
+                return found
+        elif isinstance(n, ast.Call) and call_name(n) not in _DETACHING and isinstance(n.func, ast.Attribute) \
+                and call_name(n) in _PASS_THROUGH:
+            todo.append(n.func.value)
     return None
+
+
+def _kept_name(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> Optional[str]:
+    name = dotted(node)
+    if (isinstance(node, ast.Attribute) and node.attr == "data") or name not in losses:
+        return None
+    last = fm.last_assignments(name, before)
+    if last and isinstance(last[-1].value, ast.Call) and call_name(last[-1].value) in _DETACHING:
+        return None  # loss = loss.item() before the sum
+    return name
 
 
 def _accumulations(fm: FunctionModel, loop: Loop) -> Iterator[tuple[ast.AST, str, ast.AST, int]]:

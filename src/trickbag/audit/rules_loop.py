@@ -16,13 +16,17 @@ from trickbag.audit.registry import Hit, rule
 __all__: list[str] = []
 
 
-def _micro(ev: Event) -> bool:
-    """Is ``ev`` run once per micro-batch of a gradient-accumulation loop?"""
+def _micro(ev: Event, depth: int = 0) -> bool:
+    """Is ``ev`` run once per micro-batch of a gradient-accumulation loop?  Also for an event of a local
+    helper (outside any loop or accumulation test of the helper) that a micro-batch calls, following
+    helpers of helpers two levels up: ``self.micro_step(x, y)`` with ``zero_grad()`` inside."""
     for lp in ev.loops:
         acc = ev.fm.accumulation(lp)
         if acc is not None and acc.is_micro(ev):
             return True
-    return False
+    if ev.loops or depth >= 2 or any(g.accum for g in ev.guards) or ev.fm.node is ev.fm.file.tree:
+        return False
+    return any(_micro(site, depth + 1) for site in ev.fm.call_sites())
 
 
 def _counter_guarded(ev: Event, loop) -> bool:
@@ -43,7 +47,9 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     Since PyTorch 1.1 ``scheduler.step()`` belongs after ``optimizer.step()``.  Stepping it first
     skips the first value of the schedule (the warm-up starts one step late, a per-epoch decay
     happens one epoch early) and PyTorch warns about it.  A cheat-sheet classic: ``scheduler.step()``
-    as the first line of the epoch loop, before the epoch is trained.
+    as the first line of the epoch loop, before the epoch is trained.  A step function without a
+    loop of its own counts as one iteration (Lightning's manual optimisation:
+    ``self.manual_backward(loss); sch.step(); opt.step()`` in ``training_step``).
 
     Wrong::
 
@@ -67,12 +73,38 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
         for e in loop.events:
             if e.kind != SCHED or e.node.args or not at_level(e, loop) or _micro(e) or _counter_guarded(e, loop):
                 continue
-            steps = [s for s in loop.events if stepish(s) and not s.exclusive(e)]
-            own = _scheduler_optimizer(file, e.recv or "")
-            if own and any(s.kind == STEP and s.recv == own for s in steps):
-                steps = [s for s in steps if s.kind == STEP and s.recv == own]
-            if steps and all(s.order > e.order for s in steps):
+            if _before_its_step(file, e, loop.events):
                 yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same iteration")
+    for fm in file.functions:
+        yield from _scheduler_first_in_step_function(file, fm)
+
+
+def _before_its_step(file: FileModel, e: Event, events: list[Event]) -> bool:
+    """Does the scheduler step ``e`` run before every step (of its optimizer) among ``events``?"""
+    steps = [s for s in events if stepish(s) and not s.exclusive(e)]
+    own = _scheduler_optimizer(file, e.recv or "")
+    if own and any(s.kind == STEP and s.recv == own for s in steps):
+        steps = [s for s in steps if s.kind == STEP and s.recv == own]
+    return bool(steps) and all(s.order > e.order for s in steps)
+
+
+def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
+    """A step function without a loop of its own (Lightning's manual optimisation in ``training_step``:
+    ``self.manual_backward(loss); sch.step(); opt.step()``): its body is one iteration."""
+    flat = [e for e in fm.events if not e.loops]
+    if not any(BACKWARD in e.kinds() for e in flat):
+        return
+    for e in flat:
+        if e.kind != SCHED or e.node.args or _micro(e) or _after_first_guarded(e):
+            continue
+        if _before_its_step(file, e, flat):
+            yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same training step")
+
+
+def _after_first_guarded(ev: Event) -> bool:
+    """``if batch_idx > 0: sch.step()`` (or ``!= 0``): stepped for the previous step, on purpose."""
+    return any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.Gt, ast.GtE, ast.NotEq)) for o in n.ops)
+               for g in ev.guards for n in ast.walk(g.node.test))
 
 
 _SCHED_WORDS = {"sched", "scheduler", "lr", "schedule", "warmup"}
@@ -275,12 +307,13 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
 
 
 def _never_zeroed_helper(fm, s: Event) -> Iterator[Hit]:
-    """A ``train_step()`` helper with backward + step and no zero_grad, called from a loop that
-    does not zero either."""
-    if not fm.kind_events(BACKWARD) or any(ZERO in e.kinds() for e in fm.events):
+    """A ``train_step()`` helper with backward + step, or an ``optimizer_step()`` helper called from a
+    loop that runs the backward, with no zero_grad in the helper nor in its callers' loops."""
+    if any(ZERO in e.kinds() for e in fm.events):
         return
     sites = [c for c in fm.call_sites() if c.loops]
-    if sites and all(not _zeroes(c.fm, c.loops[-1], s) for c in sites):
+    trains = bool(fm.kind_events(BACKWARD)) or all(train_loop(c) is c.loops[-1] for c in sites)
+    if sites and trains and all(not _zeroes(c.fm, c.loops[-1], s) for c in sites):
         yield Hit(s.node, f"{fm.name}() steps the optimizer and its callers' loop never zeroes the gradients")
 
 
@@ -342,7 +375,10 @@ def clip_before_unscale(file: FileModel) -> Iterator[Hit]:
     Under ``GradScaler`` the gradients are multiplied by the loss scale (65536 at the start).
     Clipping them to a max norm of 1.0 before ``unscale_`` clips the *scaled* norm: the true
     gradient is cut to about 1/65536 of the intended norm, and the threshold changes whenever
-    the scale does.
+    the scale does.  The finding is static and advisory: lint cannot know whether the scaler is
+    enabled.  With ``GradScaler(enabled=False)`` (or ``enabled=use_amp`` on a run without AMP) the
+    scale is 1, so the clip is harmless in that run and the runtime audit, which sees the real
+    scale, reports nothing; the order is still wrong the day the scaler is switched on.
 
     Wrong::
 

@@ -54,6 +54,11 @@ AUDIT_RULES = {
     "ema-before-step": "EMA/SWA updated after backward() but before the optimizer step",
 }
 
+#: a finding that explains another one at the same line: only the more specific one is reported
+#: (a scheduler stepped every micro-batch also runs before the first optimizer step)
+SUPERSEDES = {"scheduler-per-micro-batch": "scheduler-before-step", "ema-per-micro-batch": "ema-before-step"}
+
+
 class StopScript(BaseException):
     """Raised at the step after the last one ``trickbag audit --steps N`` lets a script run."""
 
@@ -81,9 +86,17 @@ class AuditReport:
          "EMA updates"), 0))
 
     def add(self, rule: str, message: str, where: str) -> None:
+        """Count ``rule`` at ``where``; of two rules where one explains the other (:data:`SUPERSEDES`),
+        one line keeps only the more specific, with the count of both."""
+        weaker, stronger = SUPERSEDES.get(rule), next((k for k, v in SUPERSEDES.items() if v == rule), None)
         for f in self.findings:
-            if f.rule == rule and f.where == where:
+            if f.where != where:
+                continue
+            if f.rule == rule or f.rule == stronger:
                 f.count += 1
+                return
+            if f.rule == weaker:
+                f.rule, f.message, f.count = rule, message, f.count + 1
                 return
         self.findings.append(AuditFinding(rule, message, where))
 
@@ -106,7 +119,6 @@ class _OptState:
     """What the audit tracks per optimizer."""
 
     opt: torch.optim.Optimizer
-    built_at: Optional[str] = None
     steps: int = 0
     zeroed: bool = False  # zero_grad() called since the last step
     zero_seen: bool = False  # a backward found the sample gradient empty since the last step
@@ -158,6 +170,7 @@ class Audit:
         self._depth = 0
         self._top_modules: dict[int, torch.nn.Module] = {}
         self._sched_opt: dict[int, int] = {}
+        self._in_step = 0  # > 0 while an optimizer's step() runs (an LBFGS closure calls back into the loop)
 
     # ------------------------------------------------------------------ enter / exit
     def __enter__(self) -> AuditReport:
@@ -233,10 +246,10 @@ class Audit:
         self._eval_forwards.clear()
 
     # ------------------------------------------------------------------ optimizers
-    def _adopt_optimizer(self, opt: torch.optim.Optimizer, built_at: Optional[str] = None) -> _OptState:
+    def _adopt_optimizer(self, opt: torch.optim.Optimizer) -> _OptState:
         if id(opt) in self._opt:
             return self._opt[id(opt)]
-        st = self._opt[id(opt)] = _OptState(opt, built_at)
+        st = self._opt[id(opt)] = _OptState(opt)
         self._wrap_method(opt, "step", lambda orig, a, kw: self._step(st, orig, a, kw))
         self._wrap_method(opt, "zero_grad", lambda orig, a, kw: self._zero_grad([st], orig, a, kw))
         return st
@@ -273,7 +286,11 @@ class Audit:
         self._check_params(st, where)
         if self._stop_after is not None and self.report.counts["optimizer steps"] >= self._stop_after:
             raise StopScript()
-        out = orig(*args, **kwargs)
+        self._in_step += 1  # what a closure does inside step() is part of the step, not of the loop
+        try:
+            out = orig(*args, **kwargs)
+        finally:
+            self._in_step -= 1
         self._after_step(st)
         return out
 
@@ -290,7 +307,7 @@ class Audit:
 
     def _zero_grad(self, states: Iterable[_OptState], orig: Callable, args: tuple, kwargs: dict) -> Any:
         self.report.counts["zero_grad"] += 1
-        if self._pending_backward:
+        if self._pending_backward and not self._in_step:
             self.finding("zero-grad-before-step", "zero_grad() after backward() and before step(): the "
                          "gradients of this update are erased")
             self._pending_backward = False
@@ -338,7 +355,7 @@ class Audit:
                 (moving if p.grad is not None else parked).append(name)
             elif g is not None and not p.requires_grad and p.grad is not None and g.get("momentum", 0):
                 moving.append(name)
-        where = st.built_at or where or user_where()
+        where = where or user_where()  # the optimizer.step() line, in-process and for `trickbag audit` alike
         if missing:
             self.finding("param-not-in-optimizer", f"{len(missing)} trainable parameter(s) are in no optimizer and "
                          f"never change: {_names(missing)}", where)
@@ -361,12 +378,12 @@ class Audit:
         if st.skipped:
             self.finding("scheduler-on-skipped-step", "scheduler.step() after the GradScaler skipped the optimizer "
                          "step (inf/NaN gradients): the schedule advanced without an update", user_where())
-        elif st.steps == 0:
-            self.finding("scheduler-before-step", "scheduler.step() before the first optimizer.step(): the first "
-                         "value of the schedule is skipped", user_where())
         elif since >= 1:
             self.finding("scheduler-per-micro-batch", "scheduler.step() called again with no optimizer step since "
                          "the last one: the schedule runs faster than the updates", user_where())
+        elif st.steps == 0:
+            self.finding("scheduler-before-step", "scheduler.step() before the first optimizer.step(): the first "
+                         "value of the schedule is skipped", user_where())
         self._sched_since[id(sched)] = since + 1
 
     def on_scaler_scale(self, scaler: Any) -> None:
@@ -396,6 +413,8 @@ class Audit:
         if self._scaled and not self._unscaled:
             self.finding("clip-before-unscale", "gradients clipped while still multiplied by the loss scale: call "
                          "scaler.unscale_(optimizer) first", user_where())
+        if self._in_step:
+            return  # clipping inside an LBFGS closure: once per evaluation of the closure, by design
         first = parameters if isinstance(parameters, torch.Tensor) else (parameters[0] if parameters else None)
         key = id(first)
         self._clips[key] = self._clips.get(key, 0) + 1

@@ -59,30 +59,19 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
-def _split_steps(args: argparse.Namespace) -> None:
-    """``trickbag audit train.py --lr 0.1 --steps 20``: a trailing ``--steps N`` is the audit's own
-    unless ``--steps`` was given before the script."""
-    rest = list(args.args)
-    if args.steps is None and len(rest) >= 2 and rest[-2] == "--steps":
-        try:
-            args.steps = positive_int(rest[-1])
-        except argparse.ArgumentTypeError as exc:
-            raise TrickbagError(f"--steps: {exc}") from None
-        rest = rest[:-2]
-    args.args = rest
-
-
 def cmd_audit(args: argparse.Namespace) -> int:
-    _split_steps(args)
+    """Exit status: 70 if the script raised, else 1 with findings, else the script's own ``sys.exit``
+    status (0 when it finished or was stopped after ``--steps``); 2 on a usage error."""
+    if args.script is None:
+        raise TrickbagError("give the training script to run: trickbag audit [--steps N] SCRIPT [ARGS ...] "
+                            "(ARGS are optional; everything after SCRIPT goes to the script)")
     from trickbag.audit.script import run_script
 
     try:
-        result = run_script(args.script, args.args, steps=args.steps or 50)
+        result = run_script(args.script, args.args, steps=args.steps)
     except FileNotFoundError as exc:
         raise TrickbagError(str(exc)) from None
-    if result.outcome == "failed":
-        return 1
-    return 1 if result.report.findings else 0
+    return result.exit_status()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -101,11 +90,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     lint.set_defaults(func=cmd_lint)
 
     audit = sub.add_parser("audit", help="run a training script under the runtime audit (first N optimizer steps)",
-                           description="Run SCRIPT with ARGS under trickbag.audit, attached to the optimizers it "
-                                       "creates, stop it after --steps optimizer steps and print the findings.  "
-                                       "Exit 1 with findings, 0 without, 2 if the script does not exist.")
-    audit.add_argument("--steps", type=positive_int, default=None,
-                       help="stop after this many optimizer steps (default 50; may also come last)")
-    audit.add_argument("script", metavar="SCRIPT", help="the training script (.py)")
-    audit.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments passed to the script")
+                           usage="trickbag audit [-h] [--steps N] SCRIPT [ARGS ...]",
+                           description="Run SCRIPT with the optional ARGS under trickbag.audit, attached to the "
+                                       "optimizers it creates, stop it after --steps optimizer steps and print the "
+                                       "findings.  Options of `trickbag audit` come before SCRIPT; everything after "
+                                       "SCRIPT is the script's (`trickbag audit train.py --steps 1000` passes "
+                                       "--steps 1000 to train.py).  Exit status: 70 if the script raised (its "
+                                       "traceback is printed as Python prints it), else 1 with findings, else the "
+                                       "script's own sys.exit status (0 when it finished or was stopped); 2 on a "
+                                       "usage error (no such script).")
+    audit.add_argument("--steps", type=positive_int, default=50, metavar="N",
+                       help="stop the script before optimizer step N+1 (default 50)")
+    audit.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (.py)")
+    audit.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                       help="optional arguments passed to the script, unchanged")
     audit.set_defaults(func=cmd_audit)
