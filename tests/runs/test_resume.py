@@ -59,6 +59,16 @@ def test_a_finished_run_says_so_and_changes_nothing(tiny_recipe, capsys):
         resume_run(done.run_dir, quiet=True)
 
 
+def test_extending_a_run_whose_schedule_ended_at_lr_0_says_the_extra_epochs_will_not_train(tiny_recipe, capsys):
+    done = run_recipe(tiny_recipe("run.plots=false", "log.tensorboard=false", "schedule.warmup_epochs=0"), quiet=True)
+    capsys.readouterr()
+    result = resume_run(done.run_dir, ["train.epochs=3"])
+    out = capsys.readouterr().out
+    assert "the schedule had ended and stays at its final LR of 0: the extra epochs leave the weights" in out
+    assert "model.weights=RUN/checkpoints/last.pt" in out
+    assert len(result.history) == 3
+
+
 def test_an_unsafe_override_is_refused_naming_the_key_and_nothing_changes(tiny_recipe):
     first = run_recipe(tiny_recipe("train.epochs=3", "run.plots=false", "log.tensorboard=false"),
                        plugins=[StopAtEpoch(1)], quiet=True)

@@ -109,6 +109,9 @@ def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) ->
         ended = s.step >= ctx.steps_per_epoch * old
         how = ("the schedule had ended and stays at its final LR" if ended else
                f"the schedule is re-planned from update {s.step} to end at update {total}")
+        if ended and all(g["lr"] == 0 for g in s.optimizer.param_groups):
+            how += (" of 0: the extra epochs leave the weights as they are; to train on, start a new run from them "
+                    "(model.weights=RUN/checkpoints/last.pt)")
         notes.append(f"train.epochs {old} -> {new}: {how}")
     return notes
 
