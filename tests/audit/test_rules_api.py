@@ -164,3 +164,43 @@ def test_tb303_negated_target_probability_without_log(body):
 def test_tb303_nll_with_the_log_is_not_reported(body):
     src = "def my_nll(logits, y):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
     assert found(src, "TB303") == []
+
+
+def test_tb303_model_argument_of_a_class_whose_forward_returns_probabilities():
+    wrong = """
+    import torch.nn.functional as F
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+        def forward(self, x):
+            h = self.fc(x)
+            return F.softmax(h, dim=1)
+
+    def train(model, loader, opt, criterion=nn.CrossEntropyLoss()):
+        for x, y in loader:
+            probs = model(x)
+            loss = F.cross_entropy(probs, y)
+            criterion(model(x), y).backward()
+    """
+    fires("TB303", wrong, [14, 15], wrong.replace("return F.softmax(h, dim=1)", "return h"))
+    sigmoid = wrong.replace("return F.softmax(h, dim=1)", "return torch.sigmoid(h)")
+    assert found(sigmoid, "TB303") == [14, 15]
+    # another model class returning logits, or a model built here from another class: not known to be probabilities
+    mixed = wrong + "\nclass Head(nn.Module):\n    def forward(self, x):\n        return x\n"
+    built = wrong.replace("for x, y in loader:", "model = torchvision.models.resnet18()\n        for x, y in loader:")
+    bce = sigmoid.replace("F.cross_entropy(probs, y)", "F.binary_cross_entropy(probs, y)").replace(
+        "nn.CrossEntropyLoss()", "nn.BCELoss()")
+    assert found(mixed, "TB303") == found(built, "TB303") == found(bce, "TB303") == []
+
+
+def test_tb303_loss_object_as_a_default_argument():
+    wrong = """
+    def train_step(model, batch, optimizer, criterion=nn.CrossEntropyLoss(), *, nll=nn.NLLLoss()):
+        tokens, labels = batch
+        probs = torch.softmax(model(tokens), dim=-1)
+        loss = criterion(probs, labels)
+        other = nll(probs, labels)
+    """
+    right = wrong.replace("torch.softmax(", "torch.log_softmax(").replace("criterion(probs", "criterion(model(tokens)")
+    fires("TB303", wrong, [5, 6], right)

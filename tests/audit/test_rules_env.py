@@ -97,3 +97,32 @@ def test_tb001_syntax_error_is_one_finding_with_position():
     findings = lint_source("for x in y\n    pass\n", "broken.py")
     assert [(f.rule, f.line) for f in findings] == [("TB001", 1)]
     assert "does not parse" in findings[0].message
+
+
+def test_tb402_cuda_touched_in_a_local_helper_called_before():
+    wrong = """
+    import os, subprocess, torch
+    def free_memory(i):
+        return torch.cuda.mem_get_info(i)[0]
+    def freest_gpu():
+        frees = [free_memory(i) for i in range(4)]
+        return frees.index(max(frees))
+    def main():
+        gpu = freest_gpu()
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    """
+    right = """
+    import os, subprocess, torch
+    def freest_gpu():
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True)
+        return out.stdout.count("MiB")
+    def setup(gpu):
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        torch.cuda.set_device(0)
+    def main():
+        gpu = freest_gpu()
+        setup(gpu)
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        torch.cuda.init()
+    """
+    fires("TB402", wrong, [10], right)

@@ -1,6 +1,8 @@
 """Evaluation rules (TB2xx): eval() set and undone, evaluation without gradients, losses kept with
 their graph; each with a firing and a non-firing snippet."""
 
+import pytest
+
 from .helpers import fires, found
 
 
@@ -143,3 +145,25 @@ def test_tb204_losses_summed_for_one_backward_or_reset_each_iteration():
         opt.zero_grad()
     """
     assert found(src, "TB204") == []
+
+
+@pytest.mark.parametrize("loss", [
+    "F.binary_cross_entropy", "F.binary_cross_entropy_with_logits", "F.poisson_nll_loss", "F.gaussian_nll_loss",
+    "F.margin_ranking_loss", "F.hinge_embedding_loss", "F.multilabel_margin_loss", "F.soft_margin_loss",
+    "F.multilabel_soft_margin_loss", "F.multi_margin_loss", "F.triplet_margin_with_distance_loss",
+    "nn.BCELoss()", "nn.PoissonNLLLoss()", "nn.GaussianNLLLoss()", "nn.HingeEmbeddingLoss()",
+    "nn.MultiLabelMarginLoss()", "nn.SoftMarginLoss()", "nn.MultiLabelSoftMarginLoss()", "nn.MultiMarginLoss()",
+    "nn.TripletMarginWithDistanceLoss()"])
+def test_tb204_every_torch_loss_function_is_a_loss(loss):
+    wrong = f"""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    recon_losses = []
+    for x, _ in loader:
+        opt.zero_grad()
+        recon = {loss}(vae(x), x) / x.size(0)
+        (recon + kld).backward()
+        opt.step()
+        recon_losses.append(recon)
+    """
+    fires("TB204", wrong, [10], wrong.replace("append(recon)", "append(recon.item())"))

@@ -1,6 +1,8 @@
 """Loop-order rules (TB1xx): each fires on a wrong snippet at the offending line and stays silent on
 the corrected one (snippets in other shapes than the rules' own docstring examples)."""
 
+import pytest
+
 from .helpers import fires, found
 
 
@@ -402,3 +404,42 @@ def test_tb104_helper_named_optimizer_step_is_followed():
     wrong = right.replace("        optimizer.zero_grad(set_to_none=True)\n", "")
     fires("TB104", wrong, [3], right)
     assert found(right, "TB103") == found(right, "TB105") == []
+
+
+def test_tb105_whatever_backward_is_called_on_is_the_loss():
+    wrong = """
+    def run_epoch(self, loader):
+        self.optimizer.zero_grad()
+        for i, (images, targets) in enumerate(loader):
+            loss_dict = self.detector(images, targets)
+            losses = sum(v for v in loss_dict.values())
+            losses.backward()
+            if (i + 1) % self.accumulate == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+    """
+    right = wrong.replace("sum(v for v in loss_dict.values())", "sum(v for v in loss_dict.values()) / self.accumulate")
+    fires("TB105", wrong, [7], right)
+    # without accumulation the same shape is fine
+    assert found(wrong.replace("if (i + 1) % self.accumulate == 0:", "if True:"), "TB105") == []
+
+
+@pytest.mark.parametrize("comp", ["[self.step(a, b) for a, b in loader]", "{self.step(a, b) for a, b in loader}",
+                                  "{i: self.step(a, b) for i, (a, b) in enumerate(loader)}",
+                                  "sum(self.step(a, b) for a, b in loader)"])
+def test_tb104_step_called_from_a_comprehension_over_a_loader(comp):
+    wrong = f"""
+    class Trainer:
+        def step(self, src, tgt):
+            loss = F.cross_entropy(self.model(src), tgt)
+            loss.backward()
+            self.optimizer.step()
+            return loss.item()
+
+        def train_epoch(self, loader):
+            losses = {comp}
+            return losses
+    """
+    right = wrong.replace("            self.optimizer.step()\n",
+                          "            self.optimizer.step()\n            self.optimizer.zero_grad()\n")
+    fires("TB104", wrong, [6], right)

@@ -171,6 +171,34 @@ def test_clip_before_unscale_and_per_micro_batch():
     assert where(report, "clip-per-micro-batch") == [line_of("clip")]
 
 
+def test_clip_before_unscale_with_a_disabled_scaler_is_reported_as_wrong_once_enabled():
+    model, opt = make()
+    scaler = torch.amp.GradScaler("cpu", enabled=False)  # GradScaler(enabled=use_amp), AMP off on this machine
+    with audit(model, opt, scaler=scaler, report=False) as report:
+        for x, y in batches(3):
+            opt.zero_grad()
+            scaler.scale(F.cross_entropy(model(x), y)).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # <clip-disabled>
+            scaler.step(opt)
+            scaler.update()
+    assert where(report, "clip-before-unscale") == [line_of("clip-disabled")]
+    assert "harmless while this GradScaler is disabled" in report.findings[0].message
+
+
+def test_unscale_then_clip_with_a_disabled_scaler_is_silent():
+    model, opt = make()
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    with audit(model, opt, scaler=scaler, report=False) as report:
+        for x, y in batches(3):
+            opt.zero_grad()
+            scaler.scale(F.cross_entropy(model(x), y)).backward()
+            scaler.unscale_(opt)
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+    assert report.findings == []
+
+
 def test_training_left_in_eval_mode():
     model, opt = make()
     data = batches(6)

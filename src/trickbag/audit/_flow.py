@@ -50,8 +50,15 @@ class Loop:
 
     @property
     def targets(self) -> set[str]:
-        target = getattr(self.node, "target", None)
-        return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+        gens = getattr(self.node, "generators", None)  # a comprehension: every ``for`` of it
+        targets = [g.target for g in gens] if gens else [getattr(self.node, "target", None)]
+        return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+    @property
+    def iter(self) -> Optional[ast.AST]:
+        """What the loop iterates over (None for a ``while`` loop)."""
+        gens = getattr(self.node, "generators", None)
+        return gens[0].iter if gens else getattr(self.node, "iter", None)
 
     def contains(self, other: "Loop") -> bool:
         while other is not None:
@@ -218,6 +225,10 @@ class FunctionModel:
                 role = R.annotation_role(a.annotation)
                 if role:
                     self.roles[a.arg] = role
+        for a, default in _defaults(self.node):
+            role = R.role_by_constructor(default, self.file.imports, self.file.class_names)
+            if role:
+                self.roles[a.arg] = role
         for n in self.nodes:
             if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
                 role = R.role_by_constructor(n.value, self.file.imports, self.file.class_names) \
@@ -356,7 +367,7 @@ def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation
             continue
         if any(s.order > e.order for s in steps):
             counter = set()
-            it = getattr(inner.node, "iter", None)
+            it = inner.iter
             if isinstance(it, ast.Call) and call_name(it) == "range" and it.args:
                 counter = {dotted(a) for a in it.args if dotted(a)}
             return Accumulation(loop, None, inner, counter)
@@ -513,6 +524,8 @@ class _Walker:
         self.order = 0
 
     def run(self) -> None:
+        for arg, default in _defaults(self.fm.node):
+            self.assign([arg.arg], default, arg, ())
         self.block(self.fm.body(), (), (), ())
 
     def block(self, stmts: list[ast.stmt], guards: tuple, loops: tuple, ctx: tuple) -> None:
@@ -596,11 +609,33 @@ class _Walker:
         self.fm.assigns.append(Assignment([n for n in names if n], value, node, self.order, loops, op, ctx))
 
     def exprs(self, node: ast.AST, guards: tuple, loops: tuple, ctx: tuple) -> None:
+        """The calls of an expression in order; those inside a comprehension that runs training events
+        (``[self.step(x, y) for x, y in loader]``) are in a loop of their own, as in a ``for`` loop."""
+        inside = _comprehension_of(node)
+        comp_loops: dict[int, tuple] = {}
         for call in calls_in_order(node):
+            here = self.comprehension_loops(inside, inside.get(id(call), ()), loops, comp_loops, ctx)
             for kind, recv, extra in self.classify(call):
-                self.emit(kind, call, recv, guards, loops, ctx, extra)
+                self.emit(kind, call, recv, guards, here, ctx, extra)
             if call_name(call) in ("append", "extend") and call.args and receiver(call):
-                self.assign([receiver(call)], call.args[0], call, loops, ast.Add(), ctx)
+                self.assign([receiver(call)], call.args[0], call, here, ast.Add(), ctx)
+
+    def comprehension_loops(self, inside: dict[int, tuple], comps: tuple, loops: tuple, made: dict[int, tuple],
+                            ctx: tuple) -> tuple:
+        """``loops`` plus a Loop for each comprehension in ``comps`` (outermost first) that has events."""
+        here = loops
+        for comp in comps:
+            if id(comp) not in made:
+                if not any(comp in inside.get(id(c), ()) and self.classify(c) for c in calls_in_order(comp)):
+                    made[id(comp)] = here
+                else:
+                    loop = Loop(comp, here[-1] if here else None, len(here) + 1)
+                    self.fm.loops.append(loop)
+                    names = [dotted(n) for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)]
+                    self.assign(names, None, comp, here + (loop,), ctx=ctx)
+                    made[id(comp)] = here + (loop,)
+            here = made[id(comp)]
+        return here
 
     def emit(self, kind: str, node: ast.AST, recv: Optional[str], guards: tuple, loops: tuple, ctx: tuple,
              extra: Optional[dict] = None) -> None:
@@ -630,6 +665,42 @@ class _Walker:
 
     def classify(self, call: ast.Call) -> list[tuple[str, Optional[str], dict]]:
         return classify(self.fm, call)
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _comprehension_of(node: ast.AST) -> dict[int, tuple]:
+    """id(call) -> the comprehensions (outermost first) whose iterations run the call; the iterable of
+    a comprehension's first ``for`` is evaluated outside it."""
+    out: dict[int, tuple] = {}
+    todo: list[tuple[ast.AST, tuple]] = [(node, ())]
+    while todo:
+        n, comps = todo.pop()
+        if isinstance(n, ast.Call):
+            out[id(n)] = comps
+        if isinstance(n, _COMPREHENSIONS):
+            first = n.generators[0].iter
+            todo.append((first, comps))
+            todo.extend((c, comps + (n,)) for c in ast.iter_child_nodes(n) if c is not n.generators[0])
+            todo.extend((c, comps + (n,)) for c in ast.iter_child_nodes(n.generators[0]) if c is not first)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend((c, comps) for c in ast.iter_child_nodes(n))
+    return out
+
+
+def _defaults(node: ast.AST) -> Iterator[tuple[ast.arg, ast.AST]]:
+    """(argument, default) for the defaults of a function that are not constants (``criterion=nn.CrossEntropyLoss()``),
+    keyword-only ones included: they are assigned before the body runs."""
+    args = getattr(node, "args", None)
+    if not isinstance(args, ast.arguments):
+        return
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + \
+        [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    for arg, default in pairs:
+        if not isinstance(default, ast.Constant):
+            yield arg, default
 
 
 def _target_names(t: ast.AST) -> Iterator[ast.AST]:

@@ -86,7 +86,7 @@ def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], d
             continue
         v = scaled_loss(fm, a.value, a.order, counter, depth + 1)
         if v is None and isinstance(a.value, (ast.Call, ast.Attribute, ast.Subscript)) \
-                and "loss" in name_tokens(name) and fm.file.resolve_any(a.value, fm) is None:
+                and (depth == 0 or "loss" in name_tokens(name)) and fm.file.resolve_any(a.value, fm) is None:
             v = False
         verdicts.append(v)
     if True in verdicts:
@@ -175,7 +175,7 @@ _VALISH = {"val", "valid", "validation", "test", "testing", "eval", "evaluation"
 
 def is_valish(loop: Loop) -> bool:
     """A loop over a validation/test set (``for x, y in val_loader``, ``tqdm(test_dl)``)."""
-    it = getattr(loop.node, "iter", None)
+    it = loop.iter
     if it is None:
         return False
     words: set[str] = set()
@@ -193,7 +193,7 @@ _DATA = {"loader", "dataloader", "dl", "data", "dataset", "ds", "batches", "iter
 
 def is_data_loop(loop: Loop) -> bool:
     """A loop over a data set (``for x, y in loader``, ``enumerate(tqdm(dataloader))``)."""
-    it = getattr(loop.node, "iter", None)
+    it = loop.iter
     words: set[str] = set()
     for n in ast.walk(it) if it is not None else ():
         if isinstance(n, (ast.Name, ast.Attribute)):

@@ -7,10 +7,10 @@ import ast
 import re
 from typing import Optional
 
-from trickbag.audit._ast import Imports, dotted, name_tokens
+from trickbag.audit._ast import Imports, call_name, dotted, name_tokens
 
 __all__ = ["OPTIMIZER", "SCHEDULER", "SCALER", "EMA", "MODEL", "LOSS", "role_by_name", "role_by_constructor",
-           "innermost_call", "is_loss_value", "CE_LOSSES", "NLL_LOSSES", "EVAL_NAME", "TRAIN_FUNCTION"]
+           "innermost_call", "is_loss_value", "CE_LOSSES", "NLL_LOSSES", "LOSS_FUNCTIONS", "EVAL_NAME", "TRAIN_FUNCTION"]
 
 OPTIMIZER, SCHEDULER, SCALER, EMA, MODEL, LOSS = "optimizer", "scheduler", "scaler", "ema", "model", "loss"
 NOT_AN_OBJECT = "data"  # a name assigned plain data (a dict, a string): no name-based role
@@ -29,9 +29,17 @@ _MODEL_CALLS = {"Sequential", "ModuleList", "DistributedDataParallel", "DataPara
                 "SmallCNN", "SignalCNN", "Linear", "Conv2d", "Conv1d", "LSTM", "GRU", "Transformer"}
 CE_LOSSES = {"cross_entropy", "CrossEntropyLoss"}
 NLL_LOSSES = {"nll_loss", "NLLLoss", "kl_div", "KLDivLoss"}
-_LOSS_CLASSES = CE_LOSSES | NLL_LOSSES | {
-    "MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss", "FocalLoss",
-    "SoftTargetCrossEntropy", "LabelSmoothingCrossEntropy", "CTCLoss", "MarginRankingLoss", "CosineEmbeddingLoss"}
+#: ``torch.nn.functional`` losses (and their ``nn.*Loss`` classes): a call of one computes a loss
+LOSS_FUNCTIONS = CE_LOSSES | NLL_LOSSES | {
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "ctc_loss", "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss", "margin_ranking_loss",
+    "hinge_embedding_loss", "multilabel_margin_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+    "multi_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss",
+    "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss", "CTCLoss", "PoissonNLLLoss",
+    "GaussianNLLLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "MultiLabelMarginLoss",
+    "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
+    "TripletMarginWithDistanceLoss"}
+_LOSS_CLASSES = LOSS_FUNCTIONS | {"FocalLoss", "SoftTargetCrossEntropy", "LabelSmoothingCrossEntropy"}
 
 _ROLE_WORDS = [
     (EMA, re.compile(r"^(ema|swa)(_?model|_?net)?s?$|^(model|net)_?(ema|swa)$|_ema$|^ema_|averaged_model|avg_model")),
@@ -163,11 +171,14 @@ def _loss_leaf(node: ast.AST, role_of) -> bool:
         return True
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "loss":
         return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Call):  # nn.BCELoss()(out, y)
+        inner = call_name(node.func)
+        return inner in _LOSS_CLASSES or inner.endswith("Loss")
     if isinstance(node, ast.Call):
         name = dotted(node.func) or ""
         if role_of(name) == LOSS:
             return True
         words = set(name_tokens(name.split(".")[-1]))
-        return bool(words & {"loss", "criterion", "crit"}) or name.split(".")[-1] in CE_LOSSES | NLL_LOSSES \
+        return bool(words & {"loss", "criterion", "crit"}) or name.split(".")[-1] in LOSS_FUNCTIONS \
             or name.split(".")[-1].endswith("_loss")
     return False

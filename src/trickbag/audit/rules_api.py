@@ -233,16 +233,12 @@ def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
 
 # --------------------------------------------------------------------------- softmax into NLL losses
 def _prob_models(file: FileModel) -> set[str]:
-    """Names assigned a model whose output is already a softmax (Sequential ending in Softmax, or a
-    class of this file whose forward returns softmax(...))."""
-    returns_probs = set()
-    for cls in file.classes.values():
-        for fn in cls.body:
-            if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
-                rets = [n for n in walk_no_defs(fn) if isinstance(n, ast.Return) and n.value is not None]
-                if rets and all(_is_softmax_call(r.value) for r in rets):
-                    returns_probs.add(cls.name)
-    out = set()
+    """Names holding a model whose output is already a softmax (Sequential ending in Softmax, or an
+    instance of a class of this file whose forward returns softmax(...) / sigmoid(...)).  When every
+    model class of the file returns probabilities, a model argument (``def train(model, ...)``) not
+    built here from another class is one of them: :data:`PROB_MODEL` stands for it."""
+    returns_probs, classes = _probability_classes(file)
+    out, others = set(), set()
     for fm in file.functions:
         for a in fm.assigns:
             call = R.innermost_call(a.value) if a.value is not None and a.op is None else None
@@ -251,7 +247,30 @@ def _prob_models(file: FileModel) -> set[str]:
             last = file.imports.qualname(call.func).split(".")[-1]
             if last in returns_probs or (last == "Sequential" and call.args and _is_softmax_call(call.args[-1])):
                 out.add(a.names[0])
+            elif R.role_by_constructor(a.value, file.imports, file.class_names) == R.MODEL \
+                    and (fm.cls is None or fm.cls.name not in classes):  # not a layer of a model class
+                others.add(a.names[0])
+    if returns_probs and returns_probs == classes and not others:
+        out.add(PROB_MODEL)
     return out
+
+
+#: in :func:`_prob_models`: every model argument of the file outputs probabilities
+PROB_MODEL = "<model argument>"
+
+
+def _probability_classes(file: FileModel) -> tuple[set[str], set[str]]:
+    """(classes whose forward returns probabilities on every path, classes with a forward)."""
+    probs, classes = set(), set()
+    for cls in file.classes.values():
+        fm = file.methods.get((cls.name, "forward"))
+        if fm is None:
+            continue
+        classes.add(cls.name)
+        rets = [n for n in fm.nodes if isinstance(n, ast.Return) and n.value is not None]
+        if rets and all(_softmaxed(fm, r.value, r.lineno, set(), sigmoid=True) for r in rets):
+            probs.add(cls.name)
+    return probs, classes
 
 
 def _is_softmax_call(node: ast.AST) -> bool:
@@ -263,12 +282,13 @@ def _is_softmax_call(node: ast.AST) -> bool:
     return isinstance(node.func, ast.Call) and call_name(node.func) == "Softmax"
 
 
-def _softmaxed(fm: FunctionModel, node: Optional[ast.AST], line: int, probs: set[str], depth: int = 0) -> bool:
+def _softmaxed(fm: FunctionModel, node: Optional[ast.AST], line: int, probs: set[str], depth: int = 0,
+               sigmoid: bool = False) -> bool:
     if node is None or depth > 3:
         return False
-    if _is_softmax_call(node):
+    if _is_softmax_call(node) or (sigmoid and isinstance(node, ast.Call) and call_name(node) == "sigmoid"):
         return True
-    if isinstance(node, ast.Call) and dotted(node.func) in probs:
+    if isinstance(node, ast.Call) and (dotted(node.func) in probs or _model_argument(fm, node, probs)):
         return True
     name = dotted(node)
     if name is None:
@@ -276,7 +296,15 @@ def _softmaxed(fm: FunctionModel, node: Optional[ast.AST], line: int, probs: set
     assigns = [a for a in fm.assigns if name in a.names and a.value is not None and a.op is None
                and a.node.lineno <= line]
     return bool(assigns) and len(assigns[-1].names) == 1 and \
-        _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno, probs, depth + 1)
+        _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno, probs, depth + 1, sigmoid)
+
+
+def _model_argument(fm: FunctionModel, call: ast.Call, probs: set[str]) -> bool:
+    """``model(x)`` on a model argument when every model class of the file returns probabilities."""
+    name = dotted(call.func)
+    if PROB_MODEL not in probs or not name or name in probs or not (call.args or call.keywords):
+        return False
+    return fm.role(name) == R.MODEL and fm.file.resolve(call, fm) is None and name not in fm.file.class_names
 
 
 def _loss_kinds(file: FileModel) -> dict[str, str]:

@@ -168,6 +168,17 @@ def _cuda_init(node: ast.AST, file: FileModel, devices: frozenset = frozenset())
     return bool(cuda_str) and (name == "to" or any(k.arg == "device" for k in node.keywords))
 
 
+def _helper_inits_cuda(node: ast.AST, fm: FunctionModel, file: FileModel, depth: int = 0) -> bool:
+    """A call of a function of this file that touches CUDA (``gpu = freest_gpu()`` calling
+    ``torch.cuda.mem_get_info``), through its own local calls too; not a helper that sets
+    CUDA_VISIBLE_DEVICES itself."""
+    helper = file.resolve(node, fm) if isinstance(node, ast.Call) and depth < 4 else None
+    if helper is None or helper is fm or any(_visible_devices_writes(helper, file)):
+        return False
+    devices = frozenset(_cuda_names(helper))
+    return any(_cuda_init(n, file, devices) or _helper_inits_cuda(n, helper, file, depth + 1) for n in helper.nodes)
+
+
 def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.AST]:
     """The nodes of ``fm`` that set CUDA_VISIBLE_DEVICES (``os.environ[...] =``, ``setdefault``, ``update``)."""
     for node in fm.nodes:
@@ -202,7 +213,7 @@ def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
         if not writes:
             continue
         devices = frozenset(_cuda_names(fm))
-        inits = [n.lineno for n in fm.nodes if _cuda_init(n, file, devices)]
+        inits = [n.lineno for n in fm.nodes if _cuda_init(n, file, devices) or _helper_inits_cuda(n, fm, file)]
         for w in writes:
             earlier = [line for line in inits if line < w.lineno]
             if earlier:

@@ -164,6 +164,7 @@ class Audit:
         self._pending_backward = False
         self._eval_forwards: dict[str, int] = {}
         self._scaled = self._unscaled = False
+        self._scaler_enabled = True
         self._clips: dict[int, int] = {}
         self._sched_since: dict[int, int] = {}
         self._ema_since: dict[int, int] = {}
@@ -387,8 +388,10 @@ class Audit:
         self._sched_since[id(sched)] = since + 1
 
     def on_scaler_scale(self, scaler: Any) -> None:
-        if scaler.is_enabled():
-            self._scaled = True
+        # a disabled scaler (GradScaler(enabled=use_amp)) scales nothing now, but the same loop runs
+        # with it enabled on a GPU: the order is checked either way, the message says which
+        self._scaled = True
+        self._scaler_enabled = scaler.is_enabled()
 
     def on_scaler_unscale(self) -> None:
         self._unscaled = True
@@ -411,8 +414,10 @@ class Audit:
     def on_clip(self, parameters: Any) -> None:
         self.report.counts["clips"] += 1
         if self._scaled and not self._unscaled:
-            self.finding("clip-before-unscale", "gradients clipped while still multiplied by the loss scale: call "
-                         "scaler.unscale_(optimizer) first", user_where())
+            why = ("gradients clipped while still multiplied by the loss scale" if self._scaler_enabled else
+                   "gradients clipped before scaler.unscale_(optimizer): harmless while this GradScaler is "
+                   "disabled, but with it enabled (fp16) the clip sees scaled gradients")
+            self.finding("clip-before-unscale", f"{why}: call scaler.unscale_(optimizer) first", user_where())
         if self._in_step:
             return  # clipping inside an LBFGS closure: once per evaluation of the closure, by design
         first = parameters if isinstance(parameters, torch.Tensor) else (parameters[0] if parameters else None)
