@@ -11,6 +11,7 @@ Run: ``.venv/bin/python benchmarks/checkpoint_sizes.py``
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -63,6 +64,7 @@ def _trainer(optimizer: str, ema: bool) -> tuple[Trainer, dict]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     info = C.machine_info()
     print(f"# checkpoint sizes: ResNet-18 best.pt (weights only) vs last.pt (everything for a resume)\n"
           f"command: {C.command_line()}")

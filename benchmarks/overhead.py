@@ -48,12 +48,18 @@ from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.data.sources import build_data  # noqa: E402
 from trickbag.models import SmallCNN  # noqa: E402
 from trickbag.train import Event, Trainer  # noqa: E402
-from trickbag.train.build import build_optimizer, build_schedule, make_loader  # noqa: E402
+from trickbag.train.build import build_schedule, make_loader, optimizer_spec  # noqa: E402
 from trickbag.train.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
 from trickbag.train.progress import ProgressBar  # noqa: E402
 
 TARGETS = {"trainer": 1.02, "trainer+log": 1.05}
 
+
+
+def _optimizer(recipe, model):
+    """The recipe's optimizer over all of ``model``'s parameters, one group (as the Trainer builds it)."""
+    cls, kwargs = optimizer_spec(recipe)
+    return cls([{"params": list(model.parameters())}], **kwargs)
 
 class Setup:
     """The shared pieces: recipe, data loaders, initial weights, seed."""
@@ -78,7 +84,7 @@ class Setup:
         """Model at the shared initial weights, the recipe's optimizer (SGD+nesterov) and schedule (warmup+cosine)."""
         model = self.new_model_raw()
         model.load_state_dict(self.init_state)
-        opt = build_optimizer(self.recipe, [{"params": list(model.parameters())}])
+        opt = _optimizer(self.recipe, model)
         sched = build_schedule(self.recipe, opt, self.steps_per_epoch)
         return model, opt, sched
 
@@ -195,7 +201,7 @@ class NullSetup:
     def fresh(self) -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
         model = self._model()
         model.load_state_dict(self.init)
-        opt = build_optimizer(self.recipe, [{"params": list(model.parameters())}])
+        opt = _optimizer(self.recipe, model)
         return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
 
 

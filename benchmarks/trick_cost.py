@@ -31,7 +31,7 @@ import _common as C  # noqa: E402
 
 import torch  # noqa: E402
 
-from trickbag.config import TricksConfig, load_recipe  # noqa: E402
+from trickbag.recipe import TricksConfig, load_recipe  # noqa: E402
 from trickbag.errors import TrickbagError  # noqa: E402
 from trickbag.models import SmallCNN  # noqa: E402
 from trickbag.train.build import build  # noqa: E402
@@ -119,8 +119,7 @@ def trick_names() -> tuple[list[str], list[str]]:
     """(registered tricks in plug-in order, schema sections without a registered plug-in)."""
     from trickbag.train import tricks as T
 
-    T._load()
-    registered = [n for n in T.ORDER if n in TricksConfig.model_fields]
+    registered = [n for n in T.TRICKS if n in TricksConfig.model_fields]
     missing = [n for n in TricksConfig.model_fields if n not in T.TRICKS]
     return registered, missing
 
