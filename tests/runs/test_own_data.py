@@ -55,6 +55,15 @@ def test_a_continuous_label_without_a_task_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_the_tabular_recipe_refuses_a_continuous_label_too(tmp_path, capsys):
+    """The built-in recipe for tables leaves task.type unset, so the check is not bypassed by it."""
+    root = _csv(tmp_path / "diabetes.csv", "diabetes")
+    code = main(["train", "tabular", f"data.root={root}", "data.label_column=target", f"run.dir={tmp_path / 'r'}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "set task.type=regression" in err[0], err
+    assert not (tmp_path / "r").exists()
+
+
 def test_diabetes_as_regression_reports_r2_mae_rmse_in_the_targets_units(tmp_path):
     root = _csv(tmp_path / "diabetes.csv", "diabetes")
     result = _train(tmp_path, "data.name=csv", f"data.root={root}", "data.label_column=target", "task.type=regression",
