@@ -45,6 +45,7 @@ def files(tmp_path_factory) -> Path:
     _csv(f, "ragged.csv", header + ROWS_10 + "1,0.2\n")
     _csv(f, "one.csv", header + "".join(f"1,{i},{i}\n" for i in range(20)))
     _csv(f, "header.csv", header)
+    _csv(f, "cont.csv", "x,y\n" + "".join(f"{i},{i * 0.37 + 0.1:.3f}\n" for i in range(40)))
     (f / "if_empty").mkdir()
     (f / "if_noimg" / "cat").mkdir(parents=True)
     (f / "if_noimg" / "dog").mkdir()
@@ -258,6 +259,12 @@ ROWS = [
      "could not determine a constructor for the tag"),
     ("resume with another optimizer", ["train", "--resume", "{F}/small", "optim.name=adamw"],
      "--resume cannot change optim.name ('sgd' -> 'adamw')"),
+    ("a CSV where the recipe goes", ["train", "{F}/neg.csv"],
+     "is a data file, not a recipe (YAML); to train on it: trickbag train tabular data.root={F}/neg.csv"),
+    ("a folder of images where the recipe goes", ["train", "{F}/if_lab"],
+     "(to train on a folder of images: trickbag train imagefolder-finetune data.root={F}/if_lab)"),
+    ("a continuous label with the tabular recipe", ["train", "tabular", "data.root={F}/cont.csv", "data.label_column=y"],
+     "a continuous target; set task.type=regression"),
 ]
 
 

@@ -113,8 +113,16 @@ def builtin_recipes() -> dict[str, Path]:
     return out
 
 
+#: data files people pass where a recipe goes, and the command that trains on them
+_DATA_HINTS = {".csv": "trickbag train tabular data.root={path} data.label_column=COLUMN",
+               ".tsv": "trickbag train tabular data.root={path} data.label_column=COLUMN"}
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """A recipe file as a dict; :class:`RecipeError` (one line) for unreadable, invalid or non-mapping files."""
+    hint = _DATA_HINTS.get(Path(path).suffix.lower())
+    if hint is not None and Path(path).is_file():
+        raise RecipeError(f"{str(path)!r} is a data file, not a recipe (YAML); to train on it: {hint.format(path=path)}")
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # a BOM, as some editors write it, is not content
     except UnicodeDecodeError:
@@ -127,6 +135,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise RecipeError(
             f"recipe {str(path)!r} must be a mapping of sections (data:, model:, ...), got {type(data).__name__}"
+
         )
     return data
 
@@ -143,7 +152,8 @@ def resolve_recipe_path(name_or_path: str) -> Path:
     if Path(stem).name in builtins and not path.exists() and path.parent.name == "recipes":
         return builtins[Path(stem).name]
     if path.is_dir():
-        raise RecipeError(f"recipe {name_or_path!r} is a directory; give a YAML file or a built-in name")
+        raise RecipeError(f"recipe {name_or_path!r} is a directory; give a YAML file or a built-in name (to train on "
+                          f"a folder of images: trickbag train imagefolder-finetune data.root={name_or_path})")
     close = difflib.get_close_matches(stem, list(builtins), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise RecipeError(
