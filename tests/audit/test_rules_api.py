@@ -154,14 +154,13 @@ def test_tb303_negated_target_probability_without_log(body):
 
 
 @pytest.mark.parametrize("body", [
-    "p = torch.softmax(logits, 1)\nreturn -torch.log(p.gather(1, y[:, None])).mean()",
     "logp = F.log_softmax(logits, 1)\nreturn -logp.gather(1, y[:, None]).mean()",
-    "p = torch.softmax(logits, 1)\npt = p.gather(1, y[:, None])\nreturn (-(1 - pt) ** 2 * torch.log(pt)).mean()",
-    "p = torch.softmax(logits, 1).gather(1, y[:, None])\nreturn -p.log().mean()",
+    "logpt = F.log_softmax(logits, 1).gather(1, y[:, None])\nreturn (-(1 - logpt.exp()) ** 2 * logpt).mean()",
     "p = torch.softmax(logits, 1)\nreturn -p[:, 0].mean()",
     "logp = torch.log_softmax(logits, 1)\nreturn -(logp.gather(1, a[:, None]) * adv).mean()",
+    "p = torch.softmax(logits, 1)\nreturn -torch.log(p.gather(1, y[:, None]) + 1e-8).mean()",
 ])
-def test_tb303_nll_with_the_log_is_not_reported(body):
+def test_tb303_nll_with_log_softmax_is_not_reported(body):
     src = "def my_nll(logits, y):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
     assert found(src, "TB303") == []
 
@@ -204,3 +203,31 @@ def test_tb303_loss_object_as_a_default_argument():
     """
     right = wrong.replace("torch.softmax(", "torch.log_softmax(").replace("criterion(probs", "criterion(model(tokens)")
     fires("TB303", wrong, [5, 6], right)
+
+
+# --------------------------------------------------------------------------- log of softmax probabilities in a name
+@pytest.mark.parametrize("body", [
+    "probs = F.softmax(logits, dim=-1)\nreturn -(targets * torch.log(probs)).sum(-1).mean()",
+    "p = logits.softmax(-1)\nlogp = p.log()\nloss = -(targets * logp).sum(-1).mean()\nreturn loss",
+    "p = torch.softmax(logits, 1)\nreturn -torch.log(p.gather(1, targets[:, None])).mean()",
+    "p = torch.softmax(logits, 1)\npt = p.gather(1, targets[:, None])\nreturn (-(1 - pt) ** 2 * torch.log(pt)).mean()",
+    "p = torch.softmax(logits, 1).gather(1, targets[:, None])\nreturn -p.log().mean()",
+    "probs = F.softmax(logits, 1)\nreturn F.nll_loss(torch.log(probs), targets)",
+])
+def test_tb303_log_of_softmax_probabilities_held_in_a_name(body):
+    src = "def soft_ce(logits, targets):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+    lines = body.splitlines()
+    expect = next(i for i, ln in enumerate(lines, 2) if "log(" in ln or ".log()" in ln)
+    assert found(src, "TB303") == [expect]
+
+
+@pytest.mark.parametrize("body", [
+    "p = F.softmax(logits, -1)\nreturn -(p * p.log()).sum(-1).mean()",
+    "probs = torch.softmax(logits, -1)\nentropy = -(probs * torch.log(probs)).sum(-1)\nreturn entropy.mean()",
+    "probs = F.softmax(logits, -1)\nreturn -(targets * torch.log(probs.clamp(min=1e-6) + 1e-6)).sum(-1).mean()",
+    "probs = F.softmax(logits, -1)\nlog.info(torch.log(probs).max(-1).values)\nreturn F.cross_entropy(logits, targets)",
+    "logp = F.log_softmax(logits, -1)\nreturn -(targets * logp).sum(-1).mean()",
+])
+def test_tb303_entropy_terms_and_guarded_logs_are_not_reported(body):
+    src = "def soft_ce(logits, targets):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+    assert found(src, "TB303") == []

@@ -147,6 +147,37 @@ def test_tb204_losses_summed_for_one_backward_or_reset_each_iteration():
     assert found(src, "TB204") == []
 
 
+@pytest.mark.parametrize("acc", ['meters["loss"] = meters["loss"] + losses', "stats[k] = stats[k] + losses",
+                                 "self.total = self.total + losses", 'log["loss"] = log["loss"] + losses.sum()'])
+def test_tb204_running_sum_spelled_out_on_a_subscript_or_attribute(acc):
+    wrong = f"""
+    class Loop:
+        def fit(self, model, opt, loader, k="loss"):
+            meters, stats, log = {{"loss": 0.0}}, {{"loss": 0.0}}, {{"loss": 0.0}}
+            self.total = 0.0
+            for x, y in loader:
+                losses = sum(model(x, y).values())
+                opt.zero_grad()
+                losses.backward()
+                opt.step()
+                {acc}
+    """
+    fires("TB204", wrong, [11], wrong.replace("+ losses", "+ losses.item()"))
+
+
+def test_tb204_a_loss_built_up_from_its_own_terms_is_not_a_running_sum():
+    src = """
+    for x, y in loader:
+        out = model(x)
+        out["loss"] = crit(out["logits"], y)
+        out["loss"] = out["loss"] + 0.1 * out["aux"]
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+    """
+    assert found(src, "TB204") == []
+
+
 @pytest.mark.parametrize("loss", [
     "F.binary_cross_entropy", "F.binary_cross_entropy_with_logits", "F.poisson_nll_loss", "F.gaussian_nll_loss",
     "F.margin_ranking_loss", "F.hinge_embedding_loss", "F.multilabel_margin_loss", "F.soft_margin_loss",

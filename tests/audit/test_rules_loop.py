@@ -443,3 +443,100 @@ def test_tb104_step_called_from_a_comprehension_over_a_loader(comp):
     right = wrong.replace("            self.optimizer.step()\n",
                           "            self.optimizer.step()\n            self.optimizer.zero_grad()\n")
     fires("TB104", wrong, [6], right)
+
+
+# --------------------------------------------------------------------------- probe 4: EMA helpers, split batches
+@pytest.mark.parametrize("call", ["update_ema(ema_model, model)", "ema_update(model_ema, net)",
+                                  "swa_update(swa_model, model, 0.99)", "moving_average(ema, model, decay)",
+                                  "utils.update_ema_weights(self.ema, self.model)"])
+def test_tb108_free_standing_average_update_per_micro_batch(call):
+    wrong = f"""
+    from utils import update_ema, ema_update, swa_update, moving_average
+    def fit(model, net, ema, ema_model, model_ema, swa_model, loader, opt, k, decay):
+        for i, (x, y) in enumerate(loader):
+            (crit(model(x), y) / k).backward()
+            {call}
+            if (i + 1) % k == 0:
+                opt.step()
+                opt.zero_grad()
+    """
+    right = wrong.replace(f"            {call}\n", "").replace(
+        "                opt.zero_grad()\n", f"                opt.zero_grad()\n                {call}\n")
+    fires("TB108", wrong, [6], right)
+
+
+def test_tb108_local_helper_blending_parameters_is_an_average_update():
+    wrong = """
+    def blend(target, source, tau=0.995):
+        for tp, sp in zip(target.parameters(), source.parameters()):
+            tp.data.lerp_(sp.data, 1 - tau)
+
+    def fit(net, shadow, loader, opt, accum=4):
+        for step, batch in enumerate(loader):
+            (net(batch).loss / accum).backward()
+            blend(shadow, net)
+            if (step + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+    """
+    right = wrong.replace("            blend(shadow, net)\n", "").replace(
+        "                opt.zero_grad()\n", "                opt.zero_grad()\n                blend(shadow, net)\n")
+    fires("TB108", wrong, [9], right)
+    sgd = wrong.replace("tp.data.lerp_(sp.data, 1 - tau)", "tp.data.add_(tp.grad, alpha=-tau)")
+    assert found(sgd, "TB108") == []  # a hand-written optimizer step, not an average
+
+
+@pytest.mark.parametrize("loop", ["for cx, cy in zip(x.chunk(n), y.chunk(n)):",
+                                  "for cx, cy in zip(torch.split(x, micro_bs), torch.split(y, micro_bs)):",
+                                  "for _ in range(accum_steps):"])
+def test_tb105_batch_split_inside_one_step_function(loop):
+    wrong = f"""
+    def train_step(model, opt, x, y, n=4, micro_bs=8, accum_steps=4):
+        opt.zero_grad()
+        {loop}
+            loss = F.mse_loss(model(cx), cy)
+            loss.backward()
+        opt.step()
+    """
+    fires("TB105", wrong, [6], wrong.replace("F.mse_loss(model(cx), cy)", "F.mse_loss(model(cx), cy) / n"))
+
+
+def test_tb105_split_batch_shapes_that_are_not_unnormalised_accumulation():
+    right = """
+    def step(model, opt, x, y, n=4):
+        opt.zero_grad()
+        for cx, cy in zip(x.chunk(n), y.chunk(n)):
+            F.mse_loss(model(cx), cy, reduction="sum").backward()
+        for p in model.parameters():
+            p.grad /= x.size(0)
+        opt.step()
+
+    def gan_step(G, D, opt_g, opt_d, z, real, n_critic=5):
+        for _ in range(n_critic):
+            opt_d.zero_grad()
+            (D(G(z).detach()).mean() - D(real).mean()).backward()
+            opt_d.step()
+        opt_g.zero_grad()
+        (-D(G(z)).mean()).backward()
+        opt_g.step()
+
+    def multitask(model, opt, tasks):
+        opt.zero_grad()
+        for name, (x, y) in tasks.items():
+            F.mse_loss(model(x), y).backward()
+        opt.step()
+    """
+    assert found(right, "TB105") == []
+
+
+def test_tb103_tb109_zero_and_clip_inside_a_split_batch_loop():
+    wrong = """
+    def step(model, opt, x, y, n=4):
+        for cx, cy in zip(x.chunk(n), y.chunk(n)):
+            opt.zero_grad()
+            (F.mse_loss(model(cx), cy) / n).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    """
+    assert found(wrong, "TB103") == [4]
+    assert found(wrong, "TB109") == [6]

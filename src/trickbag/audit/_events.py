@@ -9,7 +9,7 @@ import re
 from typing import TYPE_CHECKING, Optional
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, const_value, dotted, receiver
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, receiver
 
 if TYPE_CHECKING:  # pragma: no cover
     from trickbag.audit._flow import FunctionModel
@@ -103,16 +103,50 @@ def _mode_kind(call: ast.Call, name: str, recv: Optional[str]) -> Optional[str]:
 
 def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[str],
                      role: Optional[str]) -> list[tuple[str, Optional[str], dict]]:
+    helper = fm.file.resolve(call, fm)
+    if _averages_weights(fm, call, name, helper):
+        first = dotted(call.args[0]) if call.args else None
+        return [(EMA_UPDATE, first or recv, {})]
     func = dotted(call.func)
     if func and (call.args or call.keywords) and fm.role(func) in (R.MODEL, R.EMA) \
-            and fm.file.resolve(call, fm) is None and not _module_path(fm, func):
+            and helper is None and not _module_path(fm, func):
         return [(FORWARD, func, {})]
     if name in ("forward", "module") and role in (R.MODEL, R.EMA):
         return [(FORWARD, recv, {})]
-    helper = fm.file.resolve(call, fm)
     if helper is not None:
         args = {dotted(a) for a in list(call.args) + [k.value for k in call.keywords] if dotted(a)}
         return [(CALL, recv, {"helper": helper, "args": args})]
     if R.TRAIN_FUNCTION.match(name) and not (isinstance(call.func, ast.Attribute) and name == "train"):
         return [(TRAIN_CALL, recv, {})]
     return []
+
+
+_AVERAGE_WORDS = {"ema", "swa", "average", "averages", "averaging", "avg", "polyak"}
+_UPDATE_WORDS = {"update", "updates", "step", "moving"}
+_TRAINING_CALLS = {"backward", "manual_backward", "step", "zero_grad", "eval", "train"}
+
+
+def _averages_weights(fm: FunctionModel, call: ast.Call, name: str, helper: Optional[FunctionModel]) -> bool:
+    """A free-standing weight-average update: ``update_ema(ema_model, model)``, ``swa_update(...)``,
+    ``moving_average(ema, model, decay)`` (a name saying so, called with a model), or a local helper
+    whose body blends one model's parameters into another's (``p_ema.mul_(d).add_(p, alpha=1 - d)``)."""
+    words = set(name_tokens(name))
+    named = bool(words & _AVERAGE_WORDS) and bool(words & _UPDATE_WORDS)
+    with_model = any(fm.role(dotted(a)) in (R.MODEL, R.EMA) for a in list(call.args) + [k.value for k in call.keywords])
+    if helper is None:
+        return named and with_model
+    body = [n for n in helper.nodes if isinstance(n, ast.Call)]
+    if any(call_name(n) in _TRAINING_CALLS for n in body):
+        return False
+    return (named and with_model) or _blends_parameters(helper, body)
+
+
+def _blends_parameters(helper: FunctionModel, body: list[ast.Call]) -> bool:
+    """``lerp_`` (or ``mul_`` + ``add_``) over the parameters of two models, no ``.grad`` in sight."""
+    names = {call_name(n) for n in body}
+    blends = bool(names & {"lerp_", "_foreach_lerp_"}) or {"mul_", "add_"} <= names \
+        or {"_foreach_mul_", "_foreach_add_"} <= names
+    sources = {dotted(n.func.value) for n in body if isinstance(n.func, ast.Attribute)
+               and call_name(n) in ("parameters", "named_parameters", "state_dict", "buffers")} - {None}
+    grads = any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in helper.nodes)
+    return blends and len(sources) >= 2 and not grads

@@ -266,7 +266,7 @@ class FunctionModel:
         key = id(loop)
         if key not in self._accum:
             self._accum[key] = _guarded_accumulation(self, loop) or _nested_accumulation(self, loop) \
-                or _helper_accumulation(self, loop)
+                or _helper_accumulation(self, loop) or _split_batch_accumulation(self, loop)
         return self._accum[key]
 
     def call_sites(self) -> list[Event]:
@@ -372,6 +372,57 @@ def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation
                 counter = {dotted(a) for a in it.args if dotted(a)}
             return Accumulation(loop, None, inner, counter)
     return None
+
+
+_MICRO_WORDS = re.compile(r"accum|micro|chunk|split|shard|^mbs?$|^n_?mb$")
+_SPLIT_CALLS = {"chunk", "split", "tensor_split", "array_split"}
+
+
+def _split_batch_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+    """One step over a batch split into micro-batches by a loop of the step function itself:
+    ``for cx, cy in zip(x.chunk(n), y.chunk(n)): loss_fn(model(cx), cy).backward()`` (or ``for k in
+    range(accum): ...``), then ``optimizer.step()`` after the loop, outside any loop.  The loop must
+    iterate over chunks / splits / an accumulation count, and the function must not rescale ``.grad``."""
+    if loop.parent is not None or loop.iter is None or not any(backward_like(e) for e in loop.events) \
+            or any(steps_like(e) for e in loop.events):
+        return None
+    last = max(e.order for e in loop.events)
+    if not any(steps_like(s) and not s.loops and s.order > last for s in fm.events):
+        return None
+    counter = _micro_iteration(fm, loop.iter)
+    if counter is None or _rescales_grads(fm):
+        return None
+    return Accumulation(loop, None, loop, counter)
+
+
+def _micro_iteration(fm: FunctionModel, it: ast.AST) -> Optional[set[str]]:
+    """The micro-batch count of a loop's iterable (``n`` in ``x.chunk(n)``, ``accum`` in ``range(accum)``),
+    an empty set when it iterates over split batches without one, None when it is not micro-batches."""
+    calls = [n for n in walk_no_defs(it) if isinstance(n, ast.Call)]
+    names = {dotted(n) for n in walk_no_defs(it) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+    for name in list(names):  # ``chunks = x.split(bs)`` before the loop
+        for a in fm.assigns:
+            if name in a.names and isinstance(a.value, ast.Call) and call_name(a.value) in _SPLIT_CALLS:
+                calls.append(a.value)
+    micro = any(call_name(c) in _SPLIT_CALLS for c in calls) or \
+        any(_MICRO_WORDS.search(t) for n in names for t in name_tokens(n.split(".")[-1])) or \
+        any(_MICRO_WORDS.search(n.split(".")[-1].lower()) for n in names)
+    if not micro:
+        return None
+    counter = {dotted(a) for c in calls if call_name(c) in _SPLIT_CALLS | {"range"} for a in c.args if dotted(a)}
+    return {c for c in counter if c not in ("self", "cls")}
+
+
+def _rescales_grads(fm: FunctionModel) -> bool:
+    """``p.grad /= n``, ``p.grad.div_(n)``, ``p.grad.mul_(1 / n)``: the sum is averaged after the fact."""
+    for n in fm.nodes:
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and \
+                (dotted(n.target) or "").endswith(".grad"):
+            return True
+        if isinstance(n, ast.Call) and call_name(n) in ("div_", "mul_", "_foreach_div_", "_foreach_mul_") and \
+                any(isinstance(m, ast.Attribute) and m.attr == "grad" for m in walk_no_defs(n)):
+            return True
+    return False
 
 
 def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:

@@ -76,7 +76,7 @@ def scaled_loss(fm: FunctionModel, expr: Optional[ast.AST], before: int, counter
 def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], depth: int) -> Optional[bool]:
     assigns = fm.last_assignments(name, before)
     if not assigns:
-        return None
+        return _scaled_output_loss(fm, name, before, counter)
     verdicts = []
     for a in assigns:
         if a.op is not None and isinstance(a.op, _DIV_OPS):
@@ -92,6 +92,18 @@ def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], d
     if True in verdicts:
         return True
     return False if verdicts and all(v is False for v in verdicts) else None
+
+
+def _scaled_output_loss(fm: FunctionModel, name: str, before: int, counter: set[str]) -> Optional[bool]:
+    """``out.loss`` of a local ``out = model(**batch)``: unscaled unless ``out`` was divided itself."""
+    base, _, attr = name.rpartition(".")
+    assigns = fm.last_assignments(base, before) if attr == "loss" and base else []
+    if not assigns or any(a.value is None for a in assigns):
+        return None
+    if any((a.op is not None and isinstance(a.op, _DIV_OPS)) or has_binop(a.value, _DIV_OPS)
+           or _mentions_counter(a.value, counter) for a in assigns):
+        return True
+    return False
 
 
 def _helper_scaled(helper: FunctionModel, counter: set[str]) -> Optional[bool]:
@@ -202,7 +214,9 @@ def is_data_loop(loop: Loop) -> bool:
 
 
 def loss_names(fm: FunctionModel) -> set[str]:
-    """Names that hold a loss tensor with its graph: backward targets and loss-valued assignments."""
+    """Names that hold a loss tensor with its graph: backward targets and loss-valued assignments (not
+    a running sum spelled out: ``meters["loss"] = meters["loss"] + loss`` is an accumulator, whose
+    ``"loss"`` key must not make it a loss)."""
     out = set()
     for e in fm.kind_events(BACKWARD):
         loss = e.extra.get("loss")
@@ -211,6 +225,13 @@ def loss_names(fm: FunctionModel) -> set[str]:
         if dotted(loss):
             out.add(dotted(loss))
     for a in fm.assigns:
-        if a.value is not None and a.op is None and len(a.names) == 1 and R.is_loss_value(a.value, fm.role):
+        if a.value is not None and a.op is None and len(a.names) == 1 and R.is_loss_value(a.value, fm.role) \
+                and not _running_sum(a):
             out.add(a.names[0])
     return out
+
+
+def _running_sum(a) -> bool:
+    """``acc = acc + value`` (``acc`` a name, attribute or subscript)."""
+    v = a.value
+    return isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and dotted(v.left) == a.names[0]

@@ -327,13 +327,16 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     ``CrossEntropyLoss`` / ``F.cross_entropy`` apply ``log_softmax`` themselves: feeding them
     ``softmax`` output squashes the logits twice (gradients vanish, training stalls near chance).
     ``nll_loss`` and ``kl_div`` expect log-probabilities.  A hand-written cross-entropy needs
-    ``log_softmax`` (``torch.log(softmax(x))`` underflows to ``-inf``).  A hand-written NLL that
+    ``log_softmax``: the log of softmax probabilities underflows to ``-inf``.  A hand-written NLL that
     picks the target's probability (``probs.gather(1, y[:, None])``, ``probs[range(n), y]``) and
     negates it with no log (``-picked.mean()``) is wrong: it minimises minus the probability, not
     its log — a different, badly conditioned objective.  ``-torch.log(probs.gather(1, y[:, None]))``
-    is the cross-entropy and is not reported (``log_softmax`` + ``gather`` is more accurate: the
-    log of a picked probability underflows when it is tiny); ``log`` applied directly to
-    ``softmax(...)`` is reported as the underflow it is.
+    is reported too: ``log`` of softmax probabilities underflows to ``-inf`` whether it is taken of
+    ``softmax(...)`` itself, of a name holding them (``probs = F.softmax(logits, -1)`` then
+    ``-(targets * torch.log(probs)).sum(-1)``) or of the target's picked probability (a hand-written
+    focal loss's ``torch.log(pt)`` included); a name is reported when its log sits in a loss (under
+    a minus, in ``loss = ...``, in the ``return`` of a loss function, in a loss call).  Entropy terms
+    (``-(p * p.log()).sum()``) and logs of ``probs + eps`` are not reported.
 
     Wrong::
 
@@ -347,6 +350,7 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     probs, kinds = _prob_models(file), _loss_kinds(file)
     for fm in file.functions:
         lossy_function = bool(set(name_tokens(fm.name)) & _LOSS_WORDS)
+        yield from _log_of_probabilities(fm, probs, kinds, lossy_function)
         for node in fm.nodes:
             if isinstance(node, ast.Call):
                 yield from _check_loss_call(fm, node, probs, kinds)
@@ -362,7 +366,7 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
                 yield from _check_handwritten(node.value, node, needs_minus=True)
 
 
-_LOSS_WORDS = {"loss", "ce", "xent", "nll", "entropy", "crossentropy"}
+_LOSS_WORDS = {"loss", "ce", "xent", "nll", "entropy", "crossentropy", "focal"}
 
 
 def _loss_statement(node: ast.AST, lossy_function: bool) -> bool:
@@ -443,6 +447,72 @@ def _check_log_softmax(fm: FunctionModel, call: ast.Call) -> Iterator[Hit]:
     arg = call.args[0] if call.args else (call.func.value if isinstance(call.func, ast.Attribute) else None)
     if arg is not None and _is_softmax_call(arg):  # log of a stored ``p`` may be an entropy or a focal term
         yield Hit(call, "log(softmax(x)) underflows to -inf; use log_softmax(x)")
+
+
+def _log_of_probabilities(fm: FunctionModel, probs: set[str], kinds: dict[str, str], lossy: bool) -> Iterator[Hit]:
+    """``torch.log(probs)`` / ``p.gather(1, y[:, None]).log()`` of softmax probabilities held in a name, in
+    a loss (or assigned to a name a loss uses); ``log(softmax(x))`` itself is :func:`_check_log_softmax`'s."""
+    contexts = _loss_contexts(fm, lossy, kinds)
+    inside = {id(n) for c in contexts for n in walk_no_defs(c)}
+    used = {d for c in contexts for d in _names_in(c)}
+    entropy = _entropy_logs(fm)
+    for node, targets in _log_calls(fm):
+        arg = _call_source(fm, node)
+        if arg is None or _is_softmax_call(arg) or id(node) in entropy \
+                or not (id(node) in inside or targets & used):
+            continue
+        if _softmaxed(fm, arg, node.lineno, probs) or _picked_probabilities(fm, arg, node.lineno, probs):
+            text = ast.unparse(arg)
+            text = text if len(text) <= 30 else text[:27] + "..."
+            yield Hit(node, f"log({text}) of softmax probabilities underflows to -inf; use log_softmax(x)")
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {dotted(n) for n in walk_no_defs(node) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+
+
+def _log_calls(fm: FunctionModel) -> Iterator[tuple[ast.Call, set[str]]]:
+    """Every ``log`` call of ``fm`` with the names its statement assigns it to (``logp = torch.log(p)``)."""
+    assigned: dict[int, set[str]] = {}
+    for st in fm.nodes:
+        if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            names = {dotted(t) for t in targets if dotted(t)}
+            for n in walk_no_defs(st.value):
+                assigned[id(n)] = names
+    for n in fm.nodes:
+        if isinstance(n, ast.Call) and call_name(n) == "log":
+            yield n, assigned.get(id(n), set())
+
+
+def _loss_contexts(fm: FunctionModel, lossy: bool, kinds: dict[str, str]) -> list[ast.AST]:
+    """Expressions that compute a loss: negations, ``loss = ...`` / ``loss += ...``, a loss function's
+    ``return``, the arguments of a loss call."""
+    out: list[ast.AST] = []
+    for n in fm.nodes:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            out.append(n.operand)
+        elif _loss_statement(n, lossy) or (isinstance(n, ast.AugAssign)
+                                           and set(name_tokens(dotted(n.target) or "")) & _LOSS_WORDS):
+            out.append(n.value)
+        elif isinstance(n, ast.Call) and (call_name(n) in R.LOSS_FUNCTIONS or dotted(n.func) in kinds):
+            out.extend([*n.args, *(k.value for k in n.keywords)])
+    return out
+
+
+def _entropy_logs(fm: FunctionModel) -> set[int]:
+    """ids of the ``log(p)`` calls of entropy terms: ``p * torch.log(p)``, ``probs * probs.log()``."""
+    out = set()
+    for n in fm.nodes:
+        if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)):
+            continue
+        for side, other in ((n.left, n.right), (n.right, n.left)):
+            for c in walk_no_defs(side):
+                if isinstance(c, ast.Call) and call_name(c) == "log":
+                    arg = _call_source(fm, c)
+                    if arg is not None and ast.dump(arg) == ast.dump(other):
+                        out.add(id(c))
+    return out
 
 
 def _check_handwritten(expr: ast.AST, where: ast.AST, needs_minus: bool = False) -> Iterator[Hit]:

@@ -337,6 +337,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     ``total_loss += loss`` keeps a reference to the graph of every iteration (activations included):
     memory grows each step until the epoch ends or the GPU runs out — the classic "out of memory
     after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.
+    The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,
+    ``self.total = self.total + loss``.
 
     Wrong::
 

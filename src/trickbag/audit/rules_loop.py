@@ -325,6 +325,8 @@ def accumulated_loss_not_divided(file: FileModel) -> Iterator[Hit]:
     Summing the gradients of ``k`` micro-batches gives ``k`` times the gradient of their mean: the
     effective learning rate is multiplied by ``k`` (and so is what gradient clipping sees).  Divide
     each micro-batch loss by ``k`` so that ``k`` micro-batches equal one big batch.
+    A step function that splits its batch itself (``for cx, cy in zip(x.chunk(n), y.chunk(n))``, or
+    ``for _ in range(accum)``, with ``optimizer.step()`` after that loop) accumulates over ``n`` too.
 
     Wrong::
 
@@ -450,6 +452,9 @@ def ema_misplaced(file: FileModel) -> Iterator[Hit]:
     An average of the weights must be taken after each real update.  Per micro-batch, the average
     sees the same weights ``k`` times (its decay is effectively ``decay**k``); before the step, it
     always lags one update and misses the last one.
+    The update may be ``ema.update(model)``, ``swa_model.update_parameters(model)``, a helper named like
+    one called with the model (``update_ema(ema_model, model)``, ``moving_average(ema, model, decay)``)
+    or a local helper that blends one model's parameters into another's (``lerp_``, ``mul_`` + ``add_``).
 
     Wrong::
 

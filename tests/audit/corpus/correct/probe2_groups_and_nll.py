@@ -1,4 +1,4 @@
-"""Param groups built in lists and helpers, NLLs that take the log (correct)."""
+"""Param groups built in lists and helpers, NLLs that take log_softmax (correct)."""
 import torch
 import torch.nn.functional as F
 from torch import optim
@@ -14,8 +14,8 @@ def no_decay_groups(model):
 
 
 def nll_of_picked(logits, y):
-    p = torch.softmax(logits, 1)
-    return -torch.log(p.gather(1, y[:, None])).mean()
+    logp = torch.log_softmax(logits, 1)
+    return -logp.gather(1, y[:, None]).mean()
 
 
 def nll_log_softmax(logits, y):
@@ -24,11 +24,11 @@ def nll_log_softmax(logits, y):
 
 
 def focal(logits, y, gamma=2.0):
-    p = torch.softmax(logits, 1)
-    pt = p.gather(1, y[:, None])
-    return (-(1 - pt) ** gamma * torch.log(pt)).mean()
+    logpt = F.log_softmax(logits, 1).gather(1, y[:, None])
+    pt = logpt.exp()
+    return (-(1 - pt) ** gamma * logpt).mean()
 
 
 def picked_log(logits, y):
     p = torch.softmax(logits, 1).gather(1, y[:, None])
-    return -p.log().mean()
+    return -p.clamp_min(1e-12).log().mean()
