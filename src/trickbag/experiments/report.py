@@ -242,6 +242,8 @@ def compare_runs(run_dirs: Sequence[str | os.PathLike]) -> RunComparison:
     columns: list[tuple[str, Any]] = [
         ("epochs", lambda r: len(r.history) if r.history else None),
         ("best val/acc", lambda r: r.best("val/acc", "max")),
+        ("best val/r2", lambda r: r.best("val/r2", "max")),  # regression
+        ("best val/map", lambda r: r.best("val/map", "max")),  # multi-label
         ("best val/loss", lambda r: r.best("val/loss", "min")),
         ("final train/loss", lambda r: r.final("train/loss")),
         ("test acc", lambda r: r.test_acc),
