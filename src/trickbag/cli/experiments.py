@@ -144,7 +144,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--metric", default="val/acc", help="per-epoch metric to optimise (default val/acc)")
     s.add_argument("--direction", choices=["maximize", "minimize"], help="default: minimize for */loss, else maximize")
     s.add_argument("--pruner", choices=["median", "none"], default="median",
-                   help="median: stop a trial whose epoch value is worse than the median of earlier trials")
+                   help="median: stop a trial whose epoch value is worse than the median of earlier trials "
+                        "(after the first quarter of the epochs)")
     s.add_argument("--seed", type=int, default=0, help="sampler seed")
     s.add_argument("--out", help="sweep folder (default <run.dir>/sweep-<study name>)")
 

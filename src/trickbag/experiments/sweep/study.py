@@ -138,8 +138,19 @@ def _make_sampler(optuna: Any, sampler: str, specs: Sequence[ParamSpec], seed: i
     return optuna.samplers.TPESampler(seed=seed)
 
 
+def prune_warmup_epochs(epochs: int) -> int:
+    """Epochs a trial runs before the median rule may prune it: the first quarter (early epochs are
+    noisy, and under a warm-up schedule a good learning rate can start slower than a bad one).
+
+    >>> prune_warmup_epochs(1), prune_warmup_epochs(8), prune_warmup_epochs(30)
+    (0, 2, 7)
+    """
+    return max(0, epochs // 4)
+
+
 def _open_study(optuna: Any, url: str, name: str, *, resume: bool, settings: dict[str, Any], sampler: str,
-                specs: Sequence[ParamSpec], seed: int, pruner: str, startup_trials: int, direction: str) -> Any:
+                specs: Sequence[ParamSpec], seed: int, pruner: str, startup_trials: int, direction: str,
+                warmup_epochs: int = 0) -> Any:
     """Create the study, or load it with ``resume`` (refused when it was started with other settings)."""
     try:
         with warnings.catch_warnings():  # heartbeats (stale trials of killed processes -> FAIL) are "experimental"
@@ -151,7 +162,7 @@ def _open_study(optuna: Any, url: str, name: str, *, resume: bool, settings: dic
     if name in existing and not resume:
         raise ExperimentError(f"study {name!r} already exists in {url}; add --resume to continue it, or choose "
                               "--study-name")
-    pr = (optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=0)
+    pr = (optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=warmup_epochs)
           if pruner == "median" else optuna.pruners.NopPruner())
     # a resumed random/TPE sampler must not replay the first trials
     smp = _make_sampler(optuna, sampler, specs, seed + existing.get(name, 0))
@@ -208,7 +219,8 @@ def run_sweep(
         metric: per-epoch metric (``val/*`` or ``train/*``) whose best value over epochs is the objective.
         direction: ``maximize`` / ``minimize``; default minimize for keys ending in ``loss``.
         out: sweep folder (default ``<run.dir>/sweep-<study name>``).
-        pruner: ``median`` (Optuna MedianPruner, after ``startup_trials`` finished trials) or ``none``.
+        pruner: ``median`` (Optuna MedianPruner, after ``startup_trials`` finished trials and never in the
+            first quarter of the epochs, :func:`prune_warmup_epochs`) or ``none``.
         stream: where progress lines go (default: ``sys.stderr`` at call time).
     """
     from trickbag.recipe import load_recipe
@@ -233,7 +245,8 @@ def run_sweep(
                                       "space": [dataclasses.asdict(p) for p in specs], "metric": metric,
                                       "direction": direction}))
     study = _open_study(optuna, url, study_name, resume=resume, settings=settings, sampler=sampler, specs=specs,
-                        seed=seed, pruner=pruner, startup_trials=startup_trials, direction=direction)
+                        seed=seed, pruner=pruner, startup_trials=startup_trials, direction=direction,
+                        warmup_epochs=prune_warmup_epochs(base_recipe.train.epochs))
     n_before = len(study.trials)
     n_run = min(trials, _grid_left(study, specs)) if sampler == "grid" else trials
     grid_note = f" (the grid has {n_run} unvisited point{'s' if n_run != 1 else ''})" if n_run < trials else ""
