@@ -231,3 +231,60 @@ def test_tb303_log_of_softmax_probabilities_held_in_a_name(body):
 def test_tb303_entropy_terms_and_guarded_logs_are_not_reported(body):
     src = "def soft_ce(logits, targets):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
     assert found(src, "TB303") == []
+
+
+@pytest.mark.parametrize("reshape", ["probs.view(-1, probs.size(-1))", "probs.reshape(-1, 10).float()",
+                                     "probs.permute(0, 2, 1).contiguous()", "torch.flatten(probs, 0, 1)",
+                                     "probs.transpose(1, 2)"])
+def test_tb303_probabilities_through_reshapes(reshape):
+    wrong = f"""
+    import torch
+    import torch.nn.functional as F
+    crit = torch.nn.CrossEntropyLoss()
+    def seq_loss(logits, target):
+        probs = torch.softmax(logits, dim=-1)
+        return crit({reshape}, target.view(-1))
+    """
+    right = wrong.replace("torch.softmax(logits, dim=-1)", "logits")
+    fires("TB303", wrong, [7], right)
+    nll = wrong.replace("crit(", "F.nll_loss(").replace("torch.softmax", "torch.log_softmax")
+    assert found(nll, "TB303") == []
+
+
+def test_tb303_reassigned_reshape_of_probabilities():
+    wrong = """
+    import torch.nn.functional as F
+    def f(logits, y):
+        p = F.softmax(logits, -1)
+        p = p.flatten(0, 1)
+        return F.nll_loss(p, y)
+    """
+    fires("TB303", wrong, [6], wrong.replace("F.softmax", "F.log_softmax"))
+
+
+def test_tb304_callable_class_as_warmup():
+    wrong = """
+    import torch
+
+    class RampUp:
+        def __init__(self, steps):
+            self.steps = steps
+
+        def __call__(self, step):
+            if step >= self.steps:
+                return 1.0
+            return step / self.steps
+
+    def build(opt):
+        ramp = RampUp(500)
+        return torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda=ramp)
+    """
+    fires("TB304", wrong, [11], wrong.replace("return step / self.steps", "return (step + 1) / self.steps"))
+
+
+def test_tb302_cudnn_flag_typo_through_an_import_alias():
+    wrong = """
+    from torch.backends import cudnn as cdn
+    cdn.determinstic = True
+    """
+    fires("TB302", wrong, [3], wrong.replace("determinstic", "deterministic"))

@@ -126,3 +126,18 @@ def test_tb402_cuda_touched_in_a_local_helper_called_before():
         torch.cuda.init()
     """
     fires("TB402", wrong, [10], right)
+
+
+@pytest.mark.parametrize("imports, flag", [
+    ("from torch.backends import cudnn as cb", "cb.deterministic = True"),
+    ("import torch.backends.cudnn as backend_cudnn", "backend_cudnn.deterministic = True"),
+    ("from torch import use_deterministic_algorithms as strict", "strict(True)"),
+])
+def test_tb405_determinism_through_import_aliases(imports, flag):
+    wrong = f"""
+    import torch
+    {imports}
+    torch.backends.cudnn.benchmark = True
+    {flag}
+    """
+    fires("TB405", wrong, [4], wrong.replace("benchmark = True", "benchmark = False"))

@@ -198,3 +198,93 @@ def test_tb204_every_torch_loss_function_is_a_loss(loss):
         recon_losses.append(recon)
     """
     fires("TB204", wrong, [10], wrong.replace("append(recon)", "append(recon.item())"))
+
+
+@pytest.mark.parametrize("restore", ["net.train(prev_mode)", "net.train(mode=prev_mode)", "net.train(True)"])
+def test_tb202_train_with_a_saved_mode_restores_it(restore):
+    src = f"""
+    def validate(net, loader):
+        prev_mode = net.training
+        net.eval()
+        with torch.no_grad():
+            score = sum(net(x).sum().item() for x in loader)
+        {restore}
+        return score
+
+    def fit(net, loader, val_loader, opt):
+        net.train()
+        for epoch in range(3):
+            for x in loader:
+                opt.zero_grad()
+                net(x).sum().backward()
+                opt.step()
+            validate(net, val_loader)
+    """
+    assert found(src, "TB202") == []
+    assert found(src.replace(restore, "net.train(False)"), "TB202") == [17]
+
+
+def test_tb204_loss_handed_to_a_metrics_helper_that_keeps_it():
+    wrong = """
+    class Meter:
+        def __init__(self):
+            self.totals = {}
+
+        def add(self, key, v):
+            self.totals[key] = self.totals.get(key, 0.0) + v
+
+    def fit(net, loader, opt):
+        meter = Meter()
+        for x, y in loader:
+            loss = F.mse_loss(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            meter.add("mse", loss)
+    """
+    right = wrong.replace('meter.add("mse", loss)', 'meter.add("mse", loss.item())')
+    fires("TB204", wrong, [16], right)
+
+
+def test_tb204_function_helper_and_dict_get_running_sum():
+    wrong = """
+    def record(stats, value):
+        stats.append(value)
+
+    def fit(net, loader, opt):
+        history, sums = [], {}
+        for x, y in loader:
+            loss = F.mse_loss(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            record(history, loss)
+            sums["mse"] = sums.get("mse", 0.0) + loss
+    """
+    right = wrong.replace("record(history, loss)", "record(history, loss.item())").replace(
+        '0.0) + loss', '0.0) + loss.item()')
+    fires("TB204", wrong, [12, 13], right)
+
+
+def test_tb204_helper_summing_losses_it_backpropagates_is_not_reported():
+    src = """
+    class Accumulator:
+        def __init__(self):
+            self.pending = 0.0
+
+        def push(self, loss):
+            self.pending = self.pending + loss
+
+        def flush(self, opt):
+            self.pending.backward()
+            opt.step()
+            self.pending = 0.0
+
+    def fit(net, loader, opt):
+        acc = Accumulator()
+        for i, (x, y) in enumerate(loader):
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            acc.push(loss)
+    """
+    assert found(src, "TB204") == []

@@ -540,3 +540,60 @@ def test_tb103_tb109_zero_and_clip_inside_a_split_batch_loop():
     """
     assert found(wrong, "TB103") == [4]
     assert found(wrong, "TB109") == [6]
+
+
+def test_tb106_clip_inside_a_local_helper_reported_at_the_call():
+    wrong = """
+    def clamp_grads(net):
+        torch.nn.utils.clip_grad_value_(net.parameters(), 0.5)
+
+    def fit(net, loader, opt, scaler):
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = net(x, y)
+            scaler.scale(loss).backward()
+            clamp_grads(net)
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+    """
+    right = wrong.replace("            clamp_grads(net)", "            scaler.unscale_(opt)\n            clamp_grads(net)")
+    fires("TB106", wrong, [10], right)
+
+
+def test_tb106_helper_that_unscales_before_clipping_is_fine():
+    src = """
+    class Loop:
+        def _clip(self):
+            self.scaler.unscale_(self.opt)
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+
+        def run(self, loader):
+            for x in loader:
+                self.scaler.scale(self.net(x)).backward()
+                self._clip()
+                self.scaler.step(self.opt)
+                self.scaler.update()
+                self.opt.zero_grad()
+    """
+    assert found(src, "TB106") == []
+
+
+def test_tb103_zeroing_helper_called_every_micro_batch():
+    wrong = """
+    class Fitter:
+        def _clear(self):
+            for group in self.opt.param_groups:
+                for p in group["params"]:
+                    p.grad = None
+
+        def epoch(self, loader):
+            for step, (x, y) in enumerate(loader):
+                self._clear()
+                (self.loss_fn(self.net(x), y) / self.accum).backward()
+                if (step + 1) % self.accum == 0:
+                    self.opt.step()
+    """
+    right = wrong.replace("                self._clear()\n", "").replace(
+        "self.opt.step()", "self.opt.step()\n                    self._clear()")
+    fires("TB103", wrong, [10], right)

@@ -99,7 +99,11 @@ class Imports:
         """The qualified dotted name of an expression (aliases resolved), '' when it has none."""
         if isinstance(node, ast.Call):
             node = node.func
-        name = dotted(node)
+        return self.resolve(dotted(node) or "")
+
+    def resolve(self, name: str) -> str:
+        """A dotted name with its first component's alias resolved (``cb.deterministic`` ->
+        ``torch.backends.cudnn.deterministic`` after ``from torch.backends import cudnn as cb``)."""
         if not name:
             return ""
         head, _, rest = name.partition(".")

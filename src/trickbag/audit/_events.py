@@ -72,12 +72,12 @@ def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[st
         return ZERO
     if grad_recv and name in ("clamp_", "clip_"):
         return CLIP
-    if name in _CLIP_FUNCTIONS:
-        last = (recv or "").split(".")[-1]
+    qual = fm.file.imports.qualname(call.func)  # ``from torch.nn.utils import clip_grad_norm_ as clip``
+    if name in _CLIP_FUNCTIONS or qual.split(".")[-1] in _CLIP_FUNCTIONS:
+        last = fm.file.imports.resolve(recv or "").split(".")[-1]
         if recv is None or last in {"utils", "clip_grad", "nn", "torch"}:
             return CLIP
-    if name in ("clip_gradients", "adaptive_clip_gradients") and \
-            fm.file.imports.qualname(call.func).startswith("trickbag"):
+    if name in ("clip_gradients", "adaptive_clip_gradients") and qual.startswith("trickbag"):
         return CLIP
     if role == R.SCALER and name in ("scale", "update"):
         return SCALE if name == "scale" else SCALER_UPDATE
@@ -96,9 +96,8 @@ def _mode_kind(call: ast.Call, name: str, recv: Optional[str]) -> Optional[str]:
     if recv and "trainer" in recv.lower():
         return None
     arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "mode"), None)
-    if arg is None or const_value(arg) is True:
-        return TRAIN
-    return EVAL if const_value(arg) is False else None
+    # ``.train(was_training)`` / ``.train(mode=prev)`` restores the saved mode: read it as train mode
+    return EVAL if arg is not None and const_value(arg) is False else TRAIN
 
 
 def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[str],

@@ -192,7 +192,7 @@ def _typo_message(fm: FunctionModel, base: str, attr: str) -> Optional[str]:
     if attr == "requires_grad" and (fm.role(base) == R.MODEL or _module_loop_var(fm, base)):
         return (f"an nn.Module has no 'requires_grad': '{base}.requires_grad = ...' freezes nothing "
                 f"(use {base}.requires_grad_(False))")
-    if base.split(".")[-1] == "cudnn" and attr not in _CUDNN:
+    if fm.file.imports.resolve(base).split(".")[-1] == "cudnn" and attr not in _CUDNN:
         near = next((c for c in _CUDNN if edit_distance(attr, c) <= 2), None)
         if near:
             return f"'cudnn.{attr}' is not a cuDNN flag (did you mean 'cudnn.{near}'?): nothing is set"
@@ -284,19 +284,27 @@ def _is_softmax_call(node: ast.AST) -> bool:
 
 def _softmaxed(fm: FunctionModel, node: Optional[ast.AST], line: int, probs: set[str], depth: int = 0,
                sigmoid: bool = False) -> bool:
-    if node is None or depth > 3:
+    if node is None or depth > 6:
         return False
     if _is_softmax_call(node) or (sigmoid and isinstance(node, ast.Call) and call_name(node) == "sigmoid"):
         return True
     if isinstance(node, ast.Call) and (dotted(node.func) in probs or _model_argument(fm, node, probs)):
         return True
+    if isinstance(node, ast.Call) and call_name(node) in _RESHAPES:  # p.view(-1, p.size(-1)), p.float()
+        return _softmaxed(fm, _call_source(fm, node), line, probs, depth + 1, sigmoid)
     name = dotted(node)
     if name is None:
         return False
     assigns = [a for a in fm.assigns if name in a.names and a.value is not None and a.op is None
                and a.node.lineno <= line]
     return bool(assigns) and len(assigns[-1].names) == 1 and \
-        _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno, probs, depth + 1, sigmoid)
+        _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno - 1, probs, depth + 1, sigmoid)
+
+
+#: calls that keep a tensor's values (probabilities stay probabilities through them)
+_RESHAPES = {"view", "reshape", "flatten", "permute", "transpose", "contiguous", "float", "double", "half",
+             "bfloat16", "to", "type_as", "squeeze", "unsqueeze", "view_as", "reshape_as", "movedim", "swapaxes",
+             "swapdims", "clone", "cuda", "cpu", "t"}
 
 
 def _model_argument(fm: FunctionModel, call: ast.Call, probs: set[str]) -> bool:
@@ -337,6 +345,9 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     focal loss's ``torch.log(pt)`` included); a name is reported when its log sits in a loss (under
     a minus, in ``loss = ...``, in the ``return`` of a loss function, in a loss call).  Entropy terms
     (``-(p * p.log()).sum()``) and logs of ``probs + eps`` are not reported.
+
+    Probabilities stay probabilities through reshapes and casts: ``F.nll_loss(p.view(-1, p.size(-1)), y)``,
+    ``reshape``, ``flatten``, ``permute``, ``transpose``, ``contiguous()``, ``float()``.
 
     Wrong::
 
@@ -430,6 +441,8 @@ def _softmax_product(node: ast.AST) -> bool:
 
 def _check_loss_call(fm: FunctionModel, call: ast.Call, probs: set[str], kinds: dict[str, str]) -> Iterator[Hit]:
     name = call_name(call)
+    if name not in R.CE_LOSSES | R.NLL_LOSSES:  # ``from torch.nn.functional import nll_loss as nll``
+        name = fm.file.imports.qualname(call.func).split(".")[-1] or name
     kind = "ce" if name in R.CE_LOSSES else "nll" if name in R.NLL_LOSSES else kinds.get(dotted(call.func) or "")
     if isinstance(call.func, ast.Call) and call_name(call.func) in R.CE_LOSSES | R.NLL_LOSSES:
         kind = "ce" if call_name(call.func) in R.CE_LOSSES else "nll"
@@ -662,6 +675,11 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
             yield from _lambdas(fm, e)
     elif isinstance(node, ast.Lambda):
         yield node
+    elif isinstance(node, ast.Call):  # ``LinearWarmup(warmup)``: an instance of a class with ``__call__``
+        cls = fm.file.imports.qualname(node.func).split(".")[-1]
+        method = fm.file.methods.get((cls, "__call__")) if cls in fm.file.classes else None
+        if method is not None:
+            yield method.node
     elif isinstance(node, ast.Name):
         helper = fm.nested.get(node.id) or fm.file.top.get(node.id)
         if helper is not None:
@@ -669,6 +687,8 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
         for a in fm.assigns + fm.file.module.assigns:
             if node.id in a.names and isinstance(a.value, ast.Lambda):
                 yield a.value
+            elif a.names == [node.id] and isinstance(a.value, ast.Call) and a.op is None:
+                yield from _lambdas(fm, a.value)
 
 
 @rule("TB304", "warmup-starts-at-zero", fix="make the factor non-zero at step 0, e.g. (step + 1) / warmup_steps")
@@ -679,6 +699,9 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
     ``lambda step: step / warmup`` the first update is done with learning rate 0 (a wasted step;
     with Adam the moment estimates still absorb that batch), and a one-step warm-up never trains.
 
+    The factor may be a lambda, a function, or an instance of a class of the file with a ``__call__`` method
+    (``LambdaLR(opt, LinearWarmup(warmup))``).
+
     Wrong::
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, step / warmup_steps))
@@ -688,7 +711,8 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup_steps))
     """
     for fm in file.functions:
-        for call in (n for n in fm.nodes if isinstance(n, ast.Call) and call_name(n) == "LambdaLR"):
+        for call in (n for n in fm.nodes if isinstance(n, ast.Call) and "LambdaLR" in
+                     (call_name(n), file.imports.qualname(n.func).split(".")[-1])):
             fn = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords
                                                                  if k.arg == "lr_lambda"), None)
             for lam in (_lambdas(fm, fn) if fn is not None else ()):
@@ -699,6 +723,8 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
 
 def _zero_at_start(fm: FunctionModel, lam: ast.AST) -> Optional[ast.AST]:
     args = lam.args.posonlyargs + lam.args.args
+    if args and not isinstance(lam, ast.Lambda) and args[0].arg in ("self", "cls") and lam.name == "__call__":
+        args = args[1:]
     if not args:
         return None
     env = {**_constants(fm), args[0].arg: 0.0}

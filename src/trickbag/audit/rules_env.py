@@ -9,7 +9,7 @@ import os
 from typing import Iterator, Optional
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, const_value, dotted, edit_distance
+from trickbag.audit._ast import Imports, call_name, const_value, dotted, edit_distance
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
 
@@ -278,20 +278,21 @@ def _flag_assignments(file: FileModel) -> Iterator[tuple[str, ast.AST, int]]:
     switched on, with the function (or module body) they are in."""
     for fm in file.functions:
         for node in fm.nodes:
-            kind = _flag_kind(node)
+            kind = _flag_kind(node, file.imports)
             if kind:
                 yield kind, node, id(fm)
 
 
-def _flag_kind(node: ast.AST) -> Optional[str]:
+def _flag_kind(node: ast.AST, imports: Imports) -> Optional[str]:
     if isinstance(node, ast.Assign) and const_value(node.value) is True:
         for t in node.targets:
-            name = dotted(t) or ""
+            name = imports.resolve(dotted(t) or "")  # ``cb.deterministic`` after ``... import cudnn as cb``
             if name.endswith("cudnn.benchmark"):
                 return "benchmark"
             if name.endswith("cudnn.deterministic"):
                 return "deterministic"
-    elif isinstance(node, ast.Call) and call_name(node) == "use_deterministic_algorithms" and node.args \
+    elif isinstance(node, ast.Call) and "use_deterministic_algorithms" in (
+            call_name(node), imports.qualname(node.func).split(".")[-1]) and node.args \
             and const_value(node.args[0]) is True:
         return "deterministic"
     return None
@@ -325,6 +326,8 @@ def benchmark_with_determinism(file: FileModel) -> Iterator[Hit]:
     Benchmark mode picks convolution algorithms by timing them, which differs from run to run, so
     the results are not reproducible; combined with determinism flags it defeats their purpose
     (and hides the cost of determinism behind a setting that is not honoured).
+
+    Import aliases are followed (``from torch.backends import cudnn as cb``; ``cb.deterministic = True``).
 
     Wrong::
 

@@ -7,7 +7,7 @@ import ast
 from typing import Iterator, Optional
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, const_value, dotted, name_tokens
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk_no_defs
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, FORWARD, STEP, TRAIN, Event, FileModel, FunctionModel, Loop
 from trickbag.audit._query import short_name, has_kind, is_data_loop, is_eval_function, is_valish, loss_names, \
     mode_events, same_model, stepish
@@ -180,6 +180,9 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     BatchNorm frozen on its running statistics — quietly worse results.  Switch back with
     ``model.train()`` at the top of each epoch (or at the end of the evaluation).
 
+    ``model.train(was_training)`` / ``model.train(mode=prev)`` restores a saved mode and counts as switching
+    back; only ``model.train(False)`` is a switch to eval.
+
     Wrong::
 
         for epoch in range(epochs):
@@ -322,12 +325,26 @@ def _accumulations(fm: FunctionModel, loop: Loop) -> Iterator[tuple[ast.AST, str
         if loop not in a.loops or not a.names or a.value is None or fm.grad_disabled \
                 or any(k == "nograd" for k, _ in a.contexts):
             continue
-        target = a.names[0]
-        if a.op is not None and isinstance(a.op, ast.Add):
-            yield a.node, target, a.value, a.order
-        elif a.op is None and isinstance(a.value, ast.BinOp) and isinstance(a.value.op, ast.Add) \
-                and dotted(a.value.left) == target:
-            yield a.node, target, a.value.right, a.order
+        added = _added(a)
+        if added is not None:
+            yield a.node, a.names[0], added, a.order
+
+
+def _added(a) -> Optional[ast.AST]:
+    """The value ``a`` adds to its target: ``acc += v``, ``acc = acc + v``, ``d[k] = d.get(k, 0) + v``,
+    ``acc.append(v)`` (None for any other assignment)."""
+    target = a.names[0] if a.names else None
+    if target is None or a.value is None:
+        return None
+    if a.op is not None and isinstance(a.op, ast.Add):
+        return a.value
+    if a.op is None and isinstance(a.value, ast.BinOp) and isinstance(a.value.op, ast.Add):
+        left = a.value.left
+        if dotted(left) == target or (isinstance(left, ast.Call) and call_name(left) == "get"
+                                      and isinstance(left.func, ast.Attribute)
+                                      and f"{dotted(left.func.value)}[]" == target):
+            return a.value.right
+    return None
 
 
 @rule("TB204", "loss-kept-with-graph", fix="accumulate loss.item() (or loss.detach()) for logging")
@@ -339,6 +356,10 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.
     The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,
     ``self.total = self.total + loss``.
+
+    So is ``sums[k] = sums.get(k, 0.0) + loss``, and a loss handed to a local helper or a method of a class of
+    the file (``tracker.update("loss", loss)``) that adds it to an attribute, a container passed in or a
+    module-level name (reported at the call).
 
     Wrong::
 
@@ -372,6 +393,83 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                         and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
                     yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
                                     f"graph stays in memory")
+        yield from _helper_accumulations(fm, losses)
+
+
+def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:
+    """A training loop hands a loss to a local helper (``tracker.update("loss", loss)``) that adds it to
+    a sum outliving the call (``self.sums[name] = self.sums[name] + value``): reported at the call."""
+    seen: set[int] = set()
+    for loop in fm.loops:
+        if fm.grad_disabled or not has_kind(loop, BACKWARD):
+            continue
+        for call in (n for st in getattr(loop.node, "body", []) for n in walk_no_defs(st) if isinstance(n, ast.Call)):
+            if id(call) in seen:
+                continue
+            seen.add(id(call))
+            helper = fm.file.resolve(call, fm) or _instance_method(fm, call)
+            if helper is None or helper.grad_disabled:
+                continue
+            before = max((a.order for a in fm.assigns if a.node.lineno <= call.lineno), default=0)
+            for param, arg in _bound_args(helper, call):
+                kept = _keeps_graph(arg, fm, losses, before)
+                target = _persistent_sum(helper, param) if kept else None
+                if target:
+                    yield Hit(call, f"{dotted(call.func) or helper.name}() adds {kept} to {target} with its "
+                                    f"autograd graph; every iteration's graph stays in memory")
+                    break
+
+
+def _instance_method(fm: FunctionModel, call: ast.Call) -> Optional[FunctionModel]:
+    """``tracker.update(...)`` where ``tracker = MetricTracker()`` (a class of this file): that method."""
+    func = call.func
+    recv = dotted(func.value) if isinstance(func, ast.Attribute) else None
+    if not recv:
+        return None
+    scopes = [s for s in fm.file.functions if s is fm or s is fm.file.module or s is fm.parent
+              or (recv.startswith("self.") and s.cls is not None and s.cls is fm.cls)]
+    for scope in scopes:
+        for a in scope.assigns:
+            if a.names == [recv] and a.op is None and isinstance(a.value, ast.Call):
+                cls = fm.file.imports.qualname(R.innermost_call(a.value) or a.value).split(".")[-1]
+                if cls in fm.file.classes:
+                    return fm.file.methods.get((cls, func.attr))
+    return None
+
+
+def _bound_args(helper: FunctionModel, call: ast.Call) -> Iterator[tuple[str, ast.AST]]:
+    """(parameter, argument) pairs of a call of a local function or method."""
+    args = helper.node.args
+    params = [a.arg for a in args.posonlyargs + args.args]
+    if helper.cls is not None and isinstance(call.func, ast.Attribute) and params:
+        params = params[1:]  # self
+    for param, arg in zip(params, call.args):
+        if isinstance(arg, ast.Starred):
+            return
+        yield param, arg
+    names = set(params) | {a.arg for a in args.kwonlyargs}
+    for k in call.keywords:
+        if k.arg in names:
+            yield k.arg, k.value
+
+
+def _persistent_sum(helper: FunctionModel, param: str) -> Optional[str]:
+    """The sum outliving a call of ``helper`` that the parameter ``param`` is added to, with its graph:
+    an attribute (``self.total``), a container passed in, or a module-level name."""
+    args = helper.node.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {param}
+    module_names = {n for a in helper.file.module.assigns for n in a.names}
+    backed = {n for f in helper.file.functions for b in f.kind_events(BACKWARD) for n in _names(b.extra.get("loss"))}
+    for a in helper.assigns:
+        added = _added(a) if not any(k == "nograd" for k, _ in a.contexts) else None
+        if added is None:
+            continue
+        target = a.names[0]
+        base = target.split(".")[0].replace("[]", "")
+        if (target.startswith("self.") or base in params or base in module_names) and target not in backed \
+                and _keeps_graph(added, helper, {param}, a.order):
+            return target
+    return None
 
 
 def _names(node: Optional[ast.AST]) -> set[str]:

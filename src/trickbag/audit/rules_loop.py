@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
-from trickbag.audit._flow import BACKWARD, CLIP, EMA_UPDATE, SCALE, SCALER_UPDATE, SCHED, STEP, UNSCALE, ZERO, \
+from trickbag.audit._flow import BACKWARD, CALL, CLIP, EMA_UPDATE, SCALE, SCALER_UPDATE, SCHED, STEP, UNSCALE, ZERO, \
     Event, FileModel
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens
@@ -27,6 +27,25 @@ def _micro(ev: Event, depth: int = 0) -> bool:
     if ev.loops or depth >= 2 or any(g.accum for g in ev.guards) or ev.fm.node is ev.fm.file.tree:
         return False
     return any(_micro(site, depth + 1) for site in ev.fm.call_sites())
+
+
+#: the work of a training step besides clipping and zeroing
+_STEP_WORK = {BACKWARD, STEP, SCALE, SCALER_UPDATE, UNSCALE, SCHED}
+
+
+def _pure_call(e: Event, kind: str) -> bool:
+    """A call of a local helper that does ``kind`` (clipping, zeroing) and none of the rest of a step
+    (``clip(model, 1.0)``, ``self._reset()``): checked, and reported, where it is called."""
+    return e.kind == CALL and kind in e.kinds() and not e.kinds() & _STEP_WORK
+
+
+def _pure_helper(fm) -> bool:
+    """A local helper called from the file that does none of the rest of a step (see :func:`_pure_call`)."""
+    return bool(fm.call_sites()) and not fm.file.summary(fm).kinds & _STEP_WORK
+
+
+def _helper_name(e: Event) -> str:
+    return dotted(e.node.func) or e.extra["helper"].name
 
 
 def _counter_guarded(ev: Event, loop) -> bool:
@@ -199,6 +218,9 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
     gradients the step was about to use.  In a loop without accumulation, zeroing at the top of the
     iteration is correct.
 
+    A local helper that only zeroes the gradients (``self._reset()`` setting ``p.grad = None`` in a loop over
+    the parameters) counts where it is called, and is reported at that call when it runs on every micro-batch.
+
     Wrong::
 
         for i, (x, y) in enumerate(loader):
@@ -218,9 +240,12 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
                 optimizer.zero_grad()
     """
     for fm in file.functions:
-        for z in fm.kind_events(ZERO):
-            if _micro(z):
+        for z in fm.events:
+            if z.kind == ZERO and not _pure_helper(fm) and _micro(z):
                 yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
+            elif _pure_call(z, ZERO) and _micro(z):
+                yield Hit(z.node, f"{_helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
+                                  f"the gradients being accumulated")
         for s in fm.kind_events(STEP):
             for z in _zero_between(fm, s):
                 yield Hit(z.node, "zero_grad() between backward() and step() zeroes the gradients the step uses")
@@ -382,6 +407,9 @@ def clip_before_unscale(file: FileModel) -> Iterator[Hit]:
     scale is 1, so the clip is harmless in that run and the runtime audit, which sees the real
     scale, reports nothing; the order is still wrong the day the scaler is switched on.
 
+    Clipping done by a local helper (``clip(model, 1.0)`` whose body calls ``clip_grad_norm_``) counts where the
+    helper is called, and is reported at that call.
+
     Wrong::
 
         scaler.scale(loss).backward()
@@ -398,14 +426,16 @@ def clip_before_unscale(file: FileModel) -> Iterator[Hit]:
         scaler.update()
     """
     for fm in file.functions:
-        for c in fm.kind_events(CLIP):
-            if not _scaler_in_use(fm, c):
+        for c in fm.events:
+            if not (c.kind == CLIP or _pure_call(c, CLIP)) or not _scaler_in_use(fm, c):
                 continue
             loop = train_loop(c)
-            unscaled = [u for u in fm.kind_events(UNSCALE) if u.order < c.order and not u.exclusive(c)
+            unscaled = [u for u in fm.events if UNSCALE in u.kinds() and u.order < c.order and not u.exclusive(c)
                         and (loop is None or loop in u.loops)]
             if not unscaled:
-                yield Hit(c.node, "gradients are clipped while still multiplied by the GradScaler's loss scale")
+                where = f" (in {_helper_name(c)}())" if c.kind == CALL else ""
+                yield Hit(c.node, f"gradients are clipped{where} while still multiplied by the GradScaler's loss "
+                                  f"scale")
 
 
 @rule("TB107", "scaler-step-without-update", fix="call scaler.update() once after every scaler.step(optimizer)")
