@@ -288,3 +288,23 @@ def test_tb302_cudnn_flag_typo_through_an_import_alias():
     cdn.determinstic = True
     """
     fires("TB302", wrong, [3], wrong.replace("determinstic", "deterministic"))
+
+
+@pytest.mark.parametrize("lam", [
+    "lambda s: min(s / warmup, math.exp(-s / total))",
+    "lambda s: min(s / warmup, (1 - s / total) ** 2)",
+    "lambda s: min(s / warmup, 1.0 - 0.5 * math.sin(s / total))",
+    "lambda s: min(s / warmup, max(0.1, 0.5 * (1 + math.cos(math.pi * s / total))))",
+])
+def test_tb304_min_of_zero_and_a_non_negative_decay(lam):
+    assert found(f"sched = LambdaLR(opt, lr_lambda={lam})\n", "TB304") == [1]
+
+
+@pytest.mark.parametrize("lam", [
+    "lambda s: min((s + 1) / warmup, math.exp(-s / total))",
+    "lambda s: min(s / warmup, math.cos(s / total))",
+    "lambda s: min(s / warmup, 0.5 - math.cos(s / total))",
+    "lambda s: max(s / warmup, math.exp(-s / total))",
+])
+def test_tb304_min_with_a_decay_that_may_be_negative_or_a_non_zero_warmup(lam):
+    assert found(f"sched = LambdaLR(opt, lr_lambda={lam})\n", "TB304") == []

@@ -141,3 +141,29 @@ def test_tb405_determinism_through_import_aliases(imports, flag):
     {flag}
     """
     fires("TB405", wrong, [4], wrong.replace("benchmark = True", "benchmark = False"))
+
+
+def test_tb401_typo_in_a_copied_environment_or_an_env_argument():
+    wrong = """
+    import os
+    import subprocess
+
+    def spawn(rank, script):
+        child = {**os.environ, "MASTER_PORT": "29500"}
+        child.update({"CUDA_VISBLE_DEVICES": str(rank)})
+        subprocess.run(["python", script], env={"PATH": os.environ["PATH"], "CUDA_VISIBLE_DEVICE": "1"})
+        return subprocess.Popen(["python", script], env=child)
+    """
+    right = wrong.replace("CUDA_VISBLE_DEVICES", "CUDA_VISIBLE_DEVICES").replace('"CUDA_VISIBLE_DEVICE"',
+                                                                                  '"CUDA_VISIBLE_DEVICES"')
+    fires("TB401", wrong, [7, 8], right)
+
+
+def test_tb401_copy_of_environ_read_and_written_through_its_name():
+    wrong = """
+    import os
+    base = os.environ.copy()
+    base["CUDA_VISIBLE_DEVICE"] = "0,1"
+    """
+    fires("TB401", wrong, [4], wrong.replace('DEVICE"', 'DEVICES"'))
+    assert found('cfg = {"CUDA_VISIBLE_DEVICE": 1}\ncfg["CUDA_VISIBLE_DEVICE"] = 2\n', "TB401") == []

@@ -288,3 +288,49 @@ def test_tb204_helper_summing_losses_it_backpropagates_is_not_reported():
             acc.push(loss)
     """
     assert found(src, "TB204") == []
+
+
+def test_tb204_loop_less_helper_keeps_the_loss_in_a_module_list_or_attribute():
+    wrong = """
+    history = []
+
+    def train_batch(model, opt, x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        history.append(loss)
+
+    class Runner:
+        def step(self, x, y):
+            loss = self.crit(self.net(x), y)
+            self.total = self.total + loss
+            return loss
+
+        def run(self, loader):
+            for x, y in loader:
+                self.opt.zero_grad()
+                self.step(x, y).backward()
+                self.opt.step()
+
+    for x, y in loader:
+        train_batch(model, opt, x, y)
+    """
+    right = wrong.replace("history.append(loss)", "history.append(loss.item())") \
+        .replace("self.total + loss", "self.total + loss.detach()")
+    fires("TB204", wrong, [9, 14], right)
+
+
+def test_tb204_loop_less_helper_not_called_from_a_training_loop_is_silent():
+    src = """
+    class Meter:
+        def score(self, x, y):
+            loss = self.crit(self.net(x), y)
+            self.seen.append(loss)
+
+        @torch.no_grad()
+        def evaluate(self, loader):
+            for x, y in loader:
+                self.score(x, y)
+    """
+    assert found(src, "TB204") == []

@@ -597,3 +597,39 @@ def test_tb103_zeroing_helper_called_every_micro_batch():
     right = wrong.replace("                self._clear()\n", "").replace(
         "self.opt.step()", "self.opt.step()\n                    self._clear()")
     fires("TB103", wrong, [10], right)
+
+
+def test_tb107_two_scalers_only_one_updated():
+    wrong = """
+    class Trainer:
+        def fit(self, loader):
+            for x, y in loader:
+                self.opt_enc.zero_grad()
+                self.opt_dec.zero_grad()
+                self.scaler_enc.scale(self.enc_loss(x)).backward()
+                self.scaler_dec.scale(self.dec_loss(x, y)).backward()
+                self.scaler_enc.step(self.opt_enc)
+                self.scaler_dec.step(self.opt_dec)
+                self.scaler_enc.update()
+    """
+    right = wrong + "                self.scaler_dec.update()\n"
+    fires("TB107", wrong, [10], right)
+
+
+def test_tb104_step_function_returned_by_a_factory():
+    wrong = """
+    def build(net, opt):
+        def update(batch):
+            out = net(batch["x"])
+            loss = out.pow(2).mean()
+            loss.backward()
+            opt.step()
+        return update
+
+    def main(net, opt, stream):
+        update = build(net, opt)
+        while True:
+            update(next(stream))
+    """
+    right = wrong.replace("        def update(batch):\n", "        def update(batch):\n            opt.zero_grad()\n")
+    fires("TB104", wrong, [7], right)

@@ -443,6 +443,14 @@ def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation
     return Accumulation(loop, None, None, counter, tuple(steps))
 
 
+def _returned_nested(factory: "FunctionModel") -> Optional["FunctionModel"]:
+    """The nested function a factory returns by name (``def make_step(...): def step(...): ...; return step``)."""
+    for n in factory.nodes:
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in factory.nested:
+            return factory.nested[n.value.id]
+    return None
+
+
 class FileModel:
     """Every function model of one parsed file, plus module-wide tables (imports, classes, roles)."""
 
@@ -514,10 +522,33 @@ class FileModel:
                 if func.id in scope.nested:
                     return scope.nested[func.id]
                 scope = scope.parent
-            return self.top.get(func.id)
+            return self.top.get(func.id) or self._factory_product(func.id, fm)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
                 and fm.cls is not None:
             return self.methods.get((fm.cls.name, func.attr))
+        return None
+
+    def _factory_product(self, name: str, fm: FunctionModel) -> Optional[FunctionModel]:
+        """``step = make_step(model, opt)`` where ``make_step`` returns its nested ``def step``: that nested
+        function, so that ``step(x, y)`` in a loop is a call of it."""
+        key = (id(fm), name)
+        table = self._memo.setdefault("factory_products", {})
+        if key in table:
+            return table[key]
+        table[key] = None  # cycle guard
+        scopes, scope = [], fm
+        while scope is not None:
+            scopes.append(scope)
+            scope = scope.parent
+        for scope in scopes + ([self.module] if self.module not in scopes else []):
+            for n in scope.nodes:
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                        and n.targets[0].id == name and isinstance(n.value, ast.Call):
+                    factory = self.resolve(n.value, scope)
+                    product = _returned_nested(factory) if factory is not None else None
+                    if product is not None:
+                        table[key] = product
+                        return product
         return None
 
     def call_table(self) -> dict[int, list[Event]]:

@@ -621,17 +621,63 @@ def _call_value(node: ast.Call, env: dict[str, Value], depth: int = 0) -> Value:
     if name == "float" and len(args) == 1:
         return args[0]
     if name in ("min", "max") and args and not node.keywords:
+        nums = [a for a in args if _num(a)]
+        if name == "min" and any(a == 0 for a in nums) and all(_nonneg(n, env, depth) for n in node.args):
+            return 0.0  # min(0, anything >= 0), e.g. ``min(step / warmup, 0.5 * (1 + cos(...)))``
         if None in args:
             return None
-        nums = [a for a in args if _num(a)]
         if name == "min":
-            if any(a == 0 for a in nums) and all(a is POS or a >= 0 for a in args):
-                return 0.0
             return min(nums) if len(nums) == len(args) else (POS if all(a is POS or a > 0 for a in args) else None)
         if any(a is POS or a > 0 for a in args):
             return max(nums) if len(nums) == len(args) else POS
         return max(nums) if nums else None
     return None
+
+
+_BOUNDED = {"cos", "sin", "tanh"}  # |f(x)| <= 1
+_NONNEG_CALLS = {"exp", "sqrt", "abs", "fabs", "float"}
+
+
+def _bound(node: ast.AST, env: dict[str, Value], depth: int) -> Optional[float]:
+    """A bound on ``abs(node)``: ``cos(x)`` -> 1, ``0.5 * cos(x)`` -> 0.5; None when unbounded or unknown."""
+    if isinstance(node, ast.Call) and call_name(node) in _BOUNDED:
+        return 1.0
+    v = _value(node, env, depth + 1)
+    if _num(v):
+        return abs(v)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add, ast.Sub)):
+        a, b = _bound(node.left, env, depth + 1), _bound(node.right, env, depth + 1)
+        if a is not None and b is not None:
+            return a * b if isinstance(node.op, ast.Mult) else a + b
+    return None
+
+
+def _nonneg(node: ast.AST, env: dict[str, Value], depth: int = 0) -> bool:
+    """Is ``node`` provably >= 0 at step 0: numbers >= 0, positive unknowns, ``exp``/``sqrt``/``abs``, squares,
+    ``c + cos(x)`` with c >= 1 (a cosine decay), and sums, products and quotients of such."""
+    v = _value(node, env, depth + 1)
+    if v is POS or (_num(v) and v >= 0) or depth > 50:
+        return v is not None and depth <= 50
+    if isinstance(node, ast.Call):
+        name, args = call_name(node), node.args
+        if name in _NONNEG_CALLS and len(args) == 1:
+            return name != "float" or _nonneg(args[0], env, depth + 1)
+        return name in ("max", "min") and bool(args) and (any if name == "max" else all)(
+            _nonneg(a, env, depth + 1) for a in args)
+    if isinstance(node, ast.IfExp):
+        return _nonneg(node.body, env, depth + 1) and _nonneg(node.orelse, env, depth + 1)
+    if not isinstance(node, ast.BinOp):
+        return False
+    left, right = node.left, node.right
+    if isinstance(node.op, ast.Pow):
+        return (isinstance(right, ast.Constant) and right.value in (2, 2.0)) or _nonneg(left, env, depth + 1)
+    if isinstance(node.op, (ast.Add, ast.Sub)):
+        lv, b = _value(left, env, depth + 1), _bound(right, env, depth)
+        if _num(lv) and b is not None and lv >= b:
+            return True  # ``1 + cos(x)``, ``1 - 0.5 * cos(x)``
+    if isinstance(node.op, (ast.Add, ast.Mult, ast.Div)):
+        return _nonneg(left, env, depth + 1) and _nonneg(right, env, depth + 1)
+    return False
 
 
 def _truth(test: ast.AST, env: dict[str, Value], depth: int = 0) -> Optional[bool]:
@@ -701,6 +747,9 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
 
     The factor may be a lambda, a function, or an instance of a class of the file with a ``__call__`` method
     (``LambdaLR(opt, LinearWarmup(warmup))``).
+
+    ``min(step / warmup, decay)`` is 0 too when the decay is provably >= 0 (``0.5 * (1 + cos(...))``,
+    ``exp(...)``, a square).
 
     Wrong::
 

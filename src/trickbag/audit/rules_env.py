@@ -96,6 +96,48 @@ def _env_call_keys(node: ast.Call, file: FileModel) -> Iterator[tuple[str, ast.A
                         yield key.value, key, True
 
 
+def _environ_copy(node: Optional[ast.AST], file: FileModel) -> bool:
+    """``dict(os.environ)``, ``os.environ.copy()``, ``copy.copy(os.environ)``, ``{**os.environ, ...}``."""
+    if isinstance(node, ast.Dict):
+        return any(k is None and _is_environ(v, file) for k, v in zip(node.keys, node.values))
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if call_name(node) == "copy" and isinstance(func, ast.Attribute) and _is_environ(func.value, file):
+        return True
+    return call_name(node) in ("dict", "copy", "deepcopy") and bool(node.args) and _is_environ(node.args[0], file)
+
+
+def _dict_keys(d: ast.Dict) -> Iterator[tuple[str, ast.AST, bool]]:
+    for key in d.keys:
+        if isinstance(const_value(key), str):
+            yield key.value, key, True
+
+
+def _env_copy_keys(file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
+    """The keys set in a copy of the environment (``env = os.environ.copy(); env["CUDA_VISIBLE_DEVICES"] = "1"``,
+    ``{**os.environ, "K": v}``) and in a dict literal passed as ``env=`` to a call (``subprocess.run``)."""
+    for fm in file.functions:
+        copies = {a.names[0] for a in fm.assigns + file.module.assigns
+                  if len(a.names) == 1 and a.op is None and _environ_copy(a.value, file)}
+        for node in fm.nodes:
+            if isinstance(node, ast.Dict) and _environ_copy(node, file):
+                yield from _dict_keys(node)
+            elif isinstance(node, ast.Call):
+                for k in node.keywords:
+                    if k.arg == "env" and isinstance(k.value, ast.Dict):
+                        yield from _dict_keys(k.value)
+                func = node.func
+                if isinstance(func, ast.Attribute) and dotted(func.value) in copies and node.args:
+                    if call_name(node) in ("get", "setdefault", "pop") and isinstance(const_value(node.args[0]), str):
+                        yield node.args[0].value, node, call_name(node) == "setdefault"
+                    elif call_name(node) == "update" and isinstance(node.args[0], ast.Dict):
+                        yield from _dict_keys(node.args[0])
+            elif isinstance(node, ast.Subscript) and dotted(node.value) in copies \
+                    and isinstance(const_value(node.slice), str):
+                yield node.slice.value, node, isinstance(node.ctx, ast.Store)
+
+
 def _os_typos(file: FileModel) -> Iterator[Hit]:
     for node in file.nodes:
         if not isinstance(node, ast.Attribute):
@@ -118,6 +160,9 @@ def env_var_typo(file: FileModel) -> Iterator[Hit]:
     on every GPU (or non-deterministically).  ``os.envion[...]`` fails at run time, possibly after
     hours of training when it sits in the evaluation code.
 
+    Keys set in a copy of the environment (``env = os.environ.copy()``, ``{**os.environ, ...}``) or in a
+    dict literal passed as ``env=`` (``subprocess.run``) count too.
+
     Wrong::
 
         os.environ["CUDA_VISIBLE_DEVICE"] = "0"
@@ -126,8 +171,12 @@ def env_var_typo(file: FileModel) -> Iterator[Hit]:
 
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     """
-    for key, node, _ in env_keys(file):
+    seen = set()
+    for key, node, _ in [*env_keys(file), *_env_copy_keys(file)]:
         meant = meant_env(key)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if meant:
             yield Hit(node, f"environment variable {key!r} is not read by anything: did you mean {meant!r}?",
                       fix=f"use {meant!r}")

@@ -10,7 +10,7 @@ from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk_no_defs
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, FORWARD, STEP, TRAIN, Event, FileModel, FunctionModel, Loop
 from trickbag.audit._query import short_name, has_kind, is_data_loop, is_eval_function, is_valish, loss_names, \
-    mode_events, same_model, stepish
+    mode_events, same_model, stepish, train_loop
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -361,6 +361,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     the file (``tracker.update("loss", loss)``) that adds it to an attribute, a container passed in or a
     module-level name (reported at the call).
 
+    So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
+    y)``) that adds its own loss to an attribute, a module-level name or a container passed in.
+
     Wrong::
 
         total_loss = 0.0
@@ -394,6 +397,38 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                     yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
                                     f"graph stays in memory")
         yield from _helper_accumulations(fm, losses)
+        yield from _per_iteration_helper_accumulations(fm, losses, backed)
+
+
+def _called_per_training_step(fm: FunctionModel) -> bool:
+    """``fm`` is a helper (``self.one_batch(x, y)``) called inside a loop that trains, grad enabled."""
+    if fm.grad_disabled or fm.node is fm.file.tree:
+        return False
+    own = bool(fm.kind_events(BACKWARD))
+    return any(site.loops and not site.grad_disabled and (own or train_loop(site) is not None)
+               for site in fm.call_sites())
+
+
+def _per_iteration_helper_accumulations(fm: FunctionModel, losses: set[str], backed: set[str]) -> Iterator[Hit]:
+    """A loop-less helper computing a loss and adding it to a sum outliving the call (``self.losses.append(loss)``),
+    called once per iteration of a training loop: every iteration's graph stays in memory."""
+    if fm.loops or not losses or not _called_per_training_step(fm):
+        return
+    args = fm.node.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    module_names = {n for a in fm.file.module.assigns for n in a.names}
+    for a in fm.assigns:
+        added = _added(a) if not a.loops and not any(k == "nograd" for k, _ in a.contexts) else None
+        if added is None:
+            continue
+        target = a.names[0]
+        base = target.split(".")[0].replace("[]", "")
+        if not (target.startswith("self.") or base in params or base in module_names) or target in backed:
+            continue
+        kept = _keeps_graph(added, fm, losses, a.order)
+        if kept and kept not in params and target != kept:
+            yield Hit(a.node, f"{target} accumulates {kept} with its autograd graph at every call of "
+                              f"{fm.name}() from the training loop; every iteration's graph stays in memory")
 
 
 def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:

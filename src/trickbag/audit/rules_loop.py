@@ -304,6 +304,9 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
     gradients since the start of training, which grows without bound (a hidden, ever-increasing
     learning rate on a stale direction).
 
+    A step function returned by a factory (``step = make_step(model, opt)``, ``make_step`` returning its
+    nested ``def step``) is checked where it is called.
+
     Wrong::
 
         for x, y in loader:
@@ -438,12 +441,33 @@ def clip_before_unscale(file: FileModel) -> Iterator[Hit]:
                                   f"scale")
 
 
+def _other_object(e: Event, name: str, names: set[str]) -> bool:
+    """``e`` acts directly on another object than ``name``, one of ``names`` or both made by their own
+    constructor: ``scalerD.update()`` does not update ``scalerG`` (a helper's call, or an alias, may)."""
+    if e.kind == CALL or e.recv is None or e.recv == name:
+        return False
+    return e.recv in names or (_constructed(e.fm, e.recv) and _constructed(e.fm, name))
+
+
+def _constructed(fm, name: str) -> bool:
+    """``name = GradScaler()`` (or any object constructor) in this function or an enclosing one."""
+    scope = fm
+    while scope is not None:
+        if name in scope.roles:
+            return scope.roles[name] != R.NOT_AN_OBJECT
+        scope = scope.parent
+    return False
+
+
 @rule("TB107", "scaler-step-without-update", fix="call scaler.update() once after every scaler.step(optimizer)")
 def scaler_step_without_update(file: FileModel) -> Iterator[Hit]:
     """``scaler.step(optimizer)`` is called but ``scaler.update()`` never is.
 
     The loss scale only adapts in ``update()``: without it the scale never grows back after an
     overflow and never shrinks on one — every step with inf/NaN gradients is skipped forever.
+
+    Each scaler counts on its own: with two (``scaler_d``, ``scaler_g``), updating one does not update the
+    other.
 
     Wrong::
 
@@ -465,11 +489,13 @@ def scaler_step_without_update(file: FileModel) -> Iterator[Hit]:
             scaler.update()
     """
     for fm in file.functions:
+        scalers = {s.extra["scaler"] for s in fm.kind_events(STEP) if s.extra.get("scaler")}
         for s in fm.kind_events(STEP):
             if not s.extra.get("scaler"):
                 continue
             loop = train_loop(s)
-            updates = [u for u in fm.events if SCALER_UPDATE in u.kinds() and (loop is None or loop in u.loops)]
+            updates = [u for u in fm.events if SCALER_UPDATE in u.kinds() and (loop is None or loop in u.loops)
+                       and not _other_object(u, s.extra["scaler"], scalers)]
             if not updates:
                 yield Hit(s.node, f"{s.extra['scaler']}.step() without {s.extra['scaler']}.update(): "
                                   f"the loss scale never adapts")
@@ -657,4 +683,4 @@ def scaler_bypassed(file: FileModel) -> Iterator[Hit]:
 
 def _scaler_step_near(fm, s: Event, loop) -> bool:
     return any(x.kind == STEP and x.extra.get("scaler") and not x.exclusive(s) and (loop is None or loop in x.loops)
-               for x in fm.events)
+               and x.recv in (s.recv, None) for x in fm.events)
