@@ -308,3 +308,48 @@ def test_tb304_min_of_zero_and_a_non_negative_decay(lam):
 ])
 def test_tb304_min_with_a_decay_that_may_be_negative_or_a_non_zero_warmup(lam):
     assert found(f"sched = LambdaLR(opt, lr_lambda={lam})\n", "TB304") == []
+
+
+# --------------------------------------------------------------------------- probe 7
+def test_tb304_partial_bound_warmup_function():
+    src = """
+    import functools
+
+    def schedule(it, *, warmup, total):
+        if it < warmup:
+            return it / warmup
+        return max(0.0, (total - it) / (total - warmup))
+
+    def make(opt):
+        return LambdaLR(opt, lr_lambda=functools.partial(schedule, warmup=50, total=900))
+    """
+    assert found(src, "TB304") == [6]
+    assert found(src.replace("return it / warmup", "return (it + 1) / warmup"), "TB304") == []
+    assert found(src.replace("partial(schedule, warmup", "partial(schedule, 3, warmup"), "TB304") == []
+
+
+def test_tb304_scaled_noam_factor():
+    wrong = "sched = LambdaLR(opt, lambda n: 2.0 * width ** -0.5 * min(n ** -0.5 if n else 0.0, n * wu ** -1.5))\n"
+    assert found(wrong, "TB304") == [1]
+    right = "sched = LambdaLR(opt, lambda n: 2.0 * width ** -0.5 * min((n + 1) ** -0.5, (n + 1) * wu ** -1.5))\n"
+    assert found(right, "TB304") == []
+
+
+def test_tb303_class_whose_softmax_is_a_layer_attribute():
+    src = """
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(32, 16)
+            self.norm = nn.Softmax(dim=1)
+
+        def forward(self, x):
+            return self.norm(self.body(x))
+
+    def fit(loader):
+        tagger = Tagger()
+        for x, y in loader:
+            F.nll_loss(tagger(x), y).backward()
+    """
+    assert found(src, "TB303") == [14]
+    assert found(src.replace("nn.Softmax(dim=1)", "nn.LogSoftmax(dim=1)"), "TB303") == []

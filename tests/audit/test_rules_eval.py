@@ -334,3 +334,35 @@ def test_tb204_loop_less_helper_not_called_from_a_training_loop_is_silent():
                 self.score(x, y)
     """
     assert found(src, "TB204") == []
+
+
+def test_tb204_loss_appended_to_a_module_global_in_a_function_loop():
+    src = """
+    curve = []
+
+    def fit(net, batches, opt):
+        for a, b in batches:
+            err = F.l1_loss(net(a), b)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+            curve.append(err)
+    """
+    assert found(src, "TB204") == [10]
+    assert found(src.replace("curve.append(err)", "curve.append(err.item())"), "TB204") == []
+
+
+def test_tb201_full_batch_validation_forward_in_the_epoch_loop():
+    src = """
+    for ep in range(30):
+        net.train()
+        opt.zero_grad()
+        crit(net(feats_tr), lab_tr).backward()
+        opt.step()
+        with torch.no_grad():
+            acc = (net(feats_val).argmax(-1) == lab_val).float().mean().item()
+    """
+    assert found(src, "TB201") == [8]
+    fixed = src.replace("        with torch.no_grad():", "        net.eval()\n        with torch.no_grad():")
+    assert found(fixed, "TB201") == []
+    assert found(src.replace("feats_val", "feats_tr").replace("lab_val", "lab_tr"), "TB201") == []

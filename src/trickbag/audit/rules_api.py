@@ -268,9 +268,26 @@ def _probability_classes(file: FileModel) -> tuple[set[str], set[str]]:
             continue
         classes.add(cls.name)
         rets = [n for n in fm.nodes if isinstance(n, ast.Return) and n.value is not None]
-        if rets and all(_softmaxed(fm, r.value, r.lineno, set(), sigmoid=True) for r in rets):
+        layers = _softmax_layers(file, cls.name)
+        if rets and all(_softmaxed(fm, r.value, r.lineno, layers, sigmoid=True) for r in rets):
             probs.add(cls.name)
     return probs, classes
+
+
+def _softmax_layers(file: FileModel, cls: str) -> set[str]:
+    """``self.head`` for ``self.head = nn.Sequential(..., nn.Softmax(dim=1))`` / ``self.act = nn.Softmax(1)``
+    in the ``__init__`` of ``cls``."""
+    init = file.methods.get((cls, "__init__"))
+    out: set[str] = set()
+    for a in init.assigns if init is not None else ():
+        value = a.value if a.op is None and len(a.names) == 1 and a.names[0].startswith("self.") else None
+        if not isinstance(value, ast.Call):
+            continue
+        seq = file.imports.qualname(value.func).split(".")[-1] == "Sequential" and value.args \
+            and _is_softmax_call(value.args[-1])
+        if seq or (call_name(value) == "Softmax" and not isinstance(value.func, ast.Call)):
+            out.add(a.names[0])
+    return out
 
 
 def _is_softmax_call(node: ast.AST) -> bool:
@@ -348,6 +365,9 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
 
     Probabilities stay probabilities through reshapes and casts: ``F.nll_loss(p.view(-1, p.size(-1)), y)``,
     ``reshape``, ``flatten``, ``permute``, ``transpose``, ``contiguous()``, ``float()``.
+
+    A model class of the file whose forward ends in a softmax layer attribute (``self.head = nn.Sequential(...,
+    nn.Softmax(dim=1))`` or ``self.act = nn.Softmax(1)``, applied last) outputs probabilities too.
 
     Wrong::
 
@@ -580,6 +600,8 @@ def _binop(op: ast.operator, a: Value, b: Value) -> Value:
         return b if a_zero else POS if _pos(a) and _pos(b) else None
     if isinstance(op, (ast.Mult, ast.Div)) and _pos(a) and _pos(b):
         return POS
+    if isinstance(op, ast.Pow) and _pos(a) and (_num(b) or b is POS):
+        return POS  # a positive base to any real power: ``d_model ** -0.5``
     return None
 
 
@@ -605,6 +627,9 @@ def _value(node: ast.AST, env: dict[str, Value], depth: int = 0) -> Value:
         return env.get(node.id, POS)
     if isinstance(node, ast.Attribute):
         return POS
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):  # ``-0.5`` in ``d_model ** -0.5``
+        v = _value(node.operand, env, depth + 1)
+        return -v if _num(v) else None
     if isinstance(node, ast.BinOp):
         return _binop(node.op, _value(node.left, env, depth + 1), _value(node.right, env, depth + 1))
     if isinstance(node, ast.IfExp):
@@ -721,6 +746,9 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
             yield from _lambdas(fm, e)
     elif isinstance(node, ast.Lambda):
         yield node
+    elif isinstance(node, ast.Call) and _is_partial(fm, node):  # ``partial(_lr_lambda, num_warmup_steps=500)``
+        if len(node.args) == 1:  # keyword-bound only: the step is still the first positional parameter
+            yield from _lambdas(fm, node.args[0])
     elif isinstance(node, ast.Call):  # ``LinearWarmup(warmup)``: an instance of a class with ``__call__``
         cls = fm.file.imports.qualname(node.func).split(".")[-1]
         method = fm.file.methods.get((cls, "__call__")) if cls in fm.file.classes else None
@@ -737,6 +765,10 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
                 yield from _lambdas(fm, a.value)
 
 
+def _is_partial(fm: FunctionModel, call: ast.Call) -> bool:
+    return call_name(call) == "partial" and fm.file.imports.qualname(call.func) in ("functools.partial", "partial")
+
+
 @rule("TB304", "warmup-starts-at-zero", fix="make the factor non-zero at step 0, e.g. (step + 1) / warmup_steps")
 def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
     """A warm-up ``LambdaLR`` whose factor is 0 at step 0.
@@ -746,10 +778,12 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
     with Adam the moment estimates still absorb that batch), and a one-step warm-up never trains.
 
     The factor may be a lambda, a function, or an instance of a class of the file with a ``__call__`` method
-    (``LambdaLR(opt, LinearWarmup(warmup))``).
+    (``LambdaLR(opt, LinearWarmup(warmup))``), or ``functools.partial(fn, warmup=...)`` binding keywords only
+    (the Hugging Face ``get_*_schedule_with_warmup`` shape).
 
     ``min(step / warmup, decay)`` is 0 too when the decay is provably >= 0 (``0.5 * (1 + cos(...))``,
-    ``exp(...)``, a square).
+    ``exp(...)``, a square), and so is 0 scaled by a positive factor (the Noam schedule
+    ``d_model ** -0.5 * min(step ** -0.5 if step > 0 else 0.0, step * warmup ** -1.5)``).
 
     Wrong::
 

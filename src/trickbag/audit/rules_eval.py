@@ -10,7 +10,7 @@ from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk_no_defs
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, FORWARD, STEP, TRAIN, Event, FileModel, FunctionModel, Loop
 from trickbag.audit._query import short_name, has_kind, is_data_loop, is_eval_function, is_valish, loss_names, \
-    mode_events, same_model, stepish, train_loop
+    mode_events, same_model, stepish, train_loop, _VALISH
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -59,6 +59,39 @@ def _eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
             mine = [e for e in loop.events if e.kind == FORWARD]
             if mine:
                 yield min(mine, key=lambda e: e.order), "loop"
+    yield from ((f, "loop") for f in _full_batch_validation(fm))
+
+
+def _full_batch_validation(fm: FunctionModel) -> Iterator[Event]:
+    """``model(X_valid)`` under ``no_grad`` / ``inference_mode`` right in an epoch loop that trains the same model
+    (one full-batch validation forward, no loop over a validation loader), compared to labels named alike."""
+    for fwd in fm.kind_events(FORWARD):
+        loop = fwd.loops[-1] if fwd.loops else None
+        if loop is None or not fwd.grad_disabled or not fwd.recv or not has_kind(loop, BACKWARD):
+            continue
+        trains = any(e.kind == FORWARD and e is not fwd and not e.grad_disabled and e.recv == fwd.recv
+                     for e in loop.events)
+        call = fwd.node
+        if trains and isinstance(call, ast.Call) and _valish([*call.args, *(k.value for k in call.keywords)]) \
+                and _valish_sibling(fm, call):
+            yield fwd
+
+
+def _valish(nodes: list[ast.AST]) -> bool:
+    words = {t for a in nodes for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))
+             for t in name_tokens(dotted(n) or "")}
+    return bool(words & _VALISH)
+
+
+def _valish_sibling(fm: FunctionModel, call: ast.AST) -> bool:
+    """The call sits in a bigger call or comparison next to validation labels: ``loss_fn(model(X_val), y_val)``."""
+    for parent in (n for n in fm.nodes if isinstance(n, (ast.Call, ast.Compare))):
+        inner = [*parent.args, *([parent.func.value] if isinstance(parent.func, ast.Attribute) else [])] \
+            if isinstance(parent, ast.Call) else [parent.left, *parent.comparators]  # ``p.eq(y_val)`` too
+        owner = next((a for a in inner if any(n is call for n in ast.walk(a))), None)
+        if owner is not None and _valish([a for a in inner if a is not owner]):
+            return True
+    return False
 
 
 def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
@@ -79,6 +112,10 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     ``torch.no_grad()`` / ``inference_mode()`` only stop gradients; in train mode dropout still drops
     units and BatchNorm normalises with the batch statistics (and updates its running averages with
     the validation data).  The metrics are noisy and too low, and they depend on the batch size.
+
+    A single full-batch validation forward in the epoch loop counts too, when it is plainly one: under
+    ``no_grad`` / ``inference_mode``, on inputs named like validation data and next to labels named alike
+    (``loss_fn(model(X_valid), y_valid)``, ``model(x_val).argmax(1) == y_val``).
 
     Wrong::
 
@@ -278,7 +315,9 @@ def _defined_before(fm: FunctionModel, name: str, loop: Loop) -> bool:
     args = getattr(fm.node, "args", None)
     if args is not None and name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}:
         return True
-    return any(name in a.names and a.node.lineno < loop.node.lineno for a in fm.assigns)
+    if any(name in a.names and a.node.lineno < loop.node.lineno for a in fm.assigns):
+        return True
+    return fm.node is not fm.file.tree and any(name in a.names for a in fm.file.module.assigns)  # a module global
 
 
 _DETACHING = {"item", "detach", "tolist", "numpy", "float", "int", "round", "detach_"}
@@ -362,7 +401,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     module-level name (reported at the call).
 
     So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
-    y)``) that adds its own loss to an attribute, a module-level name or a container passed in.
+    y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function
+    of its own (backward and step, no loop) that the file never calls is taken to be one.  A function's own loop
+    adding its loss to a module-level list or total (``loss_history.append(loss)``) is reported too.
 
     Wrong::
 
@@ -405,6 +446,9 @@ def _called_per_training_step(fm: FunctionModel) -> bool:
     if fm.grad_disabled or fm.node is fm.file.tree:
         return False
     own = bool(fm.kind_events(BACKWARD))
+    sites = fm.call_sites()
+    if own and not sites and fm.cls is None and fm.kind_events(STEP):
+        return True  # a step function of its own (backward + step) the file never calls: a per-step callback
     return any(site.loops and not site.grad_disabled and (own or train_loop(site) is not None)
                for site in fm.call_sites())
 
