@@ -353,3 +353,33 @@ def test_tb303_class_whose_softmax_is_a_layer_attribute():
     """
     assert found(src, "TB303") == [14]
     assert found(src.replace("nn.Softmax(dim=1)", "nn.LogSoftmax(dim=1)"), "TB303") == []
+
+
+def test_tb302_setattr_with_a_misspelled_constant_name():
+    wrong = """
+    import torch
+    def freeze(model):
+        for p in model.encoder.parameters():
+            setattr(p, "require_grad", False)
+        [setattr(q, "requires_gard", False) for q in model.head.parameters()]
+    """
+    right = wrong.replace("require_grad", "requires_grad").replace("requires_gard", "requires_grad")
+    fires("TB302", wrong, [5, 6], right)
+
+
+def test_tb304_factory_returned_warmup_functions():
+    wrong = """
+    import torch
+    def warmup_factory(warmup):
+        def factor(step):
+            return min(1.0, step / warmup)
+        return factor
+    def noam_factory(d, warm):
+        return lambda it: d ** -0.5 * min(max(it, 1) ** -0.5, it * warm ** -1.5)
+    def build(opt, opt2):
+        a = torch.optim.lr_scheduler.LambdaLR(opt, warmup_factory(100))
+        b = torch.optim.lr_scheduler.LambdaLR(opt2, lr_lambda=noam_factory(512, 4000))
+        return a, b
+    """
+    right = wrong.replace("step / warmup", "(step + 1) / warmup").replace("it * warm", "max(it, 1) * warm")
+    fires("TB304", wrong, [5, 8], right)

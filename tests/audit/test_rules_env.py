@@ -167,3 +167,44 @@ def test_tb401_copy_of_environ_read_and_written_through_its_name():
     """
     fires("TB401", wrong, [4], wrong.replace('DEVICE"', 'DEVICES"'))
     assert found('cfg = {"CUDA_VISIBLE_DEVICE": 1}\ncfg["CUDA_VISIBLE_DEVICE"] = 2\n', "TB401") == []
+
+
+def test_tb403_partial_of_torch_load():
+    wrong = """
+    import functools
+    import torch
+    from functools import partial
+    load_cpu = partial(torch.load, map_location="cpu")
+    load_any = functools.partial(torch.load, weights_only=False)
+    """
+    right = wrong.replace('map_location="cpu")', 'map_location="cpu", weights_only=True)') \
+        .replace("weights_only=False", "weights_only=True")
+    fires("TB403", wrong, [5, 6], right)
+
+
+def test_tb405_flags_set_in_the_module_and_in_a_function_it_runs():
+    wrong = """
+    import sys
+    import torch
+    def enable_repro(seed):
+        torch.manual_seed(seed)
+        torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = True
+    def main():
+        enable_repro(0)
+    main()
+    """
+    never_called = wrong.replace("    enable_repro(0)\n", "    pass\n")
+    fires("TB405", wrong, [7], never_called)
+    exclusive = """
+    import sys
+    import torch
+    def enable_repro(seed):
+        torch.manual_seed(seed)
+        torch.backends.cudnn.deterministic = True
+    if "--fast" in sys.argv:
+        torch.backends.cudnn.benchmark = True
+    else:
+        enable_repro(0)
+    """
+    assert found(exclusive, "TB405") == []

@@ -366,3 +366,25 @@ def test_tb201_full_batch_validation_forward_in_the_epoch_loop():
     fixed = src.replace("        with torch.no_grad():", "        net.eval()\n        with torch.no_grad():")
     assert found(fixed, "TB201") == []
     assert found(src.replace("feats_val", "feats_tr").replace("lab_val", "lab_tr"), "TB201") == []
+
+
+def test_tb204_step_method_growing_an_attribute_without_a_loop_in_the_file():
+    wrong = """
+    import torch
+    class Learner:
+        def __init__(self, net):
+            self.net = net
+            self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            self.history = []
+            self.total = 0.0
+        def update(self, x, y):
+            out = self.net(x)
+            loss = torch.nn.functional.mse_loss(out, y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            self.total = self.total + loss
+            self.history.append(loss)
+    """
+    right = wrong.replace("self.total + loss", "self.total + loss.item()").replace("append(loss)", "append(loss.detach())")
+    fires("TB204", wrong, [15, 16], right)

@@ -10,7 +10,7 @@ from typing import Iterator, Optional, Union
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, edit_distance, name_tokens, walk_no_defs
-from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit._flow import FileModel, FunctionModel, _returned_nested
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -208,7 +208,8 @@ def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
     Python objects accept any attribute: ``p.required_grad = False`` (or ``requires_gard``,
     ``require_grad``) stores a new, unused attribute and the parameter keeps training;
     ``model.requires_grad = False`` does the same on a module (modules have ``requires_grad_()``);
-    ``torch.backends.cudnn.benchmarks = True`` sets nothing.
+    ``torch.backends.cudnn.benchmarks = True`` sets nothing.  ``setattr(p, "requires_grads", False)`` with a
+    constant name is the same assignment.
 
     Wrong::
 
@@ -229,6 +230,24 @@ def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
                 msg = _typo_message(fm, base, attr) if base else None
                 if msg:
                     yield Hit(a.node, msg)
+        for call, base, attr in _setattr_calls(fm):
+            msg = _typo_message(fm, base, attr)
+            if msg:
+                yield Hit(call, msg)
+
+
+def _setattr_calls(fm: FunctionModel) -> Iterator[tuple[ast.Call, str, str]]:
+    """``setattr(p, "requires_grads", False)`` with a constant name, in ``fm`` (lambdas included)."""
+    todo = list(fm.body())
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
+                and len(n.args) == 3 and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
+            base = dotted(n.args[0])
+            if base:
+                yield n, base, n.args[1].value
+        todo.extend(c for c in ast.iter_child_nodes(n)
+                    if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
 
 
 # --------------------------------------------------------------------------- softmax into NLL losses
@@ -749,6 +768,8 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
     elif isinstance(node, ast.Call) and _is_partial(fm, node):  # ``partial(_lr_lambda, num_warmup_steps=500)``
         if len(node.args) == 1:  # keyword-bound only: the step is still the first positional parameter
             yield from _lambdas(fm, node.args[0])
+    elif isinstance(node, ast.Call) and _factory_product(fm, node) is not None:
+        yield _factory_product(fm, node)  # ``noam(cfg)`` returning its nested ``def f(step)`` (or a lambda)
     elif isinstance(node, ast.Call):  # ``LinearWarmup(warmup)``: an instance of a class with ``__call__``
         cls = fm.file.imports.qualname(node.func).split(".")[-1]
         method = fm.file.methods.get((cls, "__call__")) if cls in fm.file.classes else None
@@ -765,6 +786,18 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
                 yield from _lambdas(fm, a.value)
 
 
+def _factory_product(fm: FunctionModel, call: ast.Call) -> Optional[ast.AST]:
+    """The function a local factory call returns: its nested def returned by name, or a returned lambda."""
+    factory = fm.file.resolve(call, fm)
+    if factory is None:
+        return None
+    nested = _returned_nested(factory)
+    if nested is not None:
+        return nested.node
+    return next((n.value for n in factory.nodes if isinstance(n, ast.Return) and isinstance(n.value, ast.Lambda)),
+                None)
+
+
 def _is_partial(fm: FunctionModel, call: ast.Call) -> bool:
     return call_name(call) == "partial" and fm.file.imports.qualname(call.func) in ("functools.partial", "partial")
 
@@ -779,7 +812,8 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
 
     The factor may be a lambda, a function, or an instance of a class of the file with a ``__call__`` method
     (``LambdaLR(opt, LinearWarmup(warmup))``), or ``functools.partial(fn, warmup=...)`` binding keywords only
-    (the Hugging Face ``get_*_schedule_with_warmup`` shape).
+    (the Hugging Face ``get_*_schedule_with_warmup`` shape), or what a factory of the file returns
+    (``LambdaLR(opt, noam(cfg))`` where ``noam`` returns its nested ``def f(step)`` or a lambda).
 
     ``min(step / warmup, decay)`` is 0 too when the decay is provably >= 0 (``0.5 * (1 + cos(...))``,
     ``exp(...)``, a square), and so is 0 scaled by a positive factor (the Noam schedule

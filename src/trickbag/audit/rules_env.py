@@ -276,7 +276,8 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
 
     A checkpoint is a pickle: loading a downloaded file with ``weights_only=False`` runs whatever code
     it contains.  ``weights_only=True`` loads tensors and plain containers only (it is the default from
-    torch 2.6; say it explicitly so older versions are safe too and readers know).
+    torch 2.6; say it explicitly so older versions are safe too and readers know).  A
+    ``functools.partial(torch.load, ...)`` without it is reported where the partial is made.
 
     Wrong::
 
@@ -287,15 +288,22 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
         state = torch.load("downloaded.pt", map_location="cpu", weights_only=True)
     """
     for node in file.nodes:
-        if isinstance(node, ast.Call) and file.imports.qualname(node.func) == "torch.load":
-            kw = {k.arg: k.value for k in node.keywords}
-            if None in kw:
-                continue
-            if "weights_only" not in kw:
-                yield Hit(node, "torch.load without weights_only=True unpickles (and can run) arbitrary code")
-            elif const_value(kw["weights_only"]) is False:
-                yield Hit(node, "torch.load(weights_only=False) unpickles (and can run) arbitrary code; "
-                                "load a state_dict with weights_only=True")
+        if not isinstance(node, ast.Call):
+            continue
+        what = file.imports.qualname(node.func)
+        if what in ("functools.partial", "functools.partialmethod") and node.args \
+                and file.imports.qualname(node.args[0]) == "torch.load":
+            what = "partial(torch.load)"
+        elif what != "torch.load":
+            continue
+        kw = {k.arg: k.value for k in node.keywords}
+        if None in kw:
+            continue
+        if "weights_only" not in kw:
+            yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code")
+        elif const_value(kw["weights_only"]) is False:
+            yield Hit(node, f"{what}(weights_only=False) unpickles (and can run) arbitrary code; "
+                            "load a state_dict with weights_only=True")
 
 
 @rule("TB404", "save-whole-module", fix="torch.save(model.state_dict(), path)")
@@ -377,6 +385,8 @@ def benchmark_with_determinism(file: FileModel) -> Iterator[Hit]:
     (and hides the cost of determinism behind a setting that is not honoured).
 
     Import aliases are followed (``from torch.backends import cudnn as cb``; ``cb.deterministic = True``).
+    The flags are process-global: one set in the module body and the other in a function the file calls
+    (``set_deterministic()``) conflict too, unless the two run in exclusive branches of one if/else.
 
     Wrong::
 
@@ -392,17 +402,34 @@ def benchmark_with_determinism(file: FileModel) -> Iterator[Hit]:
     if not flags:
         return
     paths = _branches(file.tree)
+    table = file.call_table()
     for kind, node, scope in flags:
         if kind != "benchmark":
             continue
-        mine = dict(paths.get(id(node), []))
         for other_kind, other, other_scope in flags:
-            theirs = paths.get(id(other), [])
-            if other_kind == "deterministic" and other_scope == scope \
-                    and not any(i in mine and mine[i] != b for i, b in theirs):
+            if other_kind == "deterministic" and _both_run(node, scope, other, other_scope, paths, table, file):
                 yield Hit(node, "cudnn.benchmark = True picks kernels by timing: the run is not deterministic "
                                 "despite the determinism settings")
                 break
+
+
+def _run_paths(node: ast.AST, scope: int, paths: dict, table: dict, file: FileModel) -> list[list[tuple[int, bool]]]:
+    """The if-branches ``node`` runs under: its own, prefixed by those of each call site of its function."""
+    own = paths.get(id(node), [])
+    if scope == id(file.module):
+        return [own]
+    return [paths.get(id(e.node), []) + own for e in table.get(scope, [])]
+
+
+def _both_run(a: ast.AST, a_scope: int, b: ast.AST, b_scope: int, paths: dict, table: dict,
+              file: FileModel) -> bool:
+    """Can the two flag assignments both run?  The flags are process-global: in one function, or in the
+    module body and functions it calls, they conflict unless they sit in exclusive branches of one if/else."""
+    if a_scope == b_scope:
+        mine, theirs = [paths.get(id(a), [])], [paths.get(id(b), [])]
+    else:
+        mine, theirs = _run_paths(a, a_scope, paths, table, file), _run_paths(b, b_scope, paths, table, file)
+    return any(not any(i in dict(m) and dict(m)[i] != br for i, br in t) for m in mine for t in theirs)
 
 
 @rule("TB001", "syntax-error", fix="fix the syntax error (the file was not checked)")

@@ -402,7 +402,7 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
 
     So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
     y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function
-    of its own (backward and step, no loop) that the file never calls is taken to be one.  A function's own loop
+    or method of its own (backward and step, no loop) that the file never calls is taken to be one.  A function's own loop
     adding its loss to a module-level list or total (``loss_history.append(loss)``) is reported too.
 
     Wrong::
@@ -447,7 +447,7 @@ def _called_per_training_step(fm: FunctionModel) -> bool:
         return False
     own = bool(fm.kind_events(BACKWARD))
     sites = fm.call_sites()
-    if own and not sites and fm.cls is None and fm.kind_events(STEP):
+    if own and not sites and fm.kind_events(STEP):
         return True  # a step function of its own (backward + step) the file never calls: a per-step callback
     return any(site.loops and not site.grad_disabled and (own or train_loop(site) is not None)
                for site in fm.call_sites())
