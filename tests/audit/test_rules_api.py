@@ -383,3 +383,17 @@ def test_tb304_factory_returned_warmup_functions():
     """
     right = wrong.replace("step / warmup", "(step + 1) / warmup").replace("it * warm", "max(it, 1) * warm")
     fires("TB304", wrong, [5, 8], right)
+
+
+def test_tb304_bound_method_as_factor():
+    wrong = """
+    import torch
+    class Sched:
+        def __init__(self, optim, ramp):
+            self.ramp = ramp
+            self.lr = torch.optim.lr_scheduler.LambdaLR(optim, lr_lambda=self.ramp_factor)
+
+        def ramp_factor(self, step):
+            return min(1.0, step / self.ramp)
+    """
+    fires("TB304", wrong, [9], wrong.replace("step / self.ramp", "(step + 1) / self.ramp"))

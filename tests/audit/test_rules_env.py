@@ -208,3 +208,24 @@ def test_tb405_flags_set_in_the_module_and_in_a_function_it_runs():
         enable_repro(0)
     """
     assert found(exclusive, "TB405") == []
+
+
+def test_tb405_module_benchmark_with_determinism_in_uncalled_entry_point():
+    wrong = """
+    import torch
+    torch.backends.cudnn.benchmark = True
+
+    def run(args):
+        torch.use_deterministic_algorithms(True)
+        fit(args)
+    """
+    right = """
+    import torch
+    torch.backends.cudnn.benchmark = True
+
+    def run(args):
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+        fit(args)
+    """
+    fires("TB405", wrong, [3], right)

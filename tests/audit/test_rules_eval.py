@@ -388,3 +388,91 @@ def test_tb204_step_method_growing_an_attribute_without_a_loop_in_the_file():
     """
     right = wrong.replace("self.total + loss", "self.total + loss.item()").replace("append(loss)", "append(loss.detach())")
     fires("TB204", wrong, [15, 16], right)
+
+
+def test_tb201_self_model_in_no_grad_method_of_hand_written_trainer():
+    wrong = """
+    import torch
+    class Loop:
+        def training_step(self, x, y):
+            self.optim.zero_grad()
+            self.crit(self.net(x), y).backward()
+            self.optim.step()
+
+        @torch.inference_mode()
+        def score(self, x, y):
+            return (self.net(x).argmax(1) == y).float().mean()
+
+        def fit(self, train, val):
+            self.net.train()
+            for x, y in train:
+                self.training_step(x, y)
+            print([self.score(x, y) for x, y in val])
+    """
+    right = wrong.replace("def score(self, x, y):\n", "def score(self, x, y):\n            self.net.eval()\n")
+    fires("TB201", wrong, [11], right)
+
+
+def test_tb204_loss_term_of_a_model_output_dict():
+    wrong = """
+    def epoch(net, data, opt):
+        sums = {"seg": 0.0}
+        for x in data:
+            res = net(x)
+            seg = res["seg_loss"]
+            opt.zero_grad()
+            (seg + res["aux_loss"]).backward()
+            opt.step()
+            sums["seg"] += seg
+    """
+    fires("TB204", wrong, [10], wrong.replace('sums["seg"] += seg', 'sums["seg"] += seg.item()'))
+
+
+def test_tb203_eval_block_inside_the_training_loop_of_a_model_named_anyhow():
+    wrong = """
+    def loop(policy, opt, buffer, probes):
+        for it in range(1000):
+            opt.zero_grad()
+            policy(buffer.sample()).mean().backward()
+            opt.step()
+            if it % 100 == 0:
+                policy.eval()
+                for p in probes:
+                    print(policy(p).max().item())
+                policy.train()
+    """
+    right = """
+    def loop(policy, opt, buffer, probes):
+        for it in range(1000):
+            opt.zero_grad()
+            policy(buffer.sample()).mean().backward()
+            opt.step()
+            if it % 100 == 0:
+                policy.eval()
+                with torch.no_grad():
+                    for p in probes:
+                        print(policy(p).max().item())
+                policy.train()
+    """
+    fires("TB203", wrong, [10], right)
+
+
+def test_tb203_outside_loss_helper_runs_the_model_in_a_validation_loop():
+    wrong = """
+    import torch
+    net = Policy()
+    opt = torch.optim.Adam(net.parameters())
+    for it in range(500):
+        opt.zero_grad()
+        bellman_loss(net, batch()).backward()
+        opt.step()
+        if it % 50 == 0:
+            net.eval()
+            for b in val_set:
+                print(bellman_loss(net, b).item())
+            net.train()
+    """
+    right = wrong.replace("            for b in val_set:\n                print(", "            for b in val_set:\n"
+                          "                with torch.no_grad():\n                    print(")
+    assert found(right, "TB001") == [] and "no_grad" in right
+    fires("TB203", wrong, [12], right)

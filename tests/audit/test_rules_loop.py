@@ -633,3 +633,45 @@ def test_tb104_step_function_returned_by_a_factory():
     """
     right = wrong.replace("        def update(batch):\n", "        def update(batch):\n            opt.zero_grad()\n")
     fires("TB104", wrong, [7], right)
+
+
+def test_tb105_scaler_wrapped_sum_of_loss_dict():
+    wrong = """
+    def run(net, data, opt, scaler, k):
+        for n, (x, y) in enumerate(data):
+            parts = net(x, y)
+            total = sum(parts.values())
+            scaler.scale(total).backward()
+            if (n + 1) % k == 0:
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+    """
+    right = wrong.replace("scaler.scale(total)", "scaler.scale(total / k)")
+    fires("TB105", wrong, [6], right)
+
+
+def test_tb103_zero_grad_in_per_batch_step_function_with_accumulation_guard():
+    wrong = """
+    def micro_update(net, opt, x, y, step_no, every):
+        opt.zero_grad(set_to_none=True)
+        (crit(net(x), y) / every).backward()
+        if step_no % every == every - 1:
+            opt.step()
+
+    def epoch(net, opt, loader):
+        for j, (x, y) in enumerate(loader):
+            micro_update(net, opt, x, y, j, 8)
+    """
+    right = """
+    def micro_update(net, opt, x, y, step_no, every):
+        (crit(net(x), y) / every).backward()
+        if step_no % every == every - 1:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    def epoch(net, opt, loader):
+        for j, (x, y) in enumerate(loader):
+            micro_update(net, opt, x, y, j, 8)
+    """
+    fires("TB103", wrong, [3], right)

@@ -112,6 +112,9 @@ def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: Optiona
         return [(FORWARD, func, {})]
     if name in ("forward", "module") and role in (R.MODEL, R.EMA):
         return [(FORWARD, recv, {})]
+    first = dotted(call.args[0]) if call.args else None
+    if helper is None and first and "loss" in name_tokens(name) and fm.role(first) == R.MODEL:
+        return [(FORWARD, first, {})]  # ``td_loss(agent, target, batch)``: an outside loss runs the model
     if helper is not None:
         args = {dotted(a) for a in list(call.args) + [k.value for k in call.keywords] if dotted(a)}
         return [(CALL, recv, {"helper": helper, "args": args})]

@@ -255,7 +255,7 @@ class FunctionModel:
             return self.file.module.roles[name]
         if name.split(".")[-1].replace("[]", "") in self.file.module.roles:
             return self.file.module.roles[name.split(".")[-1].replace("[]", "")]
-        return R.role_by_name(name)
+        return R.role_by_name(name) or (R.MODEL if name in self.file.optimized() else None)
 
     # ------------------------------------------------------------------ queries
     def kind_events(self, *kinds: str) -> list[Event]:
@@ -559,6 +559,18 @@ class FileModel:
                 if e.kind == CALL:
                     table.setdefault(id(e.extra["helper"]), []).append(e)
         return table
+
+    def optimized(self) -> set[str]:
+        """Dotted names whose ``.parameters()`` go to an optimizer constructor (``RMSprop(agent.parameters())``),
+        or switched by a bare ``agent.eval()``: models whatever their name."""
+        return self.memo("optimized", lambda: {
+            dotted(n.func.value) for node in self.nodes if isinstance(node, ast.Call)
+            and R.role_by_constructor(node, self.imports, self.class_names) == R.OPTIMIZER
+            for n in ast.walk(node) if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters")
+            and isinstance(n.func, ast.Attribute) and dotted(n.func.value)} | {
+            dotted(n.func.value) for n in self.nodes if isinstance(n, ast.Call) and call_name(n) == "eval"
+            and not n.args and not n.keywords and isinstance(n.func, ast.Attribute) and dotted(n.func.value)
+            and "trainer" not in dotted(n.func.value).lower()})
 
     def memo(self, key: str, compute):
         """``compute()`` once per file (rules share file-wide tables this way)."""

@@ -56,7 +56,7 @@ def scaled_loss(fm: FunctionModel, expr: Optional[ast.AST], before: int, counter
     if expr is None or depth > 4:
         return None
     if isinstance(expr, ast.Call) and call_name(expr) == "scale" and expr.args:
-        return scaled_loss(fm, expr.args[0], before, counter, depth + 1)
+        return scaled_loss(fm, expr.args[0], before, counter, depth)  # the scaler wrapper is transparent
     if has_binop(expr, _DIV_OPS) or _mentions_counter(expr, counter):
         return True
     if any(isinstance(n, ast.Call) and call_name(n) in _SCALING_METHODS for n in ast.walk(expr)):
@@ -174,8 +174,8 @@ def is_eval_function(fm: FunctionModel) -> bool:
     if fm.cls is not None:
         bases = {(dotted(b) or "").split(".")[-1] for b in fm.cls.bases}
         methods = {n.name for n in fm.cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        if bases & _LIGHTNING_BASES or "training_step" in methods or "forward" in methods \
-                or any(b.endswith("Module") for b in bases):
+        hooks = "training_step" in methods and not fm.call_sites()  # a hand-written trainer calls its own steps
+        if bases & _LIGHTNING_BASES or hooks or "forward" in methods or any(b.endswith("Module") for b in bases):
             return False  # Lightning hooks, and an nn.Module's own predict()/inference() methods
     if fm.grad_disabled:
         return True
@@ -228,7 +228,20 @@ def loss_names(fm: FunctionModel) -> set[str]:
         if a.value is not None and a.op is None and len(a.names) == 1 and R.is_loss_value(a.value, fm.role) \
                 and not _running_sum(a):
             out.add(a.names[0])
+        elif a.value is not None and a.op is None and len(a.names) == 1 and _model_output_loss(fm, a.value, a.order):
+            out.add(a.names[0])
     return out
+
+
+def _model_output_loss(fm: FunctionModel, value: ast.AST, before: int) -> bool:
+    """``out["loss_box"]`` of ``out = model(batch)``: a loss term of a model's output dict."""
+    if not (isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant)
+            and isinstance(value.slice.value, str) and "loss" in name_tokens(value.slice.value)):
+        return False
+    base = dotted(value.value)
+    assigns = fm.last_assignments(base, before) if base else []
+    return bool(assigns) and all(isinstance(a.value, ast.Call) and a.op is None and dotted(a.value.func)
+                                 and fm.role(dotted(a.value.func)) == R.MODEL for a in assigns)
 
 
 def _running_sum(a) -> bool:

@@ -775,6 +775,10 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
         method = fm.file.methods.get((cls, "__call__")) if cls in fm.file.classes else None
         if method is not None:
             yield method.node
+    elif isinstance(node, ast.Attribute) and dotted(node) == f"self.{node.attr}" and fm.cls is not None:
+        method = fm.file.methods.get((fm.cls.name, node.attr))  # a bound method: ``LambdaLR(opt, self._factor)``
+        if method is not None:
+            yield method.node
     elif isinstance(node, ast.Name):
         helper = fm.nested.get(node.id) or fm.file.top.get(node.id)
         if helper is not None:
@@ -813,7 +817,8 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
     The factor may be a lambda, a function, or an instance of a class of the file with a ``__call__`` method
     (``LambdaLR(opt, LinearWarmup(warmup))``), or ``functools.partial(fn, warmup=...)`` binding keywords only
     (the Hugging Face ``get_*_schedule_with_warmup`` shape), or what a factory of the file returns
-    (``LambdaLR(opt, noam(cfg))`` where ``noam`` returns its nested ``def f(step)`` or a lambda).
+    (``LambdaLR(opt, noam(cfg))`` where ``noam`` returns its nested ``def f(step)`` or a lambda), or a bound
+    method of the class (``LambdaLR(self.opt, self._factor)``, ``self`` skipped).
 
     ``min(step / warmup, decay)`` is 0 too when the decay is provably >= 0 (``0.5 * (1 + cos(...))``,
     ``exp(...)``, a square), and so is 0 scaled by a positive factor (the Noam schedule
@@ -840,7 +845,7 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
 
 def _zero_at_start(fm: FunctionModel, lam: ast.AST) -> Optional[ast.AST]:
     args = lam.args.posonlyargs + lam.args.args
-    if args and not isinstance(lam, ast.Lambda) and args[0].arg in ("self", "cls") and lam.name == "__call__":
+    if args and not isinstance(lam, ast.Lambda) and args[0].arg in ("self", "cls"):
         args = args[1:]
     if not args:
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from typing import Iterator, Optional
 
 from trickbag.audit import _roles as R
@@ -386,7 +387,8 @@ def benchmark_with_determinism(file: FileModel) -> Iterator[Hit]:
 
     Import aliases are followed (``from torch.backends import cudnn as cb``; ``cb.deterministic = True``).
     The flags are process-global: one set in the module body and the other in a function the file calls
-    (``set_deterministic()``) conflict too, unless the two run in exclusive branches of one if/else.
+    (``set_deterministic()``) conflict too, unless the two run in exclusive branches of one if/else.  An uncalled
+    top-level ``main()`` / ``run()`` (an entry point a launcher or ``__main__`` guard runs) counts as run.
 
     Wrong::
 
@@ -413,12 +415,28 @@ def benchmark_with_determinism(file: FileModel) -> Iterator[Hit]:
                 break
 
 
-def _run_paths(node: ast.AST, scope: int, paths: dict, table: dict, file: FileModel) -> list[list[tuple[int, bool]]]:
-    """The if-branches ``node`` runs under: its own, prefixed by those of each call site of its function."""
+def _run_paths(node: ast.AST, scope: int, paths: dict, table: dict, file: FileModel,
+               entry: bool = False) -> list[list[tuple[int, bool]]]:
+    """The if-branches ``node`` runs under: its own, prefixed by those of each call site of its function
+    (with ``entry``, an uncalled top-level function runs once, after the module body)."""
     own = paths.get(id(node), [])
-    if scope == id(file.module):
+    if scope == id(file.module) or (entry and not table.get(scope) and _entry_point(file, scope)):
         return [own]
     return [paths.get(id(e.node), []) + own for e in table.get(scope, [])]
+
+
+_ENTRY_NAME = re.compile(r"(main|run|cli|launch|entry|start|train)(_|$)")
+
+
+def _entry_point(file: FileModel, scope: int) -> bool:
+    """An uncalled top-level function named like an entry point (``main(cfg)`` run by a launcher) that leaves
+    ``cudnn.benchmark`` alone: it runs after the module body, whose flags are still in force.  (An uncalled
+    ``enable_repro()`` helper may never run.)"""
+    fm = next((f for f in file.top.values() if id(f) == scope), None)
+    if fm is None or not _ENTRY_NAME.match(fm.name):
+        return False
+    return not any(isinstance(n, ast.Assign) and any(file.imports.resolve(dotted(t) or "").endswith("cudnn.benchmark")
+                                                     for t in n.targets) for n in fm.nodes)
 
 
 def _both_run(a: ast.AST, a_scope: int, b: ast.AST, b_scope: int, paths: dict, table: dict,
@@ -428,7 +446,9 @@ def _both_run(a: ast.AST, a_scope: int, b: ast.AST, b_scope: int, paths: dict, t
     if a_scope == b_scope:
         mine, theirs = [paths.get(id(a), [])], [paths.get(id(b), [])]
     else:
-        mine, theirs = _run_paths(a, a_scope, paths, table, file), _run_paths(b, b_scope, paths, table, file)
+        module = id(file.module)
+        mine = _run_paths(a, a_scope, paths, table, file, b_scope == module)
+        theirs = _run_paths(b, b_scope, paths, table, file, a_scope == module)
     return any(not any(i in dict(m) and dict(m)[i] != br for i, br in t) for m in mine for t in theirs)
 
 

@@ -241,7 +241,7 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
     """
     for fm in file.functions:
         for z in fm.events:
-            if z.kind == ZERO and not _pure_helper(fm) and _micro(z):
+            if z.kind == ZERO and not _pure_helper(fm) and (_micro(z) or _step_fn_accumulates(fm, z)):
                 yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
             elif _pure_call(z, ZERO) and _micro(z):
                 yield Hit(z.node, f"{_helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
@@ -249,6 +249,24 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
         for s in fm.kind_events(STEP):
             for z in _zero_between(fm, s):
                 yield Hit(z.node, "zero_grad() between backward() and step() zeroes the gradients the step uses")
+
+
+def _step_fn_accumulates(fm, z: Event) -> bool:
+    """A per-batch step function (no loop of its own) that zeroes, runs the backward, then steps only under an
+    accumulation test on one of its parameters: ``if (idx + 1) % self.accum == 0: opt.step()``."""
+    if z.loops or any(g.accum for g in z.guards) or fm.node is fm.file.tree:
+        return False
+    params = {a.arg for a in fm.node.args.posonlyargs + fm.node.args.args + fm.node.args.kwonlyargs}
+    steps = [s for s in fm.kind_events(STEP) if not s.loops and s.order > z.order]
+    backs = [b for b in fm.kind_events(BACKWARD) if not b.loops and z.order < b.order
+             and not any(g.accum for g in b.guards)]
+    if not steps or not backs:
+        return False
+
+    def on_param(s: Event) -> bool:
+        return any(g.accum and {n.id for n in ast.walk(g.node.test) if isinstance(n, ast.Name)} & params
+                   for g in s.guards)
+    return all(on_param(s) for s in steps)
 
 
 def _optimizer_models(file: FileModel) -> dict[str, set[str]]:
