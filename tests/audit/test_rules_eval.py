@@ -476,3 +476,32 @@ def test_tb203_outside_loss_helper_runs_the_model_in_a_validation_loop():
                           "                with torch.no_grad():\n                    print(")
     assert found(right, "TB001") == [] and "no_grad" in right
     fires("TB203", wrong, [12], right)
+
+
+def test_tb202_helper_freezing_batchnorm_submodules_is_not_eval_mode():
+    src = """\
+import torch.nn as nn
+
+def freeze_norms(net):
+    norms = [layer for _, layer in net.named_modules() if isinstance(layer, nn.BatchNorm2d)]
+    for bn in norms:
+        bn.eval()
+
+def freeze_bn(net):
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.eval()
+
+def fit(net, loader, opt):
+    net.train()
+    freeze_bn(net)
+    freeze_norms(net)
+    for x, y in loader:
+        loss = (net(x) - y).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+    assert found(src, "TB202") == []
+    really = src.replace("def freeze_bn(net):\n", "def freeze_bn(net):\n    net.eval()\n")
+    assert found(really, "TB202") == [16]

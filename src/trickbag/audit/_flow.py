@@ -594,7 +594,10 @@ class FileModel:
         self._summaries[id(fm)] = Summary(set(), None, set())  # cycle guard
         kinds: set[str] = set()
         last_mode, recvs = None, set()
+        subs = _submodule_names(fm.node)
         for e in fm.events:
+            if e.kind == EVAL and (e.recv or "") in subs:
+                continue  # ``for m in model.modules(): m.eval()``: a frozen layer, not the model
             if e.kind == CALL and _depth < 4:
                 sub = self.summary(e.extra["helper"], _depth + 1)
                 kinds |= sub.kinds
@@ -608,6 +611,34 @@ class FileModel:
         result = Summary(kinds, last_mode, recvs)
         self._summaries[id(fm)] = result
         return result
+
+
+_SUBMODULE_CALLS = {"modules", "children", "named_modules", "named_children"}
+
+
+def _lists_submodules(expr: ast.AST, listed: set[str]) -> bool:
+    return any((isinstance(n, ast.Call) and call_name(n) in _SUBMODULE_CALLS)
+               or (isinstance(n, ast.Name) and n.id in listed) for n in ast.walk(expr))
+
+
+def _submodule_names(func: ast.AST) -> set[str]:
+    """Names in ``func`` that hold a submodule, not the model passed in: loop variables over
+    ``.modules()`` / ``.children()`` (directly or through a list built from them) and non-parameters
+    selected by ``isinstance``."""
+    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)} if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else set()
+    listed: set[str] = set()
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and _lists_submodules(n.value, set()):
+            listed |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    names: set[str] = set()
+    for n in ast.walk(func):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and _lists_submodules(n.iter, listed):
+            names |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.Call) and call_name(n) == "isinstance" and n.args \
+                and isinstance(n.args[0], ast.Name) and n.args[0].id not in params:
+            names.add(n.args[0].id)
+    return names
 
 
 class _Walker:
