@@ -131,7 +131,9 @@ def main() -> None:
     print(f"# train.threads: 1 vs all cores vs auto\ncommand: {C.command_line()}")
     for k in ("date", "cpu", "cores", "load average (1/5/15 min)", "torch"):
         print(f"{k}: {info[k]}")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from trickbag.runtime import usable_cores
+
+    cores = usable_cores()
     settings = ["1", str(cores), "auto"] if cores > 1 else ["1", "auto"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="trickbag-threads-") as tmp:

@@ -236,12 +236,17 @@ def choose_threads(cores: int, busy: float, omp_num_threads: str | None = None) 
     return max(1, min(max(1, cores), math.floor(free + SPARE_CORE_BUSY)))
 
 
+def _usable_cpus() -> set[int]:
+    """The CPU ids this process may run on (its affinity where the OS has one, else all of them)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+
+
 def usable_cores() -> int:
     """Cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return len(_usable_cpus())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,11 +274,7 @@ def _busy_seconds(cpus: set[int], stat: str = "/proc/stat") -> float | None:
 
 def sample_cpu() -> CpuSample:
     """Read the counters :func:`busy_elsewhere` compares (about 50 us on Linux)."""
-    try:
-        cpus = os.sched_getaffinity(0)
-    except (AttributeError, OSError):
-        cpus = set(range(os.cpu_count() or 1))
-    return CpuSample(time.monotonic(), _busy_seconds(cpus), time.process_time())
+    return CpuSample(time.monotonic(), _busy_seconds(_usable_cpus()), time.process_time())
 
 
 def busy_elsewhere(before: CpuSample, after: CpuSample) -> float:

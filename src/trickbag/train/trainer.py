@@ -418,19 +418,22 @@ class Trainer:
             "stopped": s.stop_reason.value if s.stop_reason is not None else None,
         }
 
+    def _weights_state(self) -> dict[str, Any]:
+        """The part of a checkpoint that evaluation needs: format, weights, counters, history."""
+        s = self.state
+        return {"format": 2, "model": unwrap(s.model).state_dict(), "counters": self._counters(),
+                "history": [dict(h) for h in s.history]}
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume at this point: weights, optimizer, scheduler, scaler, counters,
         plug-ins, RNG; inside an epoch (after an update) also the position and the epoch's sums."""
         s = self.state
         sampler = find_sampler(s.train_loader)
         return {
-            "format": 2,
-            "model": unwrap(s.model).state_dict(),
+            **self._weights_state(),
             "optimizer": s.optimizer.state_dict(),
             "scheduler": s.scheduler.state_dict() if s.scheduler is not None else None,
             "scaler": s.scaler.state_dict() if s.scaler.is_enabled() else None,
-            "counters": self._counters(),
-            "history": [dict(h) for h in s.history],
             "plugins": {p.key: sd for p in self.plugins if (sd := p.state_dict()) is not None},
             "rng": runtime.get_rng_state(),
             "sampler": sampler.state_dict() if hasattr(sampler, "state_dict") else None,
@@ -474,12 +477,6 @@ class Trainer:
         distillation teacher and ``model.weights`` read. The optimizer, scheduler, scaler, plug-in and
         RNG states only a resume needs stay out.
         """
-        s = self.state
-        if not resume:
-            ckpt: dict[str, Any] = {"format": 2, "weights_only": True, "model": unwrap(s.model).state_dict(),
-                                    "counters": self._counters(), "history": [dict(h) for h in s.history]}
-            ckpt.update(extra)
-            return save_checkpoint(path, ckpt)
-        ckpt = self.state_dict()
+        ckpt = self.state_dict() if resume else {**self._weights_state(), "weights_only": True}
         ckpt.update(extra)
         return save_checkpoint(path, ckpt)
