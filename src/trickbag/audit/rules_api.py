@@ -73,8 +73,7 @@ def _group_nodes(fm: FunctionModel, expr: Optional[ast.AST], hops: int = 0) -> I
         elif hops < 3 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
             for scope, value in _assigned_values(fm, dotted(node)):
                 yield from _group_nodes(scope, value, hops + 1)
-        elif hops < 3 and isinstance(node, ast.Call) and fm.file.resolve(node, fm) is not None:
-            helper = fm.file.resolve(node, fm)
+        elif hops < 3 and isinstance(node, ast.Call) and (helper := fm.file.resolve(node, fm)) is not None:
             for ret in (n for n in helper.nodes if isinstance(n, ast.Return) and n.value is not None):
                 yield from _group_nodes(helper, ret.value, hops + 1)
 
@@ -768,8 +767,8 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
     elif isinstance(node, ast.Call) and _is_partial(fm, node):  # ``partial(_lr_lambda, num_warmup_steps=500)``
         if len(node.args) == 1:  # keyword-bound only: the step is still the first positional parameter
             yield from _lambdas(fm, node.args[0])
-    elif isinstance(node, ast.Call) and _factory_product(fm, node) is not None:
-        yield _factory_product(fm, node)  # ``noam(cfg)`` returning its nested ``def f(step)`` (or a lambda)
+    elif isinstance(node, ast.Call) and (product := _factory_function(fm, node)) is not None:
+        yield product  # ``noam(cfg)`` returning its nested ``def f(step)`` (or a lambda)
     elif isinstance(node, ast.Call):  # ``LinearWarmup(warmup)``: an instance of a class with ``__call__``
         cls = fm.file.imports.qualname(node.func).split(".")[-1]
         method = fm.file.methods.get((cls, "__call__")) if cls in fm.file.classes else None
@@ -790,7 +789,7 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
                 yield from _lambdas(fm, a.value)
 
 
-def _factory_product(fm: FunctionModel, call: ast.Call) -> Optional[ast.AST]:
+def _factory_function(fm: FunctionModel, call: ast.Call) -> Optional[ast.AST]:
     """The function a local factory call returns: its nested def returned by name, or a returned lambda."""
     factory = fm.file.resolve(call, fm)
     if factory is None:

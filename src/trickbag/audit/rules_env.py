@@ -223,10 +223,15 @@ def _helper_inits_cuda(node: ast.AST, fm: FunctionModel, file: FileModel, depth:
     ``torch.cuda.mem_get_info``), through its own local calls too; not a helper that sets
     CUDA_VISIBLE_DEVICES itself."""
     helper = file.resolve(node, fm) if isinstance(node, ast.Call) and depth < 4 else None
-    if helper is None or helper is fm or any(_visible_devices_writes(helper, file)):
+    if helper is None or helper is fm:
         return False
-    devices = frozenset(_cuda_names(helper))
-    return any(_cuda_init(n, file, devices) or _helper_inits_cuda(n, helper, file, depth + 1) for n in helper.nodes)
+    table = file.memo("helper_inits_cuda", dict)
+    if id(helper) not in table:
+        table[id(helper)] = False  # in progress: a recursive call does not count
+        devices = frozenset(_cuda_names(helper))
+        table[id(helper)] = not any(_visible_devices_writes(helper, file)) and any(
+            _cuda_init(n, file, devices) or _helper_inits_cuda(n, helper, file, depth + 1) for n in helper.nodes)
+    return table[id(helper)]
 
 
 def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.AST]:

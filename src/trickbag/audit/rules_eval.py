@@ -85,13 +85,25 @@ def _valish(nodes: list[ast.AST]) -> bool:
 
 def _valish_sibling(fm: FunctionModel, call: ast.AST) -> bool:
     """The call sits in a bigger call or comparison next to validation labels: ``loss_fn(model(X_val), y_val)``."""
+    table = fm.file.memo("enclosing_calls", dict)
+    if id(fm) not in table:
+        table[id(fm)] = _enclosing_calls(fm)
+    return any(_valish([a for a in inner if a is not owner]) for inner, owner in table[id(fm)].get(id(call), []))
+
+
+def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], ast.AST]]]:
+    """``id(node) ->`` the (operands, operand holding the node) of every call or comparison of ``fm`` around it."""
+    parents: dict[int, list[tuple[list[ast.AST], ast.AST]]] = {}
     for parent in (n for n in fm.nodes if isinstance(n, (ast.Call, ast.Compare))):
         inner = [*parent.args, *([parent.func.value] if isinstance(parent.func, ast.Attribute) else [])] \
             if isinstance(parent, ast.Call) else [parent.left, *parent.comparators]  # ``p.eq(y_val)`` too
-        owner = next((a for a in inner if any(n is call for n in ast.walk(a))), None)
-        if owner is not None and _valish([a for a in inner if a is not owner]):
-            return True
-    return False
+        seen: set[int] = set()
+        for owner in inner:
+            for n in ast.walk(owner):
+                if id(n) not in seen:
+                    seen.add(id(n))
+                    parents.setdefault(id(n), []).append((inner, owner))
+    return parents
 
 
 def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
@@ -537,8 +549,10 @@ def _persistent_sum(helper: FunctionModel, param: str) -> Optional[str]:
     an attribute (``self.total``), a container passed in, or a module-level name."""
     args = helper.node.args
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {param}
-    module_names = {n for a in helper.file.module.assigns for n in a.names}
-    backed = {n for f in helper.file.functions for b in f.kind_events(BACKWARD) for n in _names(b.extra.get("loss"))}
+    file = helper.file
+    module_names = file.memo("module_names", lambda: {n for a in file.module.assigns for n in a.names})
+    backed = file.memo("all_backed", lambda: {n for f in file.functions for b in f.kind_events(BACKWARD)
+                                              for n in _names(b.extra.get("loss"))})
     for a in helper.assigns:
         added = _added(a) if not any(k == "nograd" for k, _ in a.contexts) else None
         if added is None:
