@@ -21,8 +21,9 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 # `python benchmarks/x.py` from a checkout without an installed trickbag still finds the package
 _SRC = Path(__file__).resolve().parents[1] / "src"

@@ -18,7 +18,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
-
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 

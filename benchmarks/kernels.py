@@ -19,7 +19,8 @@ parameters in 62 tensors) and on image batches of 32x3x32x32, 64x3x64x64, 128x3x
 
 Each kernel's implementations alternate in one process (order rotated every round, warm-up round
 discarded); each round times ``--calls`` calls per implementation (state restored untimed between
-calls where a call changes it; ``--scale`` multiplies the calls).  "speed-up" is, per round, the implementation's time per call over
+calls where a call changes it; ``--scale`` multiplies the calls).  "speed-up" is, per round, the implementation's time
+per call over
 trickbag's, median over rounds: > 1 means trickbag is faster.  Targets: never slower than timm
 (speed-up >= 1 against every timm row); >= 3x faster than the per-parameter loop for EMA.
 
@@ -37,12 +38,12 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -134,7 +135,7 @@ class Kernel:
     name: str
     impls: dict[str, Callable[[], Any]]  # one call each
     reference: str = "trickbag"
-    before: Optional[Callable[[], Any]] = None  # untimed, before every call (restores what a call changed)
+    before: Callable[[], Any] | None = None  # untimed, before every call (restores what a call changed)
     targets: dict[str, float] = dataclasses.field(default_factory=dict)  # impl -> minimal speed-up of trickbag
     note: str = ""
 
@@ -148,7 +149,7 @@ def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def _timed(fn: Callable[[], Any], calls: int, before: Optional[Callable[[], Any]]) -> dict[str, float]:
+def _timed(fn: Callable[[], Any], calls: int, before: Callable[[], Any] | None) -> dict[str, float]:
     wall = cpu = 0.0
     faults = _minor_faults()
     for _ in range(calls):
@@ -351,8 +352,12 @@ def clip_kernels(timm: Any) -> list[Kernel]:
         "trickbag clip_gradients(norm=)": lambda: clip_gradients(params, norm=1.0),
         "loop: p.grad.norm().item()": lambda: clip_norm_loop(params, 1.0),
     }
-    value: dict[str, Callable[[], Any]] = {"trickbag clip_gradients(value=)": lambda: clip_gradients(params, value=0.01)}
-    agc: dict[str, Callable[[], Any]] = {"trickbag adaptive_clip_gradients": lambda: adaptive_clip_gradients(params, 0.01)}
+    value: dict[str, Callable[[], Any]] = {
+        "trickbag clip_gradients(value=)": lambda: clip_gradients(params, value=0.01)
+    }
+    agc: dict[str, Callable[[], Any]] = {
+        "trickbag adaptive_clip_gradients": lambda: adaptive_clip_gradients(params, 0.01)
+    }
     nt: dict[str, float] = {}
     vt: dict[str, float] = {}
     at: dict[str, float] = {}

@@ -39,14 +39,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
-
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from trickbag import runtime  # noqa: E402
-from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.data.sources import build_data  # noqa: E402
 from trickbag.models import SmallCNN  # noqa: E402
+from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.train import Event, Trainer  # noqa: E402
 from trickbag.train.build import build_schedule, make_loader, optimizer_spec  # noqa: E402
 from trickbag.train.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
@@ -175,8 +174,15 @@ def run_trainer(s: Setup, rss: C.PeakRSS, logging: bool) -> dict[str, Any]:
         state = trainer.fit()
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         peak = rss.peak_mb()
-    return {"seconds": seconds, "cpu": cpu, "rss_mb": peak, "val_acc": state.metrics["val/acc"], "state": model.state_dict(),
-            "hooks": clock.wall, "hooks_cpu": clock.cpu}
+    return {
+        "seconds": seconds,
+        "cpu": cpu,
+        "rss_mb": peak,
+        "val_acc": state.metrics["val/acc"],
+        "state": model.state_dict(),
+        "hooks": clock.wall,
+        "hooks_cpu": clock.cpu,
+    }
 
 
 class NullSetup:
@@ -280,7 +286,6 @@ def lightning_available() -> bool:
 def run_lightning(s: Setup, rss: C.PeakRSS) -> dict[str, Any]:  # pragma: no cover - needs lightning
     import importlib
     import logging
-
     import warnings
 
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # its own deprecation notice on newer torch
@@ -313,8 +318,13 @@ def run_lightning(s: Setup, rss: C.PeakRSS) -> dict[str, Any]:  # pragma: no cov
                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
     trainer.fit(Module(model, opt, sched), s.train_loader, s.val_loader)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"seconds": seconds, "cpu": cpu, "rss_mb": rss.peak_mb(), "val_acc": float(trainer.callback_metrics["val_acc"]),
-            "state": model.state_dict()}
+    return {
+        "seconds": seconds,
+        "cpu": cpu,
+        "rss_mb": rss.peak_mb(),
+        "val_acc": float(trainer.callback_metrics["val_acc"]),
+        "state": model.state_dict(),
+    }
 
 
 def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -391,12 +401,26 @@ def main(argv: list[str] | None = None) -> int:
     if not lightning_available():
         rows.append(["lightning", "not installed"] + [""] * 11)
     print()
-    print(C.markdown_table(
-        ["variant", "wall ms/epoch", "wall ratio", "wall ratio range", "CPU ms/epoch", "CPU ratio",
-         "CPU ratio range", "target", "met (wall / CPU)", "peak RSS MB", "in plug-in hooks ms/epoch (wall / CPU)", "val acc",
-         "max |w - w_hand|"],
-        rows,
-    ))
+    print(
+        C.markdown_table(
+            [
+                "variant",
+                "wall ms/epoch",
+                "wall ratio",
+                "wall ratio range",
+                "CPU ms/epoch",
+                "CPU ratio",
+                "CPU ratio range",
+                "target",
+                "met (wall / CPU)",
+                "peak RSS MB",
+                "in plug-in hooks ms/epoch (wall / CPU)",
+                "val acc",
+                "max |w - w_hand|",
+            ],
+            rows,
+        )
+    )
     if not rss.resettable:
         print("\n(peak RSS: /proc/self/clear_refs unavailable; values are the process peak so far)")
     print("\nms/epoch: median over rounds of a run's time (construction + training + one validation pass per epoch)"

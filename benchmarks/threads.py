@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
@@ -59,7 +59,7 @@ def _start_competitor() -> subprocess.Popen:
     return proc
 
 
-def _stop(proc: Optional[subprocess.Popen]) -> None:
+def _stop(proc: subprocess.Popen | None) -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait()

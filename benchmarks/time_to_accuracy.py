@@ -38,14 +38,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
-
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from trickbag.config import builtin_recipes  # noqa: E402
-from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.data.sources import build_data  # noqa: E402
+from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.runs.run import run_recipe  # noqa: E402
 
 PAPER = {"lr": 1e-2, "weight_decay": 0.0, "batch_size": 100, "steps": 6000}
@@ -253,8 +252,10 @@ def import_table() -> str:
             ("trickbag.runs.run", "trickbag.runs.run (after torch)"),
             ("torchvision", "torchvision, with torch._dynamo (trickbag.losses.focal: the label-smoothing loss)"),
             ("torchmetrics", "torchmetrics, with scipy.signal (the first evaluation: the test)")]
-    code = ("import importlib, time, sys\nfor m in sys.argv[1:]:\n    t = time.perf_counter(); importlib.import_module(m); "
-            "print(time.perf_counter() - t)")
+    code = (
+        "import importlib, time, sys\nfor m in sys.argv[1:]:\n    t = time.perf_counter(); importlib.import_module(m); "
+        "print(time.perf_counter() - t)"
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     best = [float("inf")] * len(mods)
     for _ in range(3):

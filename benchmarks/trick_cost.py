@@ -24,16 +24,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
-
 import torch  # noqa: E402
 
-from trickbag.recipe import TricksConfig, load_recipe  # noqa: E402
 from trickbag.errors import TrickbagError  # noqa: E402
 from trickbag.models import SmallCNN  # noqa: E402
+from trickbag.recipe import TricksConfig, load_recipe  # noqa: E402
 from trickbag.train.build import build  # noqa: E402
 from trickbag.train.plugin import Plugin  # noqa: E402
 
@@ -58,7 +57,7 @@ DEFAULT_TARGET = 1.05
 
 
 def teacher() -> torch.nn.Module:
-    """Distillation teacher for the benchmark: an untrained SmallCNN of the student's size (digits: 1x8x8, 10 classes)."""
+    """Distillation teacher: an untrained SmallCNN of the student's size (digits: 1x8x8, 10 classes)."""
     return SmallCNN(1, 10)
 
 
@@ -76,7 +75,7 @@ class StepTimer:
         self.skip = skip
         self.wall = self.cpu = 0.0
         self.batches = 0
-        self._mark: Optional[tuple[float, float]] = None
+        self._mark: tuple[float, float] | None = None
         timer = self
 
         class Opener(Plugin):

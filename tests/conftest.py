@@ -9,8 +9,9 @@ and child processes inherit it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 import torch
@@ -49,13 +50,13 @@ class _OsWithFault:
 
 
 @pytest.fixture
-def fault_before_rename(monkeypatch: pytest.MonkeyPatch) -> Callable[[Optional[Callable[[Path], None]]], None]:
+def fault_before_rename(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Path], None] | None], None]:
     """``fault_before_rename(fn)``: every atomic write calls ``fn(temporary_path)`` after the data is in the
     temporary file and before it is renamed over the target (raise OSError for a full disk, kill the
     process for a crash); ``fault_before_rename(None)`` removes it."""
     from trickbag import _files
 
-    def install(fault: Optional[Callable[[Path], None]]) -> None:
+    def install(fault: Callable[[Path], None] | None) -> None:
         monkeypatch.setattr(_files, "os", _OsWithFault(fault) if fault is not None else os)
 
     return install

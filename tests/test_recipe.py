@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from trickbag.config import apply_overrides, builtin_recipes, parse_overrides
-from trickbag.recipe import Recipe, load_recipe, recipe_from_dict, recipe_to_yaml
 from trickbag.errors import RecipeError
+from trickbag.recipe import Recipe, load_recipe, recipe_from_dict, recipe_to_yaml
 
 
 def error_of(overrides: list[str], recipe: str = "digits") -> str:

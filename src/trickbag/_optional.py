@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from trickbag.errors import MissingExtraError
 
@@ -20,7 +21,8 @@ def require(module: str, *, extra: str, feature: str = "this feature") -> Module
     >>> require("no_such_module_here", extra="app", feature="the digits data set")
     Traceback (most recent call last):
     ...
-    trickbag.errors.MissingExtraError: the digits data set needs 'no_such_module_here', which is not installed: pip install 'trickbag[app]'
+    trickbag.errors.MissingExtraError: the digits data set needs 'no_such_module_here', which is not installed: pip
+    install 'trickbag[app]'
     """
     try:
         return importlib.import_module(module)

@@ -22,8 +22,8 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from trickbag.errors import TrickbagError
 
@@ -31,14 +31,14 @@ __all__ = ["torchrun_command", "launch_torchrun"]
 
 
 def torchrun_command(
-    recipe_name: Optional[str],
+    recipe_name: str | None,
     overrides: Sequence[str],
     nproc: int,
     *,
     port: int = 0,
     quiet: bool = False,
-    resume: Optional[str | os.PathLike] = None,
-    rdzv_id: Optional[str] = None,
+    resume: str | os.PathLike | None = None,
+    rdzv_id: str | None = None,
 ) -> list[str]:
     """The argument list that runs ``trickbag train`` in ``nproc`` processes on this machine (no shell).
 
@@ -73,12 +73,12 @@ def torchrun_command(
 
 
 def launch_torchrun(
-    recipe_name: Optional[str],
+    recipe_name: str | None,
     overrides: Sequence[str],
     nproc: int,
     *,
     quiet: bool = False,
-    resume: Optional[str | os.PathLike] = None,
+    resume: str | os.PathLike | None = None,
 ) -> int:
     """Run ``trickbag train`` in ``nproc`` processes with torchrun on 127.0.0.1 (a free port); return its exit status.
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -142,7 +143,9 @@ class MLP(nn.Module):
     torch.Size([4, 3])
     """
 
-    def __init__(self, in_features: int, num_classes: int, hidden: list[int] | None = None, dropout: float = 0.0) -> None:
+    def __init__(
+        self, in_features: int, num_classes: int, hidden: list[int] | None = None, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
         d = in_features

@@ -22,10 +22,24 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from trickbag.config import (DataConfig, DistConfig, LogConfig, ModelConfig, OptimConfig, RunConfig, ScheduleConfig,
-                             Section, TaskConfig, TrainConfig)
-from trickbag.config import (apply_overrides, builtin_recipes, format_validation_error, parse_overrides, read_yaml,
-                             resolve_recipe_path)
+from trickbag.config import (
+    DataConfig,
+    DistConfig,
+    LogConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+    ScheduleConfig,
+    Section,
+    TaskConfig,
+    TrainConfig,
+    apply_overrides,
+    builtin_recipes,
+    format_validation_error,
+    parse_overrides,
+    read_yaml,
+    resolve_recipe_path,
+)
 from trickbag.config.errors import all_keys
 from trickbag.config.loading import run_recipe_path
 from trickbag.errors import RecipeError
@@ -52,7 +66,7 @@ class Recipe(Section):
     tricks: TricksConfig = Field(default_factory=TricksConfig)  # type: ignore[valid-type]
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "Recipe":
+    def _cross_checks(self) -> Recipe:
         if self.train.deterministic and self.train.benchmark:
             raise ValueError(
                 "train.deterministic and train.benchmark cannot both be true "

@@ -114,13 +114,17 @@ def test_tb304_named_function_reports_the_return_line():
 
 
 # --------------------------------------------------------------------------- param groups built before the call
-@pytest.mark.parametrize("build", [
-    'groups = [{"params": decay}, {"parameters": no_decay, "weight_decay": 0.0}]\nopt = torch.optim.SGD(groups, lr=0.1)',
-    'groups = []\ngroups.append({"params": decay})\ngroups.append({"parameters": no_decay})\n'
-    'opt = torch.optim.SGD(params=groups, lr=0.1)',
-    'opt = torch.optim.Adam([dict(params=decay, lr=1e-4), dict(parameters=no_decay, lr=1e-3)])',
-    'g2 = {"parameters": no_decay}\nopt = torch.optim.Adam([{"params": decay}, g2])',
-])
+@pytest.mark.parametrize(
+    "build",
+    [
+        'groups = [{"params": decay}, {"parameters": no_decay, "weight_decay": 0.0}]\n'
+        "opt = torch.optim.SGD(groups, lr=0.1)",
+        'groups = []\ngroups.append({"params": decay})\ngroups.append({"parameters": no_decay})\n'
+        "opt = torch.optim.SGD(params=groups, lr=0.1)",
+        "opt = torch.optim.Adam([dict(params=decay, lr=1e-4), dict(parameters=no_decay, lr=1e-3)])",
+        'g2 = {"parameters": no_decay}\nopt = torch.optim.Adam([{"params": decay}, g2])',
+    ],
+)
 def test_tb301_bad_key_in_a_list_built_before_or_a_dict_call(build):
     assert len(found(build, "TB301")) == 1
     assert found(build.replace("parameters=", "params=").replace('"parameters"', '"params"'), "TB301") == []

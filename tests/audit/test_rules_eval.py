@@ -386,7 +386,9 @@ def test_tb204_step_method_growing_an_attribute_without_a_loop_in_the_file():
             self.total = self.total + loss
             self.history.append(loss)
     """
-    right = wrong.replace("self.total + loss", "self.total + loss.item()").replace("append(loss)", "append(loss.detach())")
+    right = wrong.replace("self.total + loss", "self.total + loss.item()").replace(
+        "append(loss)", "append(loss.detach())"
+    )
     fires("TB204", wrong, [15, 16], right)
 
 

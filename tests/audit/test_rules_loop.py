@@ -184,7 +184,9 @@ def test_tb107_update_only_once_per_epoch_is_too_rare():
             scaler.step(opt)
         scaler.update()
     """
-    right = wrong.replace("            scaler.step(opt)\n", "            scaler.step(opt)\n            scaler.update()\n")
+    right = wrong.replace(
+        "            scaler.step(opt)\n", "            scaler.step(opt)\n            scaler.update()\n"
+    )
     fires("TB107", wrong, [6], right)
 
 
@@ -291,7 +293,9 @@ def test_tb101_lightning_manual_optimisation_without_a_loop():
             opt.step()
             return loss
     """
-    right = wrong.replace("            sch.step()\n            opt.step()\n", "            opt.step()\n            sch.step()\n")
+    right = wrong.replace(
+        "            sch.step()\n            opt.step()\n", "            opt.step()\n            sch.step()\n"
+    )
     fires("TB101", wrong, [9], right)
 
 
@@ -341,7 +345,9 @@ def test_tb103_zero_grad_in_a_micro_batch_method():
                     self.opt.step()
     """
     right = wrong.replace("            self.opt.zero_grad()\n", "").replace(
-        "                    self.opt.step()\n", "                    self.opt.step()\n                    self.opt.zero_grad()\n")
+        "                    self.opt.step()\n",
+        "                    self.opt.step()\n                    self.opt.zero_grad()\n",
+    )
     fires("TB103", wrong, [4], right)
 
 
@@ -362,7 +368,9 @@ def test_tb102_scheduler_in_a_backward_helper_two_levels_down():
                 optimizer.zero_grad()
     """
     right = wrong.replace("        scheduler.step()\n", "").replace(
-        "                optimizer.zero_grad()\n", "                optimizer.zero_grad()\n                scheduler.step()\n")
+        "                optimizer.zero_grad()\n",
+        "                optimizer.zero_grad()\n                scheduler.step()\n",
+    )
     fires("TB102", wrong, [4], right)
 
 
@@ -381,9 +389,14 @@ def test_tb102_tb105_update_helper_that_tests_the_count_itself():
                 self.sched.step()
                 self.maybe_step(i)
     """
-    right = wrong.replace("self.model(x), y)", "self.model(x), y) / self.accum").replace(
-        "                self.sched.step()\n", "").replace(
-        "                self.opt.zero_grad()\n", "                self.opt.zero_grad()\n                self.sched.step()\n")
+    right = (
+        wrong.replace("self.model(x), y)", "self.model(x), y) / self.accum")
+        .replace("                self.sched.step()\n", "")
+        .replace(
+            "                self.opt.zero_grad()\n",
+            "                self.opt.zero_grad()\n                self.sched.step()\n",
+        )
+    )
     fires("TB102", wrong, [12], right)
     fires("TB105", wrong, [11], right)
 
@@ -557,7 +570,9 @@ def test_tb106_clip_inside_a_local_helper_reported_at_the_call():
             scaler.update()
             opt.zero_grad()
     """
-    right = wrong.replace("            clamp_grads(net)", "            scaler.unscale_(opt)\n            clamp_grads(net)")
+    right = wrong.replace(
+        "            clamp_grads(net)", "            scaler.unscale_(opt)\n            clamp_grads(net)"
+    )
     fires("TB106", wrong, [10], right)
 
 

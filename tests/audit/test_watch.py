@@ -69,7 +69,7 @@ def accumulating(model, opt, n=4, k=2, scaler=None, sched=None):
 
 
 def correct_loop(model, opt, sched, scaler, ema, data, k=2):
-    for epoch in range(2):
+    for _epoch in range(2):
         model.train()
         for i, (x, y) in enumerate(data):
             with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -85,7 +85,7 @@ def correct_loop(model, opt, sched, scaler, ema, data, k=2):
                 ema.update(model)
         model.eval()
         with torch.inference_mode():
-            for x, y in data[:2]:
+            for x, _y in data[:2]:
                 model(x).argmax(1)
 
 
@@ -203,7 +203,7 @@ def test_training_left_in_eval_mode():
     model, opt = make()
     data = batches(6)
     with audit(model, opt, report=False) as report:
-        for epoch in range(2):
+        for _epoch in range(2):
             for x, y in data[:2]:
                 opt.zero_grad()
                 F.cross_entropy(model(x), y).backward()  # <eval-train>

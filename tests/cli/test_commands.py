@@ -60,8 +60,8 @@ def test_predict_classifies_a_png_like_the_model_does(run_dir):
     from sklearn.datasets import load_digits
 
     from trickbag.data.sources import build_data
-    from trickbag.train.build import model_for
     from trickbag.recipe import recipe_from_dict
+    from trickbag.train.build import model_for
     from trickbag.train.checkpoint import load_checkpoint
 
     tmp, d, _ = run_dir

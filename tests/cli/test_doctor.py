@@ -90,8 +90,8 @@ def test_audit_steps_before_the_script_is_checked_by_argparse(capsys):
 @pytest.mark.parametrize("args", [["lint", "RIGHT"], ["lint", "--explain", "TB101"], ["lint", "--list"]])
 def test_lint_does_not_import_torch(files, args):
     argv = [str(files / "right.py") if a == "RIGHT" else a for a in args]
-    code = ("import sys\nfrom trickbag.cli import main\nrc = main(%r)\n"
-            "assert 'torch' not in sys.modules, 'torch imported'\nsys.exit(rc)\n" % argv)
+    code = (f"import sys\nfrom trickbag.cli import main\nrc = main({argv!r})\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\nsys.exit(rc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 

@@ -6,9 +6,9 @@ import re
 import torch
 
 from trickbag.cli import main
-from trickbag.recipe import load_recipe
 from trickbag.data.sources import build_data
 from trickbag.models import build_model
+from trickbag.recipe import load_recipe
 
 FAKE = ["data.name=fake", "data.num_samples=64", "data.num_classes=3", "data.shape=[2,6,6]"]
 

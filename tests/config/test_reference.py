@@ -29,5 +29,7 @@ def test_types_defaults_and_allowed_values_come_from_the_schema():
     lr = by_key["optim.lr"]
     assert (lr.type, lr.default, lr.allowed) == ("float", "0.1", "> 0.0")
     assert by_key["task.type"].allowed == "classification, multilabel, regression"
-    assert by_key["tricks.mix.enabled"].default == "false" and by_key["tricks.mix.enabled"].help == "switch the trick on"
+    assert (
+        by_key["tricks.mix.enabled"].default == "false" and by_key["tricks.mix.enabled"].help == "switch the trick on"
+    )
     assert by_key["optim.lr"].help.startswith("peak learning rate")

@@ -86,7 +86,9 @@ def test_mixup_random_perm_is_a_permutation_for_odd_batches():
 def test_mixup_lambda_follows_beta_alpha_alpha():
     alpha, g = 0.4, gen(11)
     x, y, perm = torch.tensor([[1.0], [0.0]]), torch.tensor([0, 1]), torch.tensor([1, 0])
-    lams = torch.tensor([mixup(x, y, alpha, num_classes=2, perm=perm, generator=g)[0][0, 0].item() for _ in range(2000)])
+    lams = torch.tensor(
+        [mixup(x, y, alpha, num_classes=2, perm=perm, generator=g)[0][0, 0].item() for _ in range(2000)]
+    )
     assert stats.kstest(lams.numpy(), stats.beta(alpha, alpha).cdf).pvalue > 1e-3
     g1, g2 = gen(3), gen(3)
     torch.testing.assert_close(
@@ -245,7 +247,12 @@ def classify(x, xm):
 
 @pytest.mark.parametrize(
     "mixup_alpha, cutmix_alpha, prob, switch_prob, expect_applied, expect_cutmix",
-    [(0.8, 1.0, 0.6, 0.3, 0.6, 0.3), (0.8, 1.0, 1.0, 0.5, 1.0, 0.5), (0.0, 1.0, 1.0, 0.5, 1.0, 1.0), (0.8, 0.0, 1.0, 0.5, 1.0, 0.0)],
+    [
+        (0.8, 1.0, 0.6, 0.3, 0.6, 0.3),
+        (0.8, 1.0, 1.0, 0.5, 1.0, 0.5),
+        (0.0, 1.0, 1.0, 0.5, 1.0, 1.0),
+        (0.8, 0.0, 1.0, 0.5, 1.0, 0.0),
+    ],
 )
 def test_mixupcutmix_probabilities(mixup_alpha, cutmix_alpha, prob, switch_prob, expect_applied, expect_cutmix):
     c = n = 5  # distinct labels, so any mixup with 0 < lam < 1 leaves non-binary pixels

@@ -78,7 +78,7 @@ def test_numpy_channels_last_and_uint8():
     arrays = [g.integers(0, 256, size=(h, w, 3), dtype=np.uint8) for h, w in [(4, 6), (10, 3), (1, 7)]]
     mean, std = mean_std(arrays, channels_dim=-1)
     torch.testing.assert_close((mean, std), reference([torch.from_numpy(a) for a in arrays], channels_dim=-1))
-    assert 0 < mean.min() and mean.max() < 255  # raw uint8 values, not rescaled
+    assert mean.min() > 0 and mean.max() < 255  # raw uint8 values, not rescaled
 
 
 def test_large_offset_is_numerically_stable():

@@ -26,7 +26,9 @@ def close(out, ref, atol=1e-5):
     torch.testing.assert_close(out.double(), ref, rtol=0, atol=atol)
 
 
-@pytest.mark.parametrize("h, w, rows, cols", [(64, 64, (4, 60), (4, 60)), (64, 128, (4, 60), (36, 92)), (96, 64, (20, 76), (4, 60))])
+@pytest.mark.parametrize(
+    "h, w, rows, cols", [(64, 64, (4, 60), (4, 60)), (64, 128, (4, 60), (36, 92)), (96, 64, (20, 76), (4, 60))]
+)
 def test_eval_centre_crop_when_no_resize_is_needed(h, w, rows, cols):
     # size 56 / 0.875 = 64 = the short side, so Resize keeps the image and CenterCrop takes the middle.
     arr = random_rgb(h, w)
@@ -79,7 +81,9 @@ def test_train_random_crop_of_constant_image_is_constant():
     colour = (200, 17, 90)
     img = Image.new("RGB", (37, 53), colour)
     t = train_transforms(20, mean=MEAN, std=STD)
-    expected = ((torch.tensor(colour, dtype=torch.float64) / 255 - torch.tensor(MEAN)) / torch.tensor(STD)).reshape(3, 1, 1)
+    expected = ((torch.tensor(colour, dtype=torch.float64) / 255 - torch.tensor(MEAN)) / torch.tensor(STD)).reshape(
+        3, 1, 1
+    )
     with torch.random.fork_rng():
         torch.manual_seed(0)
         for _ in range(10):

@@ -17,8 +17,9 @@ import os
 import random
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -106,7 +107,7 @@ class Recorder:
         return _Rec()
 
 
-def train(overrides: list[str], batch_size: int = PER_RANK_BATCH, setup: Optional[Callable] = None) -> dict[str, Any]:
+def train(overrides: list[str], batch_size: int = PER_RANK_BATCH, setup: Callable | None = None) -> dict[str, Any]:
     """build() + fit() of the recipe; returns final weights, history and per-update records."""
     from trickbag.train.build import build
 
@@ -237,8 +238,8 @@ def eval_uneven(rank: int, out: Path) -> dict[str, Any]:
     """13 validation samples, eval batches of 3: rank 0 holds 7 (3 batches), rank 1 holds 6 (2)."""
     import torch.nn.functional as F
 
-    from trickbag.train.build import build
     from trickbag.nn import unwrap as _unwrap
+    from trickbag.train.build import build
 
     r = recipe(["data.num_samples=80", "data.val_fraction=0.2", "data.eval_batch_size=3", "model.kwargs={kind: bn}"])
     trainer, ctx = build(r)
@@ -278,7 +279,7 @@ def early_stop(rank: int, out: Path) -> dict[str, Any]:
     return train(["train.epochs=6", "train.early_stopping_patience=1", "train.monitor=val/loss", "train.mode=max"])
 
 
-def _stopper(at_step: Optional[int], at_epoch_end: Optional[int]) -> Any:
+def _stopper(at_step: int | None, at_epoch_end: int | None) -> Any:
     from trickbag.train.plugin import Plugin
     from trickbag.train.state import StopReason
 
@@ -404,7 +405,7 @@ def run_ranks(names: list[str], out_dir: Path, timeout_s: float = 240.0) -> dict
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "rendezvous").unlink(missing_ok=True)  # a stale rendezvous file would confuse the new job
-    failure: Optional[str] = None
+    failure: str | None = None
     ctx = mp.start_processes(
         _entry, args=(list(names), str(out_dir)), nprocs=WORLD, join=False, start_method="spawn"
     )

@@ -57,7 +57,7 @@ def ranks(ddp: dict[str, Any], name: str) -> list[dict[str, Any]]:
 def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = ATOL) -> None:
     assert a.keys() == b.keys()
     for k in a:
-        torch.testing.assert_close(a[k].double(), b[k].double(), atol=atol, rtol=0, msg=lambda m: f"{k}: {m}")
+        torch.testing.assert_close(a[k].double(), b[k].double(), atol=atol, rtol=0, msg=lambda m, k=k: f"{k}: {m}")
 
 
 # --------------------------------------------------------------------------- equality with one process
@@ -99,7 +99,9 @@ def test_clipping_uses_the_full_all_reduced_gradient(ddp: dict[str, Any]) -> Non
         ref = W.reference_run(overrides)
         # the norm before clipping is the norm of the global-batch gradient, the same on every rank
         assert len(r0["grad_norms"]) == len(ref["grad_norms"]) == ref["steps"]
-        torch.testing.assert_close(torch.tensor(r0["grad_norms"]), torch.tensor(ref["grad_norms"]), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            torch.tensor(r0["grad_norms"]), torch.tensor(ref["grad_norms"]), atol=1e-5, rtol=1e-5
+        )
         assert r0["grad_norms"] == r1["grad_norms"]
         assert min(ref["grad_norms"]) > 0.05, f"{name}: clipping never engaged, the test would prove nothing"
         assert_same_weights(r0["weights"], ref["weights"])

@@ -96,7 +96,9 @@ def test_launch_fixes_the_run_name_and_returns_the_exit_status(
     assert len(names[0]) == len("run.name=" + default_run_name(load_recipe("digits")))  # the same format
 
 
-def test_launch_refuses_an_existing_run_directory_before_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_launch_refuses_an_existing_run_directory_before_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "recipe.yaml").write_text("x")
     monkeypatch.setattr(launch.subprocess, "Popen", lambda *a, **k: pytest.fail("a process was started"))

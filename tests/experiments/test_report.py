@@ -10,9 +10,9 @@ import re
 import pytest
 
 from trickbag.cli import main
-from trickbag.recipe import load_recipe
 from trickbag.experiments import ExperimentError
 from trickbag.experiments.report import compare_runs, read_run
+from trickbag.recipe import load_recipe
 from trickbag.runs.run import run_recipe
 
 TINY = ["data.name=fake", "data.num_samples=64", "model.name=mlp", "data.batch_size=16", "train.epochs=2",

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 open_clip = pytest.importorskip("open_clip")
 
-from trickbag.extras.clip import LoadedClip, load_clip, zero_shot_classifier, zero_shot_predict  # noqa: E402
 from trickbag.errors import CheckpointError  # noqa: E402
+from trickbag.extras.clip import LoadedClip, load_clip, zero_shot_classifier, zero_shot_predict  # noqa: E402
 
 TINY_CFG = {
     "embed_dim": 16,

@@ -149,11 +149,29 @@ def test_shared_module_called_twice_gets_two_calls():
 
 
 def test_format_trace_table_columns():
-    rec = ShapeRecord(3, "enc.1", "Conv2d", "[0]", (1, 8, 4, 4), torch.float16, torch.device("cpu"), False, True, False, True)
+    rec = ShapeRecord(
+        3, "enc.1", "Conv2d", "[0]", (1, 8, 4, 4), torch.float16, torch.device("cpu"), False, True, False, True
+    )
     lines = format_trace([rec]).splitlines()
     assert lines[0].split() == ["#", "module", "class", "output", "shape", "dtype", "device", "grad", "nan", "inf"]
-    assert lines[1].split() == ["3", "enc.1", "Conv2d", "[0]", "[1,", "8,", "4,", "4]", "float16", "cpu", "no", "NaN", "-",
-                                "<--", "first", "NaN/Inf"]
+    assert lines[1].split() == [
+        "3",
+        "enc.1",
+        "Conv2d",
+        "[0]",
+        "[1,",
+        "8,",
+        "4,",
+        "4]",
+        "float16",
+        "cpu",
+        "no",
+        "NaN",
+        "-",
+        "<--",
+        "first",
+        "NaN/Inf",
+    ]
 
 
 def test_invalid_arguments():

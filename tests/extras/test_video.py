@@ -134,7 +134,7 @@ def test_transform_and_dataloader_batch(video):
     batch, labels = next(iter(DataLoader(ds, batch_size=3)))
     assert batch.shape == (3, 2, 3, H, W) and batch.dtype == torch.float32
     assert labels.tolist() == [0, 1, 2]
-    assert 0.0 <= batch.min() and batch.max() <= 1.0
+    assert batch.min() >= 0.0 and batch.max() <= 1.0
     assert ds.num_frames(0) == N
 
 

@@ -14,7 +14,9 @@ def _critic(seed=0, d=6):
 
 def _batch(n=5, shape=(2, 3), seed=1):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(n, *shape, generator=g, dtype=torch.float64), torch.randn(n, *shape, generator=g, dtype=torch.float64)
+    return torch.randn(n, *shape, generator=g, dtype=torch.float64), torch.randn(
+        n, *shape, generator=g, dtype=torch.float64
+    )
 
 
 def test_linear_critic_penalty_is_norm_of_w_minus_one_squared():

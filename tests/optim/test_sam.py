@@ -126,7 +126,7 @@ def test_closure_form_equals_two_call_form() -> None:
         _loss(b, x, y).backward()  # the first backward is the caller's job
 
         def closure() -> torch.Tensor:
-            loss = _loss(b, x, y)
+            loss = _loss(b, x, y)  # noqa: B023  (called by opt_b.step within this iteration)
             loss.backward()
             return loss
 

@@ -491,7 +491,7 @@ def test_replan_of_schedules_without_a_length_and_errors() -> None:
         sched = build_scheduler(opt, name, total_steps=10, warmup_steps=2, **OPTIONS[name])
         _run(opt, sched, 3)
         replan_schedule(sched, 40)  # nothing to change
-        _check(_run(opt, sched, 10), lambda t, b: ref_lr(name, t + 3, b, 10, 2))
+        _check(_run(opt, sched, 10), lambda t, b, name=name: ref_lr(name, t + 3, b, 10, 2))
     plateau = build_scheduler(_opt(), "plateau")
     replan_schedule(plateau, 5)  # follows a metric: nothing to change
     with pytest.raises(ValueError, match="'multistep' cannot be re-planned"):

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -50,7 +50,7 @@ def run_inprocess(argv: list[str], capsys: Any) -> tuple[int, str, str]:
     return rc, out, err
 
 
-def run_subprocess(argv: list[str], cwd: Path, env: Optional[dict[str, str]] = None,
+def run_subprocess(argv: list[str], cwd: Path, env: dict[str, str] | None = None,
                    timeout: float = 300) -> subprocess.CompletedProcess:
     """``python -m trickbag ARGV`` in a fresh process (one intra-op thread, like this test process)."""
     full_env = dict(os.environ)

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from trickbag.errors import CheckpointError, TrickbagError
-from trickbag import _files
 from trickbag.train.checkpoint import WriteError, atomic_write_text, load_checkpoint, save_checkpoint
 
 from ._helpers import csv_without_times, load, run_inprocess, training_state_differences, write_recipe
@@ -28,7 +27,9 @@ def _oserror(code: int):
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT])
-def test_failed_checkpoint_write_leaves_previous_file_and_no_temporary(tmp_path, monkeypatch, code, fault_before_rename):
+def test_failed_checkpoint_write_leaves_previous_file_and_no_temporary(
+    tmp_path, monkeypatch, code, fault_before_rename
+):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"step": 1, "w": torch.arange(4.0)})
     before = path.read_bytes()
@@ -43,7 +44,9 @@ def test_failed_checkpoint_write_leaves_previous_file_and_no_temporary(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]  # the temporary file is gone
 
 
-def test_crash_during_write_keeps_previous_file_and_readers_never_see_a_partial_one(tmp_path, monkeypatch, fault_before_rename):
+def test_crash_during_write_keeps_previous_file_and_readers_never_see_a_partial_one(
+    tmp_path, monkeypatch, fault_before_rename
+):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"step": 1})
     seen = {}

@@ -8,7 +8,6 @@ GradScaler behaviour for the fp16 case.
 from __future__ import annotations
 
 import copy
-import math
 import re
 import sys
 
@@ -19,8 +18,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trickbag.train.checkpointing import Checkpointing
 from trickbag.train.nonfinite import NonFiniteGuard
-from trickbag.train.state import StopReason
 from trickbag.train.plugin import Plugin
+from trickbag.train.state import StopReason
 from trickbag.train.trainer import Trainer
 
 from ._helpers import load, run_inprocess, write_recipe
@@ -135,11 +134,20 @@ def test_sam_second_pass_that_turns_non_finite_is_skipped_with_weights_and_bn_st
 
     m = copy.deepcopy(model)
     opt = SAM(m.parameters(), torch.optim.SGD, rho=0.05, lr=0.1, momentum=0.9)
-    t = Trainer(m, opt, DataLoader(TensorDataset(x, y), batch_size=BATCH), plugins=[PoisonSecondPass(bad), SAMBN()], nonfinite=guard,
-                max_epochs=1, device="cpu")
+    t = Trainer(
+        m,
+        opt,
+        DataLoader(TensorDataset(x, y), batch_size=BATCH),
+        plugins=[PoisonSecondPass(bad), SAMBN()],
+        nonfinite=guard,
+        max_epochs=1,
+        device="cpu",
+    )
     state = t.fit()
     assert guard.skipped == 2 and state.skipped_steps == 2 and state.step == 4
-    assert "non-finite loss and gradients at update 2 (epoch 1, batch 2) in SAM's second pass" in capsys.readouterr().err
+    assert (
+        "non-finite loss and gradients at update 2 (epoch 1, batch 2) in SAM's second pass" in capsys.readouterr().err
+    )
     # reference: a hand-written SAM loop (first_step / second_step) that leaves out the poisoned updates
     ref = copy.deepcopy(model)
     ref_opt = SAM(ref.parameters(), torch.optim.SGD, rho=0.05, lr=0.1, momentum=0.9)

@@ -25,7 +25,6 @@ import pytest
 
 from trickbag.runs.directory import find_resume_checkpoint
 
-from .killswitch import PLUGIN
 from ._helpers import (
     UPDATES_PER_EPOCH,
     csv_without_times,
@@ -35,6 +34,7 @@ from ._helpers import (
     training_state_differences,
     write_recipe,
 )
+from .killswitch import PLUGIN
 
 
 def _crash(args: list[str], kill_at: str, cwd: Path) -> str:

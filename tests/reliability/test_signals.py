@@ -15,8 +15,8 @@ import torch
 
 from trickbag.train.signals import GracefulInterrupt
 
-from .killswitch import PLUGIN, KillSwitch
 from ._helpers import load, run_inprocess, training_state_differences, write_recipe
+from .killswitch import PLUGIN, KillSwitch
 
 
 @pytest.mark.parametrize("sig", ["sigint", "sigterm"])
@@ -26,8 +26,9 @@ def test_first_signal_stops_after_the_update_checkpoints_and_resume_is_exact(tmp
     run = tmp_path / "runs" / "k"
     handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     monkeypatch.setenv("TRICKBAG_TEST_KILL_AT", f"{sig}:11")  # epoch 2, after its 2nd update
-    rc, out, err = run_inprocess(["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=k", PLUGIN, "--quiet"],
-                                 capsys)
+    rc, out, err = run_inprocess(
+        ["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=k", PLUGIN, "--quiet"], capsys
+    )
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # restored
     assert rc == 130, err
     name = sig.upper()
@@ -52,8 +53,9 @@ def test_second_sigint_exits_at_once_without_a_checkpoint(tmp_path, monkeypatch,
     run = tmp_path / "runs" / "k"
     before = signal.getsignal(signal.SIGINT)
     monkeypatch.setenv("TRICKBAG_TEST_KILL_AT", "sigint:3,sigint:3")
-    rc, out, err = run_inprocess(["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=k", PLUGIN, "--quiet"],
-                                 capsys)
+    rc, out, err = run_inprocess(
+        ["train", str(recipe), f"run.dir={tmp_path / 'runs'}", "run.name=k", PLUGIN, "--quiet"], capsys
+    )
     assert rc == 130
     assert "second SIGINT: stopping now" in err and err.strip().splitlines()[-1] == "trickbag: interrupted"
     assert signal.getsignal(signal.SIGINT) is before

@@ -12,12 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from .killswitch import PLUGIN
 from ._helpers import csv_without_times, load, run_subprocess, training_state_differences
+from .killswitch import PLUGIN
 
 #: digits (random 1-pixel shifts) on a narrow CNN, two workers, a step checkpoint every 10 updates
-WORKERS = ["train", "digits", "train.epochs=2", "model.kwargs={width: 4}", "data.num_workers=2", "train.deterministic=true",
-           "train.checkpoint_every_steps=10", "run.plots=false", "log.tensorboard=false"]  # 41 updates per epoch
+WORKERS = [
+    "train",
+    "digits",
+    "train.epochs=2",
+    "model.kwargs={width: 4}",
+    "data.num_workers=2",
+    "train.deterministic=true",
+    "train.checkpoint_every_steps=10",
+    "run.plots=false",
+    "log.tensorboard=false",
+]  # 41 updates per epoch
 
 
 @pytest.fixture(scope="module")

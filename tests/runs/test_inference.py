@@ -24,10 +24,10 @@ def test_eval_and_predict_apply_the_recipes_tta_and_test_size_like_the_run(tmp_p
     from PIL import Image
 
     from trickbag.data.sources import build_data
-    from trickbag.train.build import model_for
-    from trickbag.train.checkpoint import load_checkpoint
     from trickbag.runs.inference import evaluate_run, predict_image
     from trickbag.runs.run import run_recipe
+    from trickbag.train.build import model_for
+    from trickbag.train.checkpoint import load_checkpoint
 
     recipe = load_recipe("digits", [
         "train.epochs=2", "model.kwargs={width: 4}", "log.tensorboard=false", "run.progress=false", "run.plots=false",
@@ -47,7 +47,10 @@ def test_eval_and_predict_apply_the_recipes_tta_and_test_size_like_the_run(tmp_p
     model = model_for(recipe, data)
     model.load_state_dict(ckpt["model"])
     model.eval()
-    x, y = torch.stack([data.test[i][0] for i in range(len(data.test))]), torch.tensor([data.test[i][1] for i in range(len(data.test))])
+    x, y = (
+        torch.stack([data.test[i][0] for i in range(len(data.test))]),
+        torch.tensor([data.test[i][1] for i in range(len(data.test))]),
+    )
 
     def naive(xb):
         xb = F.interpolate(xb, size=(12, 12), mode="bilinear", align_corners=False, antialias=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 
 import numpy as np
-import torch
 import pytest
+import torch
 from PIL import Image
 
 from trickbag.cli import main
@@ -27,7 +27,9 @@ def _csv(path, name: str) -> str:
 
 
 def _train(tmp_path, *overrides: str, name: str = "r"):
-    return run_recipe(load_recipe("digits", [*QUIET, f"run.dir={tmp_path}", f"run.name={name}", *overrides]), quiet=True)
+    return run_recipe(
+        load_recipe("digits", [*QUIET, f"run.dir={tmp_path}", f"run.name={name}", *overrides]), quiet=True
+    )
 
 
 def test_a_csv_trains_with_the_default_recipe_and_model(tmp_path):
@@ -36,7 +38,9 @@ def test_a_csv_trains_with_the_default_recipe_and_model(tmp_path):
     assert result.test["test/acc"] > 0.85  # 3 classes; chance is 0.4
     from trickbag.train.checkpoint import load_checkpoint
 
-    assert any(k.startswith("net.") for k in load_checkpoint(result.run_dir / "checkpoints" / "best.pt")["model"])  # MLP
+    assert any(
+        k.startswith("net.") for k in load_checkpoint(result.run_dir / "checkpoints" / "best.pt")["model"]
+    )  # MLP
     assert {"test/f1", "test/auroc"} <= set(result.test)
     assert (result.run_dir / "confusion.csv").is_file()
 
@@ -153,8 +157,12 @@ def test_a_csv_saved_by_excel_with_bom_and_crlf_reads_as_the_plain_file(tmp_path
     first = tmp_path / "first.csv"
     rows = text.splitlines()
     header = rows[0].split(",")
-    first.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([",".join([header[-1], *header[:-1]])] +
-                                                    [",".join([r.split(",")[-1], *r.split(",")[:-1]]) for r in rows[1:]])
-                      .encode("utf-8"))
+    first.write_bytes(
+        b"\xef\xbb\xbf"
+        + "\r\n".join(
+            [",".join([header[-1], *header[:-1]])]
+            + [",".join([r.split(",")[-1], *r.split(",")[:-1]]) for r in rows[1:]]
+        ).encode("utf-8")
+    )
     moved = csv_table(load_recipe("digits", ["data.name=csv", f"data.root={first}", "data.label_column=target"]).data)
     assert moved.classes == splits[0].classes and len(moved.train) == len(splits[0].train)

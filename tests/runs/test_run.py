@@ -168,8 +168,17 @@ def test_evaluate_run_without_best_checkpoint(tmp_path):
 def test_recipe_early_stopping_stops_and_reports_the_reason(tmp_path):
     """Monitor the learning rate, which a cosine schedule lowers after warmup: with patience 1 the run
     stops one epoch after the peak, and best.pt is the peak epoch."""
-    recipe = tiny(tmp_path, "train.epochs=5", "train.early_stopping_patience=1", "train.monitor=lr/group0", "train.mode=max",
-                  "schedule.name=cosine", "schedule.warmup_epochs=1", "log.tensorboard=false", "run.plots=false")
+    recipe = tiny(
+        tmp_path,
+        "train.epochs=5",
+        "train.early_stopping_patience=1",
+        "train.monitor=lr/group0",
+        "train.mode=max",
+        "schedule.name=cosine",
+        "schedule.warmup_epochs=1",
+        "log.tensorboard=false",
+        "run.plots=false",
+    )
     result = run_recipe(recipe, quiet=True)
     lrs = [h["lr/group0"] for h in result.history]
     assert lrs[1] < lrs[0]  # the schedule's shape the test relies on

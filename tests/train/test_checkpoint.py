@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from trickbag.errors import CheckpointError
-from trickbag import _files
 from trickbag.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
 
 
@@ -31,7 +30,9 @@ def test_round_trip_keeps_tensors_and_plain_data(tmp_path):
 
 
 @pytest.mark.parametrize("error", [Boom("crash during write"), OSError(28, "No space left on device")])
-def test_a_failure_before_the_rename_leaves_the_old_checkpoint_and_no_temp_file(tmp_path, monkeypatch, error, fault_before_rename):
+def test_a_failure_before_the_rename_leaves_the_old_checkpoint_and_no_temp_file(
+    tmp_path, monkeypatch, error, fault_before_rename
+):
     path = tmp_path / "last.pt"
     save_checkpoint(path, {"step": 1, "w": torch.ones(3)})
     seen = []

@@ -8,7 +8,6 @@ import struct
 import pytest
 
 from trickbag.recipe import load_recipe
-from trickbag.train.build import build
 
 BASE = [
     "data.name=fake", "data.num_samples=96", "data.batch_size=16", "train.epochs=1", "train.device=cpu",

@@ -162,7 +162,9 @@ def test_recipe_key_default_and_bad_values():
     assert load_recipe("digits-tricks", []).train.threads == "auto"  # sets no threads: the default
     assert load_recipe("digits", ["train.threads=null"]).train.threads is None  # older runs' recipe.yaml
     assert load_recipe("digits", ["train.threads=4"]).train.threads == 4
-    with pytest.raises(RecipeError, match=r"^recipe key 'train.threads': 0 is not allowed: must be auto or a number >= 1$"):
+    with pytest.raises(
+        RecipeError, match=r"^recipe key 'train.threads': 0 is not allowed: must be auto or a number >= 1$"
+    ):
         load_recipe("digits", ["train.threads=0"])
     with pytest.raises(RecipeError, match=r"^recipe key 'train.threads': 'many' is not allowed; allowed: auto, "
                                           r"a whole number, null$"):

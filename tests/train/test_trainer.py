@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -10,13 +12,12 @@ from torch.utils.data import DataLoader
 from trickbag import runtime
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import TensorDataset
+from trickbag.train.checkpoint import load_checkpoint
 from trickbag.train.checkpointing import Checkpointing
-from trickbag.train.early_stopping import EarlyStop
+from trickbag.train.early_stopping import EarlyStop, EarlyStopping
+from trickbag.train.events import Event
 from trickbag.train.loggers import CSVLogger, TensorBoardLogger
 from trickbag.train.plots import Plots
-from trickbag.train.checkpoint import load_checkpoint
-from trickbag.train.early_stopping import EarlyStopping
-from trickbag.train.events import Event
 from trickbag.train.plugin import Plugin
 from trickbag.train.state import StopReason
 from trickbag.train.trainer import Trainer
@@ -41,7 +42,7 @@ def simple_trainer(n=32, bs=8, **kw) -> Trainer:
 
 # --------------------------------------------------------------------------- plug-in dispatch
 def _make_logging_plugin(name: str, log: list):
-    methods = {f"on_{e.value}": (lambda e: lambda self, state: log.append((name, e)))(e) for e in Event}
+    methods = {f"on_{e.value}": (lambda e: lambda self, state: log.append((name, e)))(e) for e in Event}  # noqa: B023
     return type(f"Log{name}", (Plugin,), methods)()
 
 
@@ -72,7 +73,7 @@ def test_only_overridden_hooks_are_called(monkeypatch):
     calls = []
     # instrument the base class: a trainer that calls non-overridden hooks would record them
     for e in Event:
-        monkeypatch.setattr(Plugin, f"on_{e.value}", (lambda e: lambda self, state: calls.append(e))(e))
+        monkeypatch.setattr(Plugin, f"on_{e.value}", (lambda e: lambda self, state: calls.append(e))(e))  # noqa: B023
 
     class OnlyStep(Plugin):
         def __init__(self):
@@ -151,7 +152,7 @@ def build_run(tmp_path=None, *, max_epochs=2, n=40, bs=8, accumulate=2, plugins=
     torch.manual_seed(1234)  # a fresh model's init: overwritten by a loaded checkpoint
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9, weight_decay=1e-3)
-    steps_per_epoch = -(-(-(-n // bs)) // accumulate)
+    steps_per_epoch = math.ceil(math.ceil(n / bs) / accumulate)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps_per_epoch * max_epochs)
     return Trainer(model, opt, train, val, scheduler=sched, plugins=list(plugins), max_epochs=max_epochs,
                    accumulate=accumulate, device="cpu", precision=precision)
@@ -371,5 +372,5 @@ def test_epoch_metrics_report_lr_of_every_param_group_throughput_and_sample_weig
     assert m["lr/group0"] == pytest.approx(0.1 * 0.5**4) and m["lr/group1"] == pytest.approx(0.01 * 0.5**4)
     assert m["train/samples_per_s"] > 0 and m["train/epoch_time_s"] > 0
     assert [b for _, _, b in seen] == [8, 8, 8, 6]
-    assert m["train/loss"] == pytest.approx(sum(l * b for l, _, b in seen) / 30, rel=1e-6)
+    assert m["train/loss"] == pytest.approx(sum(loss * b for loss, _, b in seen) / 30, rel=1e-6)
     assert m["train/acc"] == pytest.approx(sum(c for _, c, _ in seen) / 30)

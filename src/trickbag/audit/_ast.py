@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 __all__ = ["dotted", "call_name", "receiver", "calls_in_order", "Imports", "edit_distance", "name_tokens",
            "names_in", "const_value", "has_binop", "walk_no_defs"]
@@ -13,7 +13,7 @@ __all__ = ["dotted", "call_name", "receiver", "calls_in_order", "Imports", "edit
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def dotted(node: Optional[ast.AST]) -> Optional[str]:
+def dotted(node: ast.AST | None) -> str | None:
     """``a.b.c`` for a Name/Attribute chain (``x[0]`` becomes ``x[]``), else None."""
     if isinstance(node, ast.Name):
         return node.id
@@ -36,7 +36,7 @@ def call_name(call: ast.Call) -> str:
     return ""
 
 
-def receiver(call: ast.Call) -> Optional[str]:
+def receiver(call: ast.Call) -> str | None:
     """The dotted receiver of a method call (``opt`` for ``opt.step()``), else None."""
     return dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
 
@@ -82,7 +82,7 @@ def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
 class Imports:
     """Import aliases of a module: local name -> qualified name (``F`` -> ``torch.nn.functional``)."""
 
-    def __init__(self, nodes: "ast.AST | list[ast.AST]") -> None:
+    def __init__(self, nodes: ast.AST | list[ast.AST]) -> None:
         self.alias: dict[str, str] = {}
         for node in nodes if isinstance(nodes, list) else ast.walk(nodes):
             if isinstance(node, ast.Import):
@@ -95,7 +95,7 @@ class Imports:
                 for a in node.names:
                     self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
 
-    def qualname(self, node: Optional[ast.AST]) -> str:
+    def qualname(self, node: ast.AST | None) -> str:
         """The qualified dotted name of an expression (aliases resolved), '' when it has none."""
         if isinstance(node, ast.Call):
             node = node.func
@@ -142,7 +142,7 @@ def names_in(node: ast.AST) -> set[str]:
     return out
 
 
-def const_value(node: Optional[ast.AST]) -> object:
+def const_value(node: ast.AST | None) -> object:
     """The value of a constant (``-1`` included), else the sentinel ``...``."""
     if isinstance(node, ast.Constant):
         return node.value
@@ -154,7 +154,4 @@ def const_value(node: Optional[ast.AST]) -> object:
 
 def has_binop(node: ast.AST, ops: tuple[type, ...]) -> bool:
     """True when ``node`` contains a binary operation of one of ``ops`` (or an augmented one)."""
-    for n in walk_no_defs(node):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ops):
-            return True
-    return False
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ops) for n in walk_no_defs(node))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, receiver
@@ -26,7 +26,7 @@ _BACKWARD_DRIVERS = re.compile(r"accelerator|fabric|engine|^self$|trainer|manual
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
 
 
-def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, Optional[str], dict]]:
+def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, dict]]:
     """The training events one call produces (usually none or one)."""
     name, recv = call_name(call), receiver(call)
     role = fm.role(recv)
@@ -57,14 +57,14 @@ def _module_path(fm: FunctionModel, func: str) -> bool:
     return last in fm.file.class_names or (not rest and last in fm.file.imports.alias and last[:1].isupper())
 
 
-def _backward(call: ast.Call, recv: Optional[str]) -> tuple[str, Optional[str], dict]:
+def _backward(call: ast.Call, recv: str | None) -> tuple[str, str | None, dict]:
     if call.args and (recv is None or _BACKWARD_DRIVERS.search(recv.split(".")[-1].lower())):
         return BACKWARD, None, {"loss": call.args[0]}
     func = call.func
     return BACKWARD, None, {"loss": func.value if isinstance(func, ast.Attribute) else None}
 
 
-def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[str], role: Optional[str]) -> Optional[str]:
+def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: str | None, role: str | None) -> str | None:
     grad_recv = bool(recv) and (recv.endswith(".grad") or recv.endswith(".grad.data"))
     if name in ("zero_grad", "clear_grad", "clear_grads") or (grad_recv and name == "zero_"):
         return ZERO
@@ -90,7 +90,7 @@ def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[st
     return None
 
 
-def _mode_kind(call: ast.Call, name: str, recv: Optional[str]) -> Optional[str]:
+def _mode_kind(call: ast.Call, name: str, recv: str | None) -> str | None:
     if name == "eval":
         return EVAL if not call.args and not call.keywords else None
     if recv and "trainer" in recv.lower():
@@ -100,8 +100,8 @@ def _mode_kind(call: ast.Call, name: str, recv: Optional[str]) -> Optional[str]:
     return EVAL if arg is not None and const_value(arg) is False else TRAIN
 
 
-def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: Optional[str],
-                     role: Optional[str]) -> list[tuple[str, Optional[str], dict]]:
+def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: str | None,
+                     role: str | None) -> list[tuple[str, str | None, dict]]:
     helper = fm.file.resolve(call, fm)
     if _averages_weights(fm, call, name, helper):
         first = dotted(call.args[0]) if call.args else None
@@ -128,7 +128,7 @@ _UPDATE_WORDS = {"update", "updates", "step", "moving"}
 _TRAINING_CALLS = {"backward", "manual_backward", "step", "zero_grad", "eval", "train"}
 
 
-def _averages_weights(fm: FunctionModel, call: ast.Call, name: str, helper: Optional[FunctionModel]) -> bool:
+def _averages_weights(fm: FunctionModel, call: ast.Call, name: str, helper: FunctionModel | None) -> bool:
     """A free-standing weight-average update: ``update_ema(ema_model, model)``, ``swa_update(...)``,
     ``moving_average(ema, model, decay)`` (a name saying so, called with a model), or a local helper
     whose body blends one model's parameters into another's (``p_ema.mul_(d).add_(p, alpha=1 - d)``)."""

@@ -7,14 +7,37 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import Imports, call_name, calls_in_order, const_value, dotted, name_tokens, receiver, \
-    walk_no_defs
-from trickbag.audit._events import BACKWARD, CALL, CLIP, EMA_UPDATE, EVAL, FORWARD, SCALE, SCALER_UPDATE, SCHED, \
-    STEP, TRAIN, TRAIN_CALL, UNSCALE, ZERO, classify
+from trickbag.audit._ast import (
+    Imports,
+    call_name,
+    calls_in_order,
+    const_value,
+    dotted,
+    name_tokens,
+    receiver,
+    walk_no_defs,
+)
+from trickbag.audit._events import (
+    BACKWARD,
+    CALL,
+    CLIP,
+    EMA_UPDATE,
+    EVAL,
+    FORWARD,
+    SCALE,
+    SCALER_UPDATE,
+    SCHED,
+    STEP,
+    TRAIN,
+    TRAIN_CALL,
+    UNSCALE,
+    ZERO,
+    classify,
+)
 
 __all__ = ["FileModel", "FunctionModel", "Event", "Loop", "Guard", "Assignment", "Accumulation", "steps_like",
            "backward_like",
@@ -43,9 +66,9 @@ class Loop:
     """A ``for``/``while`` loop with every event inside it (nested loops included), in order."""
 
     node: ast.AST
-    parent: Optional["Loop"]
+    parent: Loop | None
     depth: int
-    events: list["Event"] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     nested_defs: list[str] = field(default_factory=list)
 
     @property
@@ -55,12 +78,12 @@ class Loop:
         return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
 
     @property
-    def iter(self) -> Optional[ast.AST]:
+    def iter(self) -> ast.AST | None:
         """What the loop iterates over (None for a ``while`` loop)."""
         gens = getattr(self.node, "generators", None)
         return gens[0].iter if gens else getattr(self.node, "iter", None)
 
-    def contains(self, other: "Loop") -> bool:
+    def contains(self, other: Loop) -> bool:
         while other is not None:
             if other is self:
                 return True
@@ -74,19 +97,19 @@ class Event:
 
     kind: str
     node: ast.AST
-    recv: Optional[str]
+    recv: str | None
     guards: tuple[Guard, ...]
     loops: tuple[Loop, ...]
     contexts: tuple[tuple[str, ast.AST], ...]
     order: int
-    fm: "FunctionModel"
+    fm: FunctionModel
     extra: dict = field(default_factory=dict)
 
     @property
-    def loop(self) -> Optional[Loop]:
+    def loop(self) -> Loop | None:
         return self.loops[-1] if self.loops else None
 
-    def in_context(self, kind: str) -> Optional[ast.AST]:
+    def in_context(self, kind: str) -> ast.AST | None:
         for k, node in self.contexts:
             if k == kind:
                 return node
@@ -96,14 +119,14 @@ class Event:
     def grad_disabled(self) -> bool:
         return self.fm.grad_disabled or any(k == "nograd" for k, _ in self.contexts)
 
-    def rel_guards(self, loop: Optional[Loop]) -> tuple[Guard, ...]:
+    def rel_guards(self, loop: Loop | None) -> tuple[Guard, ...]:
         depth = loop.depth if loop is not None else 0
         return tuple(g for g in self.guards if g.depth >= depth)
 
     def under(self, guard: Guard) -> bool:
         return any(g.node is guard.node and g.branch == guard.branch for g in self.guards)
 
-    def exclusive(self, other: "Event") -> bool:
+    def exclusive(self, other: Event) -> bool:
         """True when the two events sit in different branches of one ``if`` (never both run)."""
         return any(g.node is h.node and g.branch != h.branch for g in self.guards for h in other.guards)
 
@@ -119,11 +142,11 @@ class Assignment:
     """``names = value`` (or ``name op= value`` when ``op`` is set) at a point of a function."""
 
     names: list[str]
-    value: Optional[ast.AST]
+    value: ast.AST | None
     node: ast.AST
     order: int
     loops: tuple[Loop, ...]
-    op: Optional[ast.operator] = None
+    op: ast.operator | None = None
     contexts: tuple[tuple[str, ast.AST], ...] = ()
 
     @property
@@ -136,7 +159,7 @@ class Summary:
     """What a local helper does, seen from its callers."""
 
     kinds: set[str]
-    last_mode: Optional["Event"]
+    last_mode: Event | None
     mode_recvs: set[str]
 
 
@@ -147,8 +170,8 @@ class Accumulation:
     / inside the helpers ``updates`` that test the count themselves (``self.maybe_step(i)``)."""
 
     loop: Loop
-    guard: Optional[Guard]
-    inner: Optional[Loop]
+    guard: Guard | None
+    inner: Loop | None
     counter: set[str]
     updates: tuple[Event, ...] = ()
 
@@ -190,8 +213,8 @@ def _ends_with_continue(body: list[ast.stmt]) -> bool:
 class FunctionModel:
     """The events, loops and assignments of one function (or of the module body)."""
 
-    def __init__(self, node: ast.AST, file: "FileModel", cls: Optional[ast.ClassDef],
-                 parent: Optional["FunctionModel"]) -> None:
+    def __init__(self, node: ast.AST, file: FileModel, cls: ast.ClassDef | None,
+                 parent: FunctionModel | None) -> None:
         self.node, self.file, self.cls, self.parent = node, file, cls, parent
         self.name = getattr(node, "name", "<module>")
         self.events: list[Event] = []
@@ -201,8 +224,8 @@ class FunctionModel:
         self.roles: dict[str, str] = {}
         self.grad_disabled = any(_decorator_kind(d, file.imports) == "nograd"
                                  for d in getattr(node, "decorator_list", []))
-        self._accum: dict[int, Optional[Accumulation]] = {}
-        self._nodes: Optional[list[ast.AST]] = None
+        self._accum: dict[int, Accumulation | None] = {}
+        self._nodes: list[ast.AST] | None = None
 
     # ------------------------------------------------------------------ roles
     def body(self) -> list[ast.stmt]:
@@ -238,11 +261,11 @@ class FunctionModel:
                     if role and dotted(t) and (role != R.NOT_AN_OBJECT or dotted(t) not in self.roles):
                         self.roles[dotted(t)] = role
 
-    def role(self, name: Optional[str]) -> Optional[str]:
+    def role(self, name: str | None) -> str | None:
         """The role of a dotted name here: local constructor, class attribute, module, or the name."""
         if not name:
             return None
-        scope: Optional[FunctionModel] = self
+        scope: FunctionModel | None = self
         while scope is not None:
             if name in scope.roles:
                 return scope.roles[name]
@@ -261,7 +284,7 @@ class FunctionModel:
     def kind_events(self, *kinds: str) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
 
-    def accumulation(self, loop: Loop) -> Optional[Accumulation]:
+    def accumulation(self, loop: Loop) -> Accumulation | None:
         """How ``loop`` accumulates gradients (None when each iteration is one update)."""
         key = id(loop)
         if key not in self._accum:
@@ -285,7 +308,7 @@ def _plain_data(value: ast.AST) -> bool:
     return isinstance(value, ast.Call) and call_name(value) in ("dict", "OrderedDict", "list", "str", "defaultdict")
 
 
-def _decorator_kind(dec: ast.AST, imports: Imports) -> Optional[str]:
+def _decorator_kind(dec: ast.AST, imports: Imports) -> str | None:
     name = imports.qualname(dec).split(".")[-1]
     return "nograd" if name in _GRAD_OFF else None
 
@@ -321,7 +344,7 @@ def _own_events(fm: FunctionModel, loop: Loop, test) -> list[Event]:
     return out
 
 
-def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
     steps, backs = _own_events(fm, loop, steps_like), _own_events(fm, loop, backward_like)
     if not steps or not backs:
         return None
@@ -355,7 +378,7 @@ def _counter(g: Guard) -> set[str]:
     return {c for c in counter if c not in ("self", "cls") and not any(o.startswith(c + ".") for o in counter)}
 
 
-def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
     steps = [s for s in loop.events if steps_like(s) and s.loop is loop]
     if not steps:
         return None
@@ -378,7 +401,7 @@ _MICRO_WORDS = re.compile(r"accum|micro|chunk|split|shard|^mbs?$|^n_?mb$")
 _SPLIT_CALLS = {"chunk", "split", "tensor_split", "array_split"}
 
 
-def _split_batch_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+def _split_batch_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
     """One step over a batch split into micro-batches by a loop of the step function itself:
     ``for cx, cy in zip(x.chunk(n), y.chunk(n)): loss_fn(model(cx), cy).backward()`` (or ``for k in
     range(accum): ...``), then ``optimizer.step()`` after the loop, outside any loop.  The loop must
@@ -395,7 +418,7 @@ def _split_batch_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumul
     return Accumulation(loop, None, loop, counter)
 
 
-def _micro_iteration(fm: FunctionModel, it: ast.AST) -> Optional[set[str]]:
+def _micro_iteration(fm: FunctionModel, it: ast.AST) -> set[str] | None:
     """The micro-batch count of a loop's iterable (``n`` in ``x.chunk(n)``, ``accum`` in ``range(accum)``),
     an empty set when it iterates over split batches without one, None when it is not micro-batches."""
     calls = [n for n in walk_no_defs(it) if isinstance(n, ast.Call)]
@@ -425,7 +448,7 @@ def _rescales_grads(fm: FunctionModel) -> bool:
     return False
 
 
-def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation]:
+def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
     """``self.maybe_step(i)`` called on every iteration, the helper testing ``(i + 1) % k == 0`` itself."""
     steps, backs = _own_events(fm, loop, steps_like), _own_events(fm, loop, backward_like)
     if not steps or not backs or not all(s.kind == CALL for s in steps):
@@ -443,7 +466,7 @@ def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Optional[Accumulation
     return Accumulation(loop, None, None, counter, tuple(steps))
 
 
-def _returned_nested(factory: "FunctionModel") -> Optional["FunctionModel"]:
+def _returned_nested(factory: FunctionModel) -> FunctionModel | None:
     """The nested function a factory returns by name (``def make_step(...): def step(...): ...; return step``)."""
     for n in factory.nodes:
         if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in factory.nested:
@@ -473,12 +496,12 @@ class FileModel:
             _Walker(fm).run()
         self._summaries: dict[int, Summary] = {}
 
-    def _add(self, node: ast.AST, cls: Optional[ast.ClassDef], parent: Optional[FunctionModel]) -> FunctionModel:
+    def _add(self, node: ast.AST, cls: ast.ClassDef | None, parent: FunctionModel | None) -> FunctionModel:
         fm = FunctionModel(node, self, cls, parent)
         self.functions.append(fm)
         return fm
 
-    def _make_children(self, node: ast.AST, cls: Optional[ast.ClassDef], parent: FunctionModel,
+    def _make_children(self, node: ast.AST, cls: ast.ClassDef | None, parent: FunctionModel,
                        in_class: bool) -> None:
         """Every function and method of the tree, in source order (iterative: deep expressions are fine)."""
         todo = [(child, cls, parent, in_class) for child in reversed(list(ast.iter_child_nodes(node)))]
@@ -513,11 +536,11 @@ class FileModel:
                             roles[name] = role
         return out
 
-    def resolve(self, call: ast.Call, fm: FunctionModel) -> Optional[FunctionModel]:
+    def resolve(self, call: ast.Call, fm: FunctionModel) -> FunctionModel | None:
         """The local function a call runs: a nested or module-level def, or ``self.method``."""
         func = call.func
         if isinstance(func, ast.Name):
-            scope: Optional[FunctionModel] = fm
+            scope: FunctionModel | None = fm
             while scope is not None:
                 if func.id in scope.nested:
                     return scope.nested[func.id]
@@ -528,7 +551,7 @@ class FileModel:
             return self.methods.get((fm.cls.name, func.attr))
         return None
 
-    def _factory_product(self, name: str, fm: FunctionModel) -> Optional[FunctionModel]:
+    def _factory_product(self, name: str, fm: FunctionModel) -> FunctionModel | None:
         """``step = make_step(model, opt)`` where ``make_step`` returns its nested ``def step``: that nested
         function, so that ``step(x, y)`` in a loop is a call of it."""
         key = (id(fm), name)
@@ -578,7 +601,7 @@ class FileModel:
             self._memo[key] = compute()
         return self._memo[key]
 
-    def resolve_any(self, expr: ast.AST, fm: FunctionModel) -> Optional[FunctionModel]:
+    def resolve_any(self, expr: ast.AST, fm: FunctionModel) -> FunctionModel | None:
         """The first local helper called anywhere inside ``expr`` (None when there is none)."""
         for n in walk_no_defs(expr):
             if isinstance(n, ast.Call):
@@ -625,8 +648,11 @@ def _submodule_names(func: ast.AST) -> set[str]:
     """Names in ``func`` that hold a submodule, not the model passed in: loop variables over
     ``.modules()`` / ``.children()`` (directly or through a list built from them) and non-parameters
     selected by ``isinstance``."""
-    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)} if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+    params = (
+        {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
         else set()
+    )
     listed: set[str] = set()
     for n in ast.walk(func):
         if isinstance(n, ast.Assign) and _lists_submodules(n.value, set()):
@@ -728,8 +754,8 @@ class _Walker:
         elif isinstance(st, (ast.AugAssign, ast.AnnAssign)) and dotted(st.target):
             self.assign([dotted(st.target)], st.value, st, loops, getattr(st, "op", None), ctx)
 
-    def assign(self, names: list, value: Optional[ast.AST], node: ast.AST, loops: tuple,
-               op: Optional[ast.operator] = None, ctx: tuple = ()) -> None:
+    def assign(self, names: list, value: ast.AST | None, node: ast.AST, loops: tuple,
+               op: ast.operator | None = None, ctx: tuple = ()) -> None:
         self.order += 1
         self.fm.assigns.append(Assignment([n for n in names if n], value, node, self.order, loops, op, ctx))
 
@@ -762,15 +788,15 @@ class _Walker:
             here = made[id(comp)]
         return here
 
-    def emit(self, kind: str, node: ast.AST, recv: Optional[str], guards: tuple, loops: tuple, ctx: tuple,
-             extra: Optional[dict] = None) -> None:
+    def emit(self, kind: str, node: ast.AST, recv: str | None, guards: tuple, loops: tuple, ctx: tuple,
+             extra: dict | None = None) -> None:
         self.order += 1
         ev = Event(kind, node, recv, guards, loops, ctx, self.order, self.fm, extra or {})
         self.fm.events.append(ev)
         for lp in loops:
             lp.events.append(ev)
 
-    def context_kind(self, expr: ast.AST) -> Optional[str]:
+    def context_kind(self, expr: ast.AST) -> str | None:
         if not isinstance(expr, ast.Call):
             return "nograd" if self.fm.file.imports.qualname(expr).split(".")[-1] in _GRAD_OFF else None
         name = call_name(expr)
@@ -788,7 +814,7 @@ class _Walker:
             return "accumulate"
         return None
 
-    def classify(self, call: ast.Call) -> list[tuple[str, Optional[str], dict]]:
+    def classify(self, call: ast.Call) -> list[tuple[str, str | None, dict]]:
         return classify(self.fm, call)
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.optim import lr_scheduler as lrs

@@ -4,12 +4,11 @@ whether a loss was divided, which train/eval switch is in force at a forward."""
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, has_binop, names_in, name_tokens
-from trickbag.audit._flow import BACKWARD, CALL, EVAL, STEP, TRAIN, TRAIN_CALL, Event, FileModel, \
-    FunctionModel, Loop
+from trickbag.audit._ast import call_name, dotted, has_binop, name_tokens, names_in
+from trickbag.audit._flow import BACKWARD, CALL, EVAL, STEP, TRAIN, TRAIN_CALL, Event, FileModel, FunctionModel, Loop
 
 __all__ = ["stepish", "has_kind", "train_loop", "at_level", "loops_of", "scaled_loss", "mode_events", "same_model",
            "is_eval_function", "is_valish", "is_data_loop", "loss_names", "short_name"]
@@ -30,7 +29,7 @@ def has_kind(loop: Loop, kind: str) -> bool:
     return any(kind in e.kinds() for e in loop.events)
 
 
-def train_loop(ev: Event) -> Optional[Loop]:
+def train_loop(ev: Event) -> Loop | None:
     """The innermost loop around ``ev`` that runs a backward pass (None: not in a training loop)."""
     for lp in reversed(ev.loops):
         if has_kind(lp, BACKWARD):
@@ -49,8 +48,8 @@ _SCALING_METHODS = {"div", "div_", "mul", "mul_", "true_divide", "divide", "mult
 _DIV_OPS = (ast.Div, ast.Mult, ast.FloorDiv)
 
 
-def scaled_loss(fm: FunctionModel, expr: Optional[ast.AST], before: int, counter: set[str],
-                depth: int = 0) -> Optional[bool]:
+def scaled_loss(fm: FunctionModel, expr: ast.AST | None, before: int, counter: set[str],
+                depth: int = 0) -> bool | None:
     """Was the loss ``expr`` divided (or multiplied) before ``before``?  True / False (an unscaled
     loss value), None when unknown (a helper computes it, a parameter, ...)."""
     if expr is None or depth > 4:
@@ -73,7 +72,7 @@ def scaled_loss(fm: FunctionModel, expr: Optional[ast.AST], before: int, counter
     return _scaled_name(fm, name, before, counter, depth)
 
 
-def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], depth: int) -> Optional[bool]:
+def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], depth: int) -> bool | None:
     assigns = fm.last_assignments(name, before)
     if not assigns:
         return _scaled_output_loss(fm, name, before, counter)
@@ -94,19 +93,21 @@ def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], d
     return False if verdicts and all(v is False for v in verdicts) else None
 
 
-def _scaled_output_loss(fm: FunctionModel, name: str, before: int, counter: set[str]) -> Optional[bool]:
+def _scaled_output_loss(fm: FunctionModel, name: str, before: int, counter: set[str]) -> bool | None:
     """``out.loss`` of a local ``out = model(**batch)``: unscaled unless ``out`` was divided itself."""
     base, _, attr = name.rpartition(".")
     assigns = fm.last_assignments(base, before) if attr == "loss" and base else []
     if not assigns or any(a.value is None for a in assigns):
         return None
-    if any((a.op is not None and isinstance(a.op, _DIV_OPS)) or has_binop(a.value, _DIV_OPS)
-           or _mentions_counter(a.value, counter) for a in assigns):
-        return True
-    return False
+    return any(
+        (a.op is not None and isinstance(a.op, _DIV_OPS))
+        or has_binop(a.value, _DIV_OPS)
+        or _mentions_counter(a.value, counter)
+        for a in assigns
+    )
 
 
-def _helper_scaled(helper: FunctionModel, counter: set[str]) -> Optional[bool]:
+def _helper_scaled(helper: FunctionModel, counter: set[str]) -> bool | None:
     """Does a local helper that computes the loss divide it?  (None: it returns something else.)"""
     returns = [n.value for n in helper.nodes if isinstance(n, ast.Return) and n.value is not None]
     if not returns:
@@ -225,10 +226,17 @@ def loss_names(fm: FunctionModel) -> set[str]:
         if dotted(loss):
             out.add(dotted(loss))
     for a in fm.assigns:
-        if a.value is not None and a.op is None and len(a.names) == 1 and R.is_loss_value(a.value, fm.role) \
-                and not _running_sum(a):
-            out.add(a.names[0])
-        elif a.value is not None and a.op is None and len(a.names) == 1 and _model_output_loss(fm, a.value, a.order):
+        if (
+            a.value is not None
+            and a.op is None
+            and len(a.names) == 1
+            and R.is_loss_value(a.value, fm.role)
+            and not _running_sum(a)
+            or a.value is not None
+            and a.op is None
+            and len(a.names) == 1
+            and _model_output_loss(fm, a.value, a.order)
+        ):
             out.add(a.names[0])
     return out
 

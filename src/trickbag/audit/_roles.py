@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Optional
 
 from trickbag.audit._ast import Imports, call_name, dotted, name_tokens
 
-__all__ = ["OPTIMIZER", "SCHEDULER", "SCALER", "EMA", "MODEL", "LOSS", "role_by_name", "role_by_constructor",
-           "innermost_call", "is_loss_value", "CE_LOSSES", "NLL_LOSSES", "LOSS_FUNCTIONS", "EVAL_NAME", "TRAIN_FUNCTION"]
+__all__ = [
+    "OPTIMIZER",
+    "SCHEDULER",
+    "SCALER",
+    "EMA",
+    "MODEL",
+    "LOSS",
+    "role_by_name",
+    "role_by_constructor",
+    "innermost_call",
+    "is_loss_value",
+    "CE_LOSSES",
+    "NLL_LOSSES",
+    "LOSS_FUNCTIONS",
+    "EVAL_NAME",
+    "TRAIN_FUNCTION",
+]
 
 OPTIMIZER, SCHEDULER, SCALER, EMA, MODEL, LOSS = "optimizer", "scheduler", "scaler", "ema", "model", "loss"
 NOT_AN_OBJECT = "data"  # a name assigned plain data (a dict, a string): no name-based role
@@ -45,11 +59,19 @@ _ROLE_WORDS = [
     (EMA, re.compile(r"^(ema|swa)(_?model|_?net)?s?$|^(model|net)_?(ema|swa)$|_ema$|^ema_|averaged_model|avg_model")),
     (SCALER, re.compile(r"scaler$|^scaler|grad_?scaler")),
     (SCHEDULER, re.compile(r"sched|^lr_?scheduler|^scheduler")),
-    (OPTIMIZER, re.compile(r"^(opt|optim|optimizer|optimiser)(s|_?[a-z0-9]{1,3}|_\w+)?$|_(opt|optim|optimizer|optimiser)s?$")),
-    (MODEL, re.compile(r"^(model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|"
-                       r"critic|student|unet|vae|transformer|cnn|resnet|mlp|ddp_model)(_?[a-z0-9]+)?$|"
-                       r"_(model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|critic)$|"
-                       r"^net_?[gd]$|^[gd]_?net$|^model_?[gd]$|^net[a-z0-9]?$")),
+    (
+        OPTIMIZER,
+        re.compile(r"^(opt|optim|optimizer|optimiser)(s|_?[a-z0-9]{1,3}|_\w+)?$|_(opt|optim|optimizer|optimiser)s?$"),
+    ),
+    (
+        MODEL,
+        re.compile(
+            r"^(model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|"
+            r"critic|student|unet|vae|transformer|cnn|resnet|mlp|ddp_model)(_?[a-z0-9]+)?$|"
+            r"_(model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|critic)$|"
+            r"^net_?[gd]$|^[gd]_?net$|^model_?[gd]$|^net[a-z0-9]?$"
+        ),
+    ),
 ]
 _NOT_OPTIMIZER = {"option", "options", "optional", "optimal", "opts_file", "optimize"}
 
@@ -73,7 +95,7 @@ _NOT_AN_OBJECT = {"state", "states", "dict", "path", "paths", "name", "names", "
                   "results"}
 
 
-def role_by_name(name: Optional[str]) -> Optional[str]:
+def role_by_name(name: str | None) -> str | None:
     """The role suggested by the last component of a dotted name (``self.opt_g`` -> optimizer)."""
     if not name:
         return None
@@ -86,17 +108,34 @@ def role_by_name(name: Optional[str]) -> Optional[str]:
     return None
 
 
-def innermost_call(value: ast.AST) -> Optional[ast.Call]:
+def innermost_call(value: ast.AST) -> ast.Call | None:
     """``Net().to(dev).train()`` -> the ``Net()`` call; ``torch.compile(Net())`` stays the outer call."""
     node = value
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call) \
-            and node.func.attr in {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
-                                   "requires_grad_", "share_memory", "to_empty"}:
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Call)
+        and node.func.attr
+        in {
+            "to",
+            "cuda",
+            "cpu",
+            "train",
+            "eval",
+            "float",
+            "half",
+            "double",
+            "bfloat16",
+            "requires_grad_",
+            "share_memory",
+            "to_empty",
+        }
+    ):
         node = node.func.value
     return node if isinstance(node, ast.Call) else None
 
 
-def role_by_constructor(value: Optional[ast.AST], imports: Imports, module_classes: set[str]) -> Optional[str]:
+def role_by_constructor(value: ast.AST | None, imports: Imports, module_classes: set[str]) -> str | None:
     """The role of whatever ``value`` constructs (``torch.optim.SGD(...)`` -> optimizer)."""
     if isinstance(value, ast.IfExp):
         return role_by_constructor(value.body, imports, module_classes) or \
@@ -113,7 +152,7 @@ def role_by_constructor(value: Optional[ast.AST], imports: Imports, module_class
     return _role_of_class(last, qual, module_classes)
 
 
-def _role_of_class(last: str, qual: str, module_classes: set[str]) -> Optional[str]:
+def _role_of_class(last: str, qual: str, module_classes: set[str]) -> str | None:
     low = last.lower()
     if last in _SCALER_CLASSES:
         return SCALER
@@ -132,7 +171,7 @@ def _role_of_class(last: str, qual: str, module_classes: set[str]) -> Optional[s
     return None
 
 
-def annotation_role(annotation: Optional[ast.AST]) -> Optional[str]:
+def annotation_role(annotation: ast.AST | None) -> str | None:
     """The role of an annotated argument (``optimizer: torch.optim.Optimizer``)."""
     name = dotted(annotation) or ""
     last = name.split(".")[-1]

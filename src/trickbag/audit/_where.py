@@ -6,7 +6,6 @@ import functools
 import os
 import sys
 import types
-from typing import Optional
 
 import torch
 
@@ -39,7 +38,7 @@ def _shown(filename: str) -> str:
 
 def user_where(skip: int = 1) -> str:
     """``file:line`` of the innermost frame outside trickbag and torch (the user's call)."""
-    f: Optional[types.FrameType] = sys._getframe(skip)
+    f: types.FrameType | None = sys._getframe(skip)
     while f is not None:
         name = f.f_code.co_filename
         if not _internal(name):

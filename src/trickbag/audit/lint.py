@@ -10,21 +10,22 @@ Markdown pages; ``# noqa`` handling, output as text lines or JSON.  Standard lib
 ... '''
 >>> for f in lint_source(code, "train.py"):
 ...     print(f.format())
-train.py:5:5: TB104 the loop steps the optimizer but never zeroes the gradients: backward() keeps adding into .grad (fix: call optimizer.zero_grad() once per update (at the top of the iteration, or after step()))
+train.py:5:5: TB104 the loop steps the optimizer but never zeroes the gradients: backward() keeps adding into .grad
+(fix: call optimizer.zero_grad() once per update (at the top of the iteration, or after step()))
 """
 
 from __future__ import annotations
 
 import ast
 import fnmatch
-import json
 import io
+import json
 import os
 import re
 import tokenize
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Sequence
 
 from trickbag.audit import rules_api, rules_env, rules_eval, rules_loop  # noqa: F401  (registers the rules)
 from trickbag.audit._flow import FileModel
@@ -62,7 +63,7 @@ class Finding:
         return f"{self.path}:{self.line}:{self.col}: {self.rule} {self.message} (fix: {self.fix})"
 
 
-def _noqa_codes(line: str) -> Optional[set[str]]:
+def _noqa_codes(line: str) -> set[str] | None:
     """The codes a ``# noqa`` comment silences (an empty set: every code), None without one."""
     m = _NOQA.search(line)
     if not m:
@@ -77,7 +78,7 @@ def _silenced(finding: Finding, lines: Sequence[str]) -> bool:
     return codes is not None and (not codes or finding.rule in codes)
 
 
-def _syntax_finding(path: str, exc: Exception, line_map: Optional[dict[int, int]] = None) -> Finding:
+def _syntax_finding(path: str, exc: Exception, line_map: dict[int, int] | None = None) -> Finding:
     if isinstance(exc, (RecursionError, MemoryError)):
         return _too_deep(path, f"Python's parser gives up ({exc or type(exc).__name__})")
     line = getattr(exc, "lineno", None) or 1
@@ -110,9 +111,9 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
     return out
 
 
-def lint_source(text: str, path: str = "<string>", *, select: Optional[Iterable[str]] = None,
-                ignore: Optional[Iterable[str]] = None, noqa: bool = True,
-                col_shift: Optional[dict[int, int]] = None, noqa_lines: Optional[Sequence[str]] = None) -> list[Finding]:
+def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | None = None,
+                ignore: Iterable[str] | None = None, noqa: bool = True,
+                col_shift: dict[int, int] | None = None, noqa_lines: Sequence[str] | None = None) -> list[Finding]:
     """Lint Python source ``text`` (reported as ``path``); ``noqa=False`` ignores ``# noqa`` comments.
 
     An unknown rule in ``select``/``ignore`` is a ValueError.  A file that does not parse, or is nested
@@ -295,8 +296,8 @@ def _walk(folder: Path, exclude: Sequence[str]) -> Iterator[Path]:
                 yield f
 
 
-def lint_paths(paths: Iterable[str | os.PathLike], *, select: Optional[Iterable[str]] = None,
-               ignore: Optional[Iterable[str]] = None, exclude: Sequence[str] = ()) -> list[Finding]:
+def lint_paths(paths: Iterable[str | os.PathLike], *, select: Iterable[str] | None = None,
+               ignore: Iterable[str] | None = None, exclude: Sequence[str] = ()) -> list[Finding]:
     """Lint files and folders (see :func:`iter_files`); findings sorted by file, line, column."""
     select_rules(select, ignore)  # unknown codes fail before any file is read
     out: list[Finding] = []

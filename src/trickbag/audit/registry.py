@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
 
 __all__ = ["Rule", "Hit", "RULES", "rule", "find_rule", "select_rules"]
 
@@ -18,7 +18,7 @@ class Hit:
 
     node: ast.AST
     message: str
-    fix: Optional[str] = None
+    fix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,12 @@ def _parse_doc(doc: str) -> tuple[str, str, str, str]:
     if not m:
         raise ValueError(f"rule docstring needs 'Wrong::' and 'Right::' sections: {summary!r}")
     why = " ".join(text[:m.start()].split())
-    return summary, why, textwrap.dedent(m.group("wrong")).strip() + "\n", textwrap.dedent(m.group("right")).strip() + "\n"
+    return (
+        summary,
+        why,
+        textwrap.dedent(m.group("wrong")).strip() + "\n",
+        textwrap.dedent(m.group("right")).strip() + "\n",
+    )
 
 
 def rule(code: str, name: str, fix: str) -> Callable[[Callable], Callable]:
@@ -71,7 +76,7 @@ def rule(code: str, name: str, fix: str) -> Callable[[Callable], Callable]:
     return register
 
 
-def find_rule(key: str) -> Optional[Rule]:
+def find_rule(key: str) -> Rule | None:
     """A rule by code (any case) or by name."""
     key = key.strip()
     if key.upper() in RULES:
@@ -79,7 +84,7 @@ def find_rule(key: str) -> Optional[Rule]:
     return next((r for r in RULES.values() if r.name == key.lower()), None)
 
 
-def select_rules(select: Optional[Iterable[str]] = None, ignore: Optional[Iterable[str]] = None) -> list[Rule]:
+def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[Rule]:
     """Rules chosen by codes, code prefixes (``TB1``) or names; an unknown entry is a ValueError."""
 
     def match(keys: Iterable[str], option: str) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from typing import Iterator, Optional, Union
+from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, edit_distance, name_tokens, walk_no_defs
@@ -53,7 +53,7 @@ def _dict_call(node: ast.AST) -> bool:
         and not node.args
 
 
-def _group_nodes(fm: FunctionModel, expr: Optional[ast.AST], hops: int = 0) -> Iterator[ast.AST]:
+def _group_nodes(fm: FunctionModel, expr: ast.AST | None, hops: int = 0) -> Iterator[ast.AST]:
     """The dicts an optimizer's ``params`` argument is made of, following names to the lists assigned
     (or appended) to them — in the function, the enclosing ones, the module, and for ``self.groups``
     the class's methods — and local helpers to what they return (3 hops at most)."""
@@ -80,7 +80,7 @@ def _group_nodes(fm: FunctionModel, expr: Optional[ast.AST], hops: int = 0) -> I
 
 def _assigned_values(fm: FunctionModel, name: str) -> Iterator[tuple[FunctionModel, ast.AST]]:
     scopes: list[FunctionModel] = []
-    scope: Optional[FunctionModel] = fm
+    scope: FunctionModel | None = fm
     while scope is not None:
         scopes.append(scope)
         scope = scope.parent
@@ -98,7 +98,9 @@ def _keys(d: ast.AST) -> list[tuple[str, ast.AST, ast.AST]]:
     """(key, key node, value) of a dict literal's string keys or a ``dict(...)`` call's keywords."""
     if isinstance(d, ast.Call):
         return [(k.arg, k, k.value) for k in d.keywords if k.arg]
-    return [(k.value, k, v) for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return [
+        (k.value, k, v) for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)
+    ]
 
 
 def _n_keys(d: ast.AST) -> int:
@@ -121,7 +123,11 @@ def _looks_like_group(d: ast.AST) -> bool:
     return bool(keys & {"lr", "weight_decay"}) and any(_holds_parameters(v) for _, _, v in _keys(d))
 
 
-@rule("TB301", "param-group-key", fix="name the tensors 'params' and use torch's hyper-parameter keys (lr, weight_decay, ...)")
+@rule(
+    "TB301",
+    "param-group-key",
+    fix="name the tensors 'params' and use torch's hyper-parameter keys (lr, weight_decay, ...)",
+)
 def param_group_key(file: FileModel) -> Iterator[Hit]:
     """An optimizer param-group dict has its tensors under a key other than ``'params'``, or a
     misspelled hyper-parameter key.
@@ -183,7 +189,7 @@ def _module_loop_var(fm: FunctionModel, name: str) -> bool:
 _REAL_ATTRS = {"require_backward_grad_sync", "require_forward_param_sync", "requires_grad"}
 
 
-def _typo_message(fm: FunctionModel, base: str, attr: str) -> Optional[str]:
+def _typo_message(fm: FunctionModel, base: str, attr: str) -> str | None:
     if attr == "requires_grad_" or (attr not in _REAL_ATTRS and (
             attr in _TYPO_TARGETS["requires_grad"] or edit_distance(attr, "requires_grad") <= 2
             or (attr.startswith("req") and "grad" in attr and len(attr) <= len("requires_gradient")))):
@@ -200,7 +206,11 @@ def _typo_message(fm: FunctionModel, base: str, attr: str) -> Optional[str]:
     return None
 
 
-@rule("TB302", "misspelled-attribute", fix="spell the attribute exactly (p.requires_grad = False / model.requires_grad_(False))")
+@rule(
+    "TB302",
+    "misspelled-attribute",
+    fix="spell the attribute exactly (p.requires_grad = False / model.requires_grad_(False))",
+)
 def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
     """An assignment to a misspelled torch attribute silently creates a new attribute.
 
@@ -317,7 +327,7 @@ def _is_softmax_call(node: ast.AST) -> bool:
     return isinstance(node.func, ast.Call) and call_name(node.func) == "Softmax"
 
 
-def _softmaxed(fm: FunctionModel, node: Optional[ast.AST], line: int, probs: set[str], depth: int = 0,
+def _softmaxed(fm: FunctionModel, node: ast.AST | None, line: int, probs: set[str], depth: int = 0,
                sigmoid: bool = False) -> bool:
     if node is None or depth > 6:
         return False
@@ -462,7 +472,7 @@ def _picked_probabilities(fm: FunctionModel, node: ast.AST, line: int, probs: se
 _MODULE_NAMES = {"torch", "F", "np", "numpy"}
 
 
-def _call_source(fm: FunctionModel, call: ast.Call) -> Optional[ast.AST]:
+def _call_source(fm: FunctionModel, call: ast.Call) -> ast.AST | None:
     """The tensor a call works on: ``x`` in ``x.mean()`` and in ``torch.mean(x)``."""
     func = call.func
     if isinstance(func, ast.Attribute):
@@ -583,7 +593,7 @@ class _Positive:
 
 
 POS = _Positive()
-Value = Union[float, _Positive, None]
+Value = float | _Positive | None
 
 
 def _num(v: Value) -> bool:
@@ -623,14 +633,18 @@ def _binop(op: ast.operator, a: Value, b: Value) -> Value:
     return None
 
 
-def _compare(op: ast.cmpop, a: Value, b: Value) -> Optional[bool]:
+def _compare(op: ast.cmpop, a: Value, b: Value) -> bool | None:
     if _num(a) and _num(b):
         return {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b,
                 ast.NotEq: a != b}.get(type(op))
     if _num(a) and a <= 0 and b is POS:
-        return {ast.Lt: True, ast.LtE: True, ast.Gt: False, ast.GtE: False, ast.Eq: False, ast.NotEq: True}.get(type(op))
+        return {ast.Lt: True, ast.LtE: True, ast.Gt: False, ast.GtE: False, ast.Eq: False, ast.NotEq: True}.get(
+            type(op)
+        )
     if a is POS and _num(b) and b <= 0:
-        return {ast.Lt: False, ast.LtE: False, ast.Gt: True, ast.GtE: True, ast.Eq: False, ast.NotEq: True}.get(type(op))
+        return {ast.Lt: False, ast.LtE: False, ast.Gt: True, ast.GtE: True, ast.Eq: False, ast.NotEq: True}.get(
+            type(op)
+        )
     return None
 
 
@@ -681,7 +695,7 @@ _BOUNDED = {"cos", "sin", "tanh"}  # |f(x)| <= 1
 _NONNEG_CALLS = {"exp", "sqrt", "abs", "fabs", "float"}
 
 
-def _bound(node: ast.AST, env: dict[str, Value], depth: int) -> Optional[float]:
+def _bound(node: ast.AST, env: dict[str, Value], depth: int) -> float | None:
     """A bound on ``abs(node)``: ``cos(x)`` -> 1, ``0.5 * cos(x)`` -> 0.5; None when unbounded or unknown."""
     if isinstance(node, ast.Call) and call_name(node) in _BOUNDED:
         return 1.0
@@ -723,13 +737,13 @@ def _nonneg(node: ast.AST, env: dict[str, Value], depth: int = 0) -> bool:
     return False
 
 
-def _truth(test: ast.AST, env: dict[str, Value], depth: int = 0) -> Optional[bool]:
+def _truth(test: ast.AST, env: dict[str, Value], depth: int = 0) -> bool | None:
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _compare(test.ops[0], _value(test.left, env, depth), _value(test.comparators[0], env, depth))
     return None
 
 
-def _run_body(body: list[ast.stmt], env: dict[str, Value]) -> tuple[Value, Optional[ast.AST]]:
+def _run_body(body: list[ast.stmt], env: dict[str, Value]) -> tuple[Value, ast.AST | None]:
     """Run a small lr_lambda body at step 0: (returned value, the return statement)."""
     for st in body:
         if isinstance(st, ast.Return) and st.value is not None:
@@ -789,7 +803,7 @@ def _lambdas(fm: FunctionModel, node: ast.AST) -> Iterator[ast.AST]:
                 yield from _lambdas(fm, a.value)
 
 
-def _factory_function(fm: FunctionModel, call: ast.Call) -> Optional[ast.AST]:
+def _factory_function(fm: FunctionModel, call: ast.Call) -> ast.AST | None:
     """The function a local factory call returns: its nested def returned by name, or a returned lambda."""
     factory = fm.file.resolve(call, fm)
     if factory is None:
@@ -842,7 +856,7 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
                     yield Hit(hit, "the warm-up factor is 0 at step 0: the first update uses learning rate 0")
 
 
-def _zero_at_start(fm: FunctionModel, lam: ast.AST) -> Optional[ast.AST]:
+def _zero_at_start(fm: FunctionModel, lam: ast.AST) -> ast.AST | None:
     args = lam.args.posonlyargs + lam.args.args
     if args and not isinstance(lam, ast.Lambda) and args[0].arg in ("self", "cls"):
         args = args[1:]

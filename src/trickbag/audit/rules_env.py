@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import Imports, call_name, const_value, dotted, edit_distance
@@ -41,7 +41,7 @@ _KNOWN_MISTAKES = {"CUBLAS_WORKSPACE": "CUBLAS_WORKSPACE_CONFIG", "CUDA_DEVICES"
 _ENV_METHODS = {"get", "setdefault", "pop", "__getitem__", "__setitem__"}
 
 
-def meant_env(key: str) -> Optional[str]:
+def meant_env(key: str) -> str | None:
     """The known variable a misspelled environment-variable name was meant to be (None if fine)."""
     if key in KNOWN_ENV or not key:
         return None
@@ -97,7 +97,7 @@ def _env_call_keys(node: ast.Call, file: FileModel) -> Iterator[tuple[str, ast.A
                         yield key.value, key, True
 
 
-def _environ_copy(node: Optional[ast.AST], file: FileModel) -> bool:
+def _environ_copy(node: ast.AST | None, file: FileModel) -> bool:
     """``dict(os.environ)``, ``os.environ.copy()``, ``copy.copy(os.environ)``, ``{**os.environ, ...}``."""
     if isinstance(node, ast.Dict):
         return any(k is None and _is_environ(v, file) for k, v in zip(node.keys, node.values))
@@ -237,15 +237,22 @@ def _helper_inits_cuda(node: ast.AST, fm: FunctionModel, file: FileModel, depth:
 def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.AST]:
     """The nodes of ``fm`` that set CUDA_VISIBLE_DEVICES (``os.environ[...] =``, ``setdefault``, ``update``)."""
     for node in fm.nodes:
-        if isinstance(node, ast.Subscript) and _is_environ(node.value, file) and isinstance(node.ctx, ast.Store) \
-                and const_value(node.slice) == "CUDA_VISIBLE_DEVICES":
-            yield node
-        elif isinstance(node, ast.Call) and any(key == "CUDA_VISIBLE_DEVICES" and write
-                                                for key, _, write in _env_call_keys(node, file)):
+        if (
+            isinstance(node, ast.Subscript)
+            and _is_environ(node.value, file)
+            and isinstance(node.ctx, ast.Store)
+            and const_value(node.slice) == "CUDA_VISIBLE_DEVICES"
+            or isinstance(node, ast.Call)
+            and any(key == "CUDA_VISIBLE_DEVICES" and write for key, _, write in _env_call_keys(node, file))
+        ):
             yield node
 
 
-@rule("TB402", "cuda-visible-devices-late", fix="set CUDA_VISIBLE_DEVICES before anything touches CUDA (first lines, or the shell)")
+@rule(
+    "TB402",
+    "cuda-visible-devices-late",
+    fix="set CUDA_VISIBLE_DEVICES before anything touches CUDA (first lines, or the shell)",
+)
 def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
     """``CUDA_VISIBLE_DEVICES`` is set after CUDA was initialised.
 
@@ -346,7 +353,7 @@ def _flag_assignments(file: FileModel) -> Iterator[tuple[str, ast.AST, int]]:
                 yield kind, node, id(fm)
 
 
-def _flag_kind(node: ast.AST, imports: Imports) -> Optional[str]:
+def _flag_kind(node: ast.AST, imports: Imports) -> str | None:
     if isinstance(node, ast.Assign) and const_value(node.value) is True:
         for t in node.targets:
             name = imports.resolve(dotted(t) or "")  # ``cb.deterministic`` after ``... import cudnn as cb``

@@ -4,26 +4,37 @@ losses kept with their graph (codes TB2xx)."""
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk_no_defs
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, FORWARD, STEP, TRAIN, Event, FileModel, FunctionModel, Loop
-from trickbag.audit._query import short_name, has_kind, is_data_loop, is_eval_function, is_valish, loss_names, \
-    mode_events, same_model, stepish, train_loop, _VALISH
+from trickbag.audit._query import (
+    _VALISH,
+    has_kind,
+    is_data_loop,
+    is_eval_function,
+    is_valish,
+    loss_names,
+    mode_events,
+    same_model,
+    short_name,
+    stepish,
+    train_loop,
+)
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
 
 
-def _mode_before(fm: FunctionModel, fwd: Event) -> Optional[str]:
+def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     """The train/eval switch last run (in this function) before ``fwd``: 'eval', 'train' or None."""
     events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
     modes = [(e, kind) for e, kind in mode_events(fm, events) if same_model(e, fwd)]
     return modes[-1][1] if modes else None
 
 
-def _callers_set_eval(fm: FunctionModel) -> Optional[bool]:
+def _callers_set_eval(fm: FunctionModel) -> bool | None:
     """True/False when every/some call site of ``fm`` switched to eval before the call, None if uncalled."""
     sites = fm.call_sites()
     if not sites:
@@ -32,7 +43,7 @@ def _callers_set_eval(fm: FunctionModel) -> Optional[bool]:
                for s in sites)
 
 
-def _callers_disable_grad(fm: FunctionModel) -> Optional[bool]:
+def _callers_disable_grad(fm: FunctionModel) -> bool | None:
     sites = fm.call_sites()
     if not sites:
         return None
@@ -204,7 +215,7 @@ def _training_forwards(fm: FunctionModel) -> Iterator[Event]:
         yield f
 
 
-def _culprit(fm: FunctionModel, fwd: Event) -> Optional[Event]:
+def _culprit(fm: FunctionModel, fwd: Event) -> Event | None:
     """The ``eval()`` switch left in force at a training forward, if any."""
     for loop in reversed(fwd.loops):
         modes = [(e, k) for e, k in mode_events(fm, loop.events) if same_model(e, fwd)]
@@ -268,7 +279,7 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
                                     "this loop never switch it back with .train()")
 
 
-def _helper_culprit(fm: FunctionModel, loop: Loop) -> Optional[Event]:
+def _helper_culprit(fm: FunctionModel, loop: Loop) -> Event | None:
     """A loop that trains through helpers (``train_epoch(); validate()``) and switches to eval only."""
     if any(e.kind == FORWARD for e in loop.events) or not any(e.kind == CALL and {BACKWARD, STEP} <= e.kinds()
                                                               for e in loop.events):
@@ -338,7 +349,7 @@ _DETACHING = {"item", "detach", "tolist", "numpy", "float", "int", "round", "det
 _PASS_THROUGH = {"sum", "mean", "clone", "cpu", "to", "view", "reshape", "squeeze"}
 
 
-def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> Optional[str]:
+def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> str | None:
     """The loss whose graph ``node`` keeps alive (None if every use is detached).  Iterative: a
     1000-term sum does not reach the recursion limit."""
     todo = [node]
@@ -359,7 +370,7 @@ def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int
     return None
 
 
-def _kept_name(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> Optional[str]:
+def _kept_name(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> str | None:
     name = dotted(node)
     if (isinstance(node, ast.Attribute) and node.attr == "data") or name not in losses:
         return None
@@ -381,7 +392,7 @@ def _accumulations(fm: FunctionModel, loop: Loop) -> Iterator[tuple[ast.AST, str
             yield a.node, a.names[0], added, a.order
 
 
-def _added(a) -> Optional[ast.AST]:
+def _added(a) -> ast.AST | None:
     """The value ``a`` adds to its target: ``acc += v``, ``acc = acc + v``, ``d[k] = d.get(k, 0) + v``,
     ``acc.append(v)`` (None for any other assignment)."""
     target = a.names[0] if a.names else None
@@ -414,7 +425,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
 
     So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
     y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function
-    or method of its own (backward and step, no loop) that the file never calls is taken to be one.  A function's own loop
+    or method of its own (backward and step, no loop) that the file never calls is taken to be one.  A function's own
+    loop
     adding its loss to a module-level list or total (``loss_history.append(loss)``) is reported too.
 
     Wrong::
@@ -511,7 +523,7 @@ def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:
                     break
 
 
-def _instance_method(fm: FunctionModel, call: ast.Call) -> Optional[FunctionModel]:
+def _instance_method(fm: FunctionModel, call: ast.Call) -> FunctionModel | None:
     """``tracker.update(...)`` where ``tracker = MetricTracker()`` (a class of this file): that method."""
     func = call.func
     recv = dotted(func.value) if isinstance(func, ast.Attribute) else None
@@ -544,7 +556,7 @@ def _bound_args(helper: FunctionModel, call: ast.Call) -> Iterator[tuple[str, as
             yield k.arg, k.value
 
 
-def _persistent_sum(helper: FunctionModel, param: str) -> Optional[str]:
+def _persistent_sum(helper: FunctionModel, param: str) -> str | None:
     """The sum outliving a call of ``helper`` that the parameter ``param`` is added to, with its graph:
     an attribute (``self.total``), a container passed in, or a module-level name."""
     args = helper.node.args
@@ -565,7 +577,7 @@ def _persistent_sum(helper: FunctionModel, param: str) -> Optional[str]:
     return None
 
 
-def _names(node: Optional[ast.AST]) -> set[str]:
+def _names(node: ast.AST | None) -> set[str]:
     if node is None:
         return set()
     return {dotted(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}

@@ -4,13 +4,25 @@ clipping and the GradScaler, EMA, autocast and DDP ``no_sync`` (codes TB1xx)."""
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
-from trickbag.audit._flow import BACKWARD, CALL, CLIP, EMA_UPDATE, SCALE, SCALER_UPDATE, SCHED, STEP, UNSCALE, ZERO, \
-    Event, FileModel
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens
-from trickbag.audit._query import short_name, at_level, loops_of, scaled_loss, stepish, train_loop
+from trickbag.audit._flow import (
+    BACKWARD,
+    CALL,
+    CLIP,
+    EMA_UPDATE,
+    SCALE,
+    SCALER_UPDATE,
+    SCHED,
+    STEP,
+    UNSCALE,
+    ZERO,
+    Event,
+    FileModel,
+)
+from trickbag.audit._query import at_level, loops_of, scaled_loss, short_name, stepish, train_loop
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -88,7 +100,7 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
                 optimizer.step()
             scheduler.step()
     """
-    for fm, loop in loops_of(file):
+    for _fm, loop in loops_of(file):
         for e in loop.events:
             if e.kind != SCHED or e.node.args or not at_level(e, loop) or _micro(e) or _counter_guarded(e, loop):
                 continue
@@ -130,7 +142,7 @@ _SCHED_WORDS = {"sched", "scheduler", "lr", "schedule", "warmup"}
 _OPT_WORDS = {"opt", "optim", "optimizer", "optimiser"}
 
 
-def _scheduler_optimizer(file: FileModel, sched: str) -> Optional[str]:
+def _scheduler_optimizer(file: FileModel, sched: str) -> str | None:
     """The optimizer a scheduler drives: from its constructor (``LambdaLR(opt_g, ...)``), or from the
     names (``sched_g`` goes with ``opt_g``)."""
     built = file.memo("scheduler_optimizers", lambda: _find_scheduler_optimizers(file))
@@ -645,7 +657,7 @@ def no_sync_every_micro_batch(file: FileModel) -> Iterator[Hit]:
                 optimizer.step()
                 optimizer.zero_grad()
     """
-    for fm, loop in loops_of(file):
+    for _fm, loop in loops_of(file):
         if not any(s.kind == STEP and train_loop(s) is loop for s in loop.events):
             continue
         backs = [b for b in loop.events if b.kind == BACKWARD]

@@ -7,10 +7,11 @@ import os
 import runpy
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Optional, Sequence, TextIO
+from typing import TextIO
 
 from trickbag.audit._where import in_trickbag
 from trickbag.audit.watch import Audit, AuditReport, StopScript
@@ -57,7 +58,7 @@ def _internal_frame(tb: TracebackType) -> bool:
     return in_trickbag(name) or name.startswith("<frozen runpy") or tb.tb_frame.f_globals.get("__name__") == "runpy"
 
 
-def _user_traceback(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
     """The traceback without runpy's and trickbag's frames (the audit's wrappers between the script and
     torch included): what ``python SCRIPT`` would show.  Relinks the chain in place."""
     kept = []
@@ -70,8 +71,8 @@ def _user_traceback(tb: Optional[TracebackType]) -> Optional[TracebackType]:
     return kept[0] if kept else None
 
 
-def run_script(script: str | os.PathLike, args: Sequence[str] = (), *, steps: Optional[int] = 50,
-               report: bool = True, file: Optional[TextIO] = None) -> ScriptResult:
+def run_script(script: str | os.PathLike, args: Sequence[str] = (), *, steps: int | None = 50,
+               report: bool = True, file: TextIO | None = None) -> ScriptResult:
     """Run ``script`` (with ``sys.argv = [script, *args]``) under an :class:`Audit` that adopts every
     optimizer the script creates; stop it before optimizer step ``steps + 1`` (``None``: run to the end).
 

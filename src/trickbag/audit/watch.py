@@ -27,8 +27,9 @@ from __future__ import annotations
 import functools
 import sys
 import types
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, TextIO
+from typing import Any, TextIO
 
 import torch
 
@@ -126,7 +127,7 @@ class _OptState:
     skipped: bool = False  # the GradScaler skipped the last step
     attached: bool = False
     hook: Any = None
-    sample: Optional[torch.Tensor] = None
+    sample: torch.Tensor | None = None
 
 
 def _names(names: list[str]) -> str:
@@ -143,8 +144,8 @@ class Audit:
     """The context manager behind :func:`audit` (``with Audit(...) as report:``)."""
 
     def __init__(self, model: Any = None, optimizer: Any = None, *, scaler: Any = None, scheduler: Any = None,
-                 ema: Any = None, report: bool = True, file: Optional[TextIO] = None,
-                 stop_after: Optional[int] = None, adopt: bool = False) -> None:
+                 ema: Any = None, report: bool = True, file: TextIO | None = None,
+                 stop_after: int | None = None, adopt: bool = False) -> None:
         self.models = _as_list(model)
         for m in self.models:
             if not isinstance(m, torch.nn.Module):
@@ -215,7 +216,7 @@ class Audit:
 
         self._undo.append(undo)
 
-    def finding(self, rule: str, message: str, where: Optional[str] = None) -> None:
+    def finding(self, rule: str, message: str, where: str | None = None) -> None:
         self.report.add(rule, message, where or user_where())
 
     # ------------------------------------------------------------------ models
@@ -345,7 +346,7 @@ class Audit:
         _patches.stop_module_discovery(self)
 
     # ------------------------------------------------------------------ parameter coverage
-    def _check_params(self, st: _OptState, where: Optional[str]) -> None:
+    def _check_params(self, st: _OptState, where: str | None) -> None:
         groups = {id(p): g for o in self._opt.values() if o.attached for g in o.opt.param_groups for p in g["params"]}
         missing, moving, parked = [], [], []
         for name, p in self._model_params:
@@ -439,7 +440,7 @@ class Audit:
 
 
 def audit(model: Any, optimizer: Any, *, scaler: Any = None, scheduler: Any = None, ema: Any = None,
-          report: bool = True, file: Optional[TextIO] = None) -> Audit:
+          report: bool = True, file: TextIO | None = None) -> Audit:
     """Watch a hand-written training loop: ``with audit(model, optimizer) as report: ...``.
 
     ``model``/``optimizer`` may be lists (a GAN); ``scaler``, ``scheduler`` (one or a list) and

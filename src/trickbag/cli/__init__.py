@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from trickbag.cli import doctor, evaluate, experiments, info, tools, train, verify
 from trickbag.cli._common import Parser, exit_torchrun_worker, in_torchrun_worker
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """The ``trickbag`` command (``argv`` None: ``sys.argv``, as a program; a torchrun worker then
     ends through :func:`~trickbag.cli._common.exit_torchrun_worker`)."""
     code = _main(argv)
@@ -47,7 +47,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return code
 
 
-def _main(argv: Optional[Sequence[str]] = None) -> int:
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("TRICKBAG_DEBUG", "") not in ("", "0")

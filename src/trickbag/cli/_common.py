@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 __all__ = ["Parser", "split_recipe_and_overrides", "positive_int", "positive_float", "in_torchrun_worker",
            "exit_torchrun_worker"]
@@ -20,7 +20,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"trickbag: error: {message} (see {self.prog} --help)\n")
 
 
-def split_recipe_and_overrides(items: list[str], default: Optional[str] = None) -> tuple[Optional[str], list[str]]:
+def split_recipe_and_overrides(items: list[str], default: str | None = None) -> tuple[str | None, list[str]]:
     """``[RECIPE] key=value ...`` -> (recipe or ``default``, overrides)."""
     if items and "=" not in items[0]:
         return items[0], list(items[1:])

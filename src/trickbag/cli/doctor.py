@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional
 
 from trickbag.cli._common import positive_int
 from trickbag.errors import TrickbagError
@@ -13,7 +12,7 @@ from trickbag.errors import TrickbagError
 __all__ = ["register"]
 
 
-def _codes(values: Optional[list[str]]) -> Optional[list[str]]:
+def _codes(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [c for v in values for c in v.replace(" ", ",").split(",") if c]

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trickbag.cli._common import positive_float, positive_int, split_recipe_and_overrides
 from trickbag.experiments import ExperimentError

@@ -74,7 +74,9 @@ def cmd_env(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("recipes", help="list the built-in recipes, print one, or every recipe key")
     r.add_argument("--show", metavar="NAME", help="print one recipe's YAML (nothing else: redirect it to a file)")
-    r.add_argument("--keys", action="store_true", help="every recipe key with its type, default, allowed values and help")
+    r.add_argument(
+        "--keys", action="store_true", help="every recipe key with its type, default, allowed values and help"
+    )
     r.add_argument("--markdown", action="store_true", help="with --keys: as the Markdown of docs/recipes.md")
     r.set_defaults(func=cmd_recipes)
 

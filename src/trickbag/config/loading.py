@@ -122,7 +122,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     """A recipe file as a dict; :class:`RecipeError` (one line) for unreadable, invalid or non-mapping files."""
     hint = _DATA_HINTS.get(Path(path).suffix.lower())
     if hint is not None and Path(path).is_file():
-        raise RecipeError(f"{str(path)!r} is a data file, not a recipe (YAML); to train on it: {hint.format(path=path)}")
+        raise RecipeError(
+            f"{str(path)!r} is a data file, not a recipe (YAML); to train on it: {hint.format(path=path)}"
+        )
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # a BOM, as some editors write it, is not content
     except UnicodeDecodeError:

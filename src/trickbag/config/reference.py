@@ -42,7 +42,7 @@ def _comments(cls: type) -> dict[str, str]:
         if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.start[0] != last_line:
             field, last_line = tok.string, tok.start[0]
         elif tok.type == tokenize.COMMENT and field and tok.start[0] == last_line:
-            out.setdefault(field, tok.string.lstrip("# ").strip())
+            out.setdefault(field, tok.string.split("# noqa")[0].lstrip("# ").strip())
     return out
 
 
@@ -98,7 +98,9 @@ def key_docs(model: type[BaseModel], prefix: str = "") -> list[KeyDoc]:
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             out += key_docs(ann, f"{prefix}{name}.")
             continue
-        help_ = comments.get(name) or ("switch the trick on" if name == "enabled" and prefix.startswith("tricks.") else "")
+        help_ = comments.get(name) or (
+            "switch the trick on" if name == "enabled" and prefix.startswith("tricks.") else ""
+        )
         out.append(KeyDoc(f"{prefix}{name}", _type_name(ann), _default(field), _allowed(field), help_, doc))
     return out
 

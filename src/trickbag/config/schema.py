@@ -11,7 +11,7 @@ import math
 import os
 import re
 import typing
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -83,17 +83,17 @@ def needs_items(v: list, info: Any, what: str) -> list:
 class BinConfig(Section):
     """How one CSV feature column is binned (``trickbag.extras.tabular.bin_feature``) before it reaches the model."""
 
-    method: Literal["width", "quantile", "tree"] = "quantile"  # equal width, equal frequency, or decision-tree splits on the label
-    n_bins: int = Field(10, ge=1, le=1000)  # at most this many bins (ties / tree leaves may give fewer); n_bins + 1 inputs
+    method: Literal["width", "quantile", "tree"] = "quantile"  # equal width, equal frequency, or decision-tree splits on the label  # noqa: E501 (a key's help is the comment on its line)
+    n_bins: int = Field(10, ge=1, le=1000)  # at most this many bins (ties / tree leaves may give fewer); n_bins + 1 inputs  # noqa: E501 (a key's help is the comment on its line)
 
 
 class DataConfig(Section):
     """Where the data comes from and how it is batched."""
 
     name: str = "digits"  # digits, mnist1d, imagefolder, csv, fake, or your own package.module:function
-    root: Optional[str] = None  # folder (imagefolder) or file (csv)
+    root: str | None = None  # folder (imagefolder) or file (csv)
     batch_size: int = Field(64, ge=1, le=2**24)  # samples per training batch
-    eval_batch_size: Optional[int] = Field(None, ge=1, le=2**24)  # default: 4 x batch_size
+    eval_batch_size: int | None = Field(None, ge=1, le=2**24)  # default: 4 x batch_size
     num_workers: int = Field(0, ge=0)  # DataLoader worker processes (0: load in the training process)
     pin_memory: Literal["auto"] | bool = "auto"  # auto: on when training on CUDA
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)  # held-out test split (digits, csv, fake)
@@ -101,22 +101,22 @@ class DataConfig(Section):
     split_seed: int = Field(0, ge=0, le=2**32 - 1)  # fixed so every run sees the same split
     drop_last: bool = False  # drop each epoch's last, smaller training batch
     augment: bool = True  # the source's standard training augmentation
-    image_size: Optional[int] = Field(None, ge=8)  # imagefolder: train crop size
-    eval_image_size: Optional[int] = Field(None, ge=8)  # imagefolder: test size (FixRes)
-    mean: Optional[list[float]] = None  # imagefolder normalisation (default ImageNet's)
-    std: Optional[list[float]] = None  # imagefolder normalisation std, one per channel (default ImageNet's)
+    image_size: int | None = Field(None, ge=8)  # imagefolder: train crop size
+    eval_image_size: int | None = Field(None, ge=8)  # imagefolder: test size (FixRes)
+    mean: list[float] | None = None  # imagefolder normalisation (default ImageNet's)
+    std: list[float] | None = None  # imagefolder normalisation std, one per channel (default ImageNet's)
     label_column: str | list[str] = "label"  # csv: the label column; multilabel / several regression targets: a list
-    feature_columns: Optional[list[str]] = None  # csv: default all but the label
-    num_samples: Optional[int] = Field(None, ge=10)  # fake / mnist1d: samples to generate
-    num_classes: Optional[int] = Field(None, ge=2)  # fake
-    shape: Optional[list[int]] = None  # fake: per-sample shape, e.g. [3, 32, 32]
+    feature_columns: list[str] | None = None  # csv: default all but the label
+    num_samples: int | None = Field(None, ge=10)  # fake / mnist1d: samples to generate
+    num_classes: int | None = Field(None, ge=2)  # fake
+    shape: list[int] | None = None  # fake: per-sample shape, e.g. [3, 32, 32]
     # csv: {feature column: {method, n_bins}}; edges fitted on the training split only, each binned column
     # replaced in place by one-hot bin indicators plus a last "missing" indicator (empty or NaN cells allowed)
-    bins: dict[str, BinConfig] = Field(default_factory=dict)  # csv: {column: {method, n_bins}} binned into one-hot indicators
+    bins: dict[str, BinConfig] = Field(default_factory=dict)  # csv: {column: {method, n_bins}} binned into one-hot indicators  # noqa: E501 (a key's help is the comment on its line)
 
     @field_validator("root")
     @classmethod
-    def _root_home(cls, v: Optional[str]) -> Optional[str]:
+    def _root_home(cls, v: str | None) -> str | None:
         return expand_home(v)
 
     @field_validator("name")
@@ -140,14 +140,14 @@ class DataConfig(Section):
 
     @field_validator("std")
     @classmethod
-    def _positive_std(cls, v: Optional[list[float]]) -> Optional[list[float]]:
+    def _positive_std(cls, v: list[float] | None) -> list[float] | None:
         if v is not None and any(s <= 0 for s in v):
             raise ValueError("every std must be > 0")
         return v
 
     @field_validator("mean", "std")
     @classmethod
-    def _one_per_channel(cls, v: Optional[list[float]]) -> Optional[list[float]]:
+    def _one_per_channel(cls, v: list[float] | None) -> list[float] | None:
         # images are read as RGB or grayscale: any other count would be broadcast silently
         if v is not None and len(v) not in (1, 3):
             raise ValueError("give 3 values (RGB images) or 1 (grayscale)")
@@ -157,7 +157,7 @@ class DataConfig(Section):
 class TaskConfig(Section):
     """What the model predicts: one class per sample, several labels, or numbers (loss, metrics, predict output)."""
 
-    type: Literal["classification", "multilabel", "regression"] = "classification"  # one class per sample; several 0/1 labels; or numbers
+    type: Literal["classification", "multilabel", "regression"] = "classification"  # one class per sample; several 0/1 labels; or numbers  # noqa: E501 (a key's help is the comment on its line)
     loss: Literal["auto", "mse", "huber"] = "auto"  # regression: mse (auto) or huber; the other tasks: auto
     huber_delta: float = Field(1.0, gt=0.0)  # huber: where the loss turns linear, in standardised target units
 
@@ -166,13 +166,13 @@ class ModelConfig(Section):
     """Which network to train."""
 
     name: str = "auto"  # auto (fits the data), built-in, torchvision name, or 'module:function' (runs your code)
-    num_classes: Optional[int] = Field(None, ge=2)  # default: taken from the data
+    num_classes: int | None = Field(None, ge=2)  # default: taken from the data
     kwargs: dict[str, Any] = Field(default_factory=dict)  # passed to the model constructor
-    weights: Optional[str] = None  # local state_dict/checkpoint to start from (partial load)
+    weights: str | None = None  # local state_dict/checkpoint to start from (partial load)
 
     @field_validator("weights")
     @classmethod
-    def _weights_home(cls, v: Optional[str]) -> Optional[str]:
+    def _weights_home(cls, v: str | None) -> str | None:
         return expand_home(v)
 
 
@@ -198,7 +198,7 @@ class OptimConfig(Section):
 class ScheduleConfig(Section):
     """Learning-rate schedule, stepped once per optimizer update (plateau: once per epoch)."""
 
-    name: Literal["constant", "step", "multistep", "cosine", "onecycle", "linear", "polynomial", "plateau"] = "cosine"  # the LR curve
+    name: Literal["constant", "step", "multistep", "cosine", "onecycle", "linear", "polynomial", "plateau"] = "cosine"  # the LR curve  # noqa: E501 (a key's help is the comment on its line)
     warmup_epochs: float = Field(0.0, ge=0.0)  # linear warmup length, in epochs (fractions allowed)
     min_lr: float = Field(0.0, ge=0.0)  # cosine: final learning rate
     step_epochs: float = Field(30.0, gt=0.0)  # step: decay every this many epochs
@@ -214,20 +214,20 @@ class TrainConfig(Section):
     epochs: int = Field(10, ge=1)  # passes over the training data
     precision: Literal["32", "bf16", "16"] = "32"  # "16" = fp16 autocast + GradScaler (CUDA)
     accumulate: int = Field(1, ge=1)  # micro-batches per optimizer update
-    clip: Optional[float] = Field(None, gt=0.0)  # max global grad norm (None: off)
+    clip: float | None = Field(None, gt=0.0)  # max global grad norm (None: off)
     seed: int = Field(0, ge=0, le=2**32 - 1)  # seeds weights, order, augmentation and tricks
     deterministic: bool = False  # deterministic algorithms (torch + cuDNN): bit-identical reruns, slower on GPUs
     benchmark: bool = False  # cudnn.benchmark
     device: str = "auto"  # auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N, mps
-    threads: Literal["auto"] | int | None = "auto"  # CPU intra-op threads: auto (OMP_NUM_THREADS if set, else one per core other processes leave free, re-checked every epoch; with deterministic: OMP_NUM_THREADS or the cores), a number, or null (torch's default)
+    threads: Literal["auto"] | int | None = "auto"  # CPU intra-op threads: auto (OMP_NUM_THREADS if set, else one per core other processes leave free, re-checked every epoch; with deterministic: OMP_NUM_THREADS or the cores), a number, or null (torch's default)  # noqa: E501 (a key's help is the comment on its line)
     monitor: str = "auto"  # metric for best.pt and early stopping, e.g. val/acc, val/f1, val/loss; auto: the task's
     mode: Literal["auto", "max", "min"] = "auto"  # auto: min for losses and errors (loss, mae, rmse), else max
-    early_stopping_patience: Optional[int] = Field(None, ge=1)  # epochs without improvement
-    early_stopping_min_delta: float = Field(0.0, ge=0.0)  # smallest change of the monitored metric that counts as better
+    early_stopping_patience: int | None = Field(None, ge=1)  # epochs without improvement
+    early_stopping_min_delta: float = Field(0.0, ge=0.0)  # smallest change of the monitored metric that counts as better  # noqa: E501 (a key's help is the comment on its line)
     eval_every: int = Field(1, ge=1)  # epochs between validations
-    checkpoint_every_steps: Optional[int] = Field(None, ge=1)  # extra mid-epoch checkpoints
+    checkpoint_every_steps: int | None = Field(None, ge=1)  # extra mid-epoch checkpoints
     keep_checkpoints: int = Field(3, ge=1)  # step checkpoints kept for fallback on resume
-    plugins: list[str] = Field(default_factory=list)  # your own plug-ins: package.module:Name (a Plugin class or a function returning plug-ins), run after all others
+    plugins: list[str] = Field(default_factory=list)  # your own plug-ins: package.module:Name (a Plugin class or a function returning plug-ins), run after all others  # noqa: E501 (a key's help is the comment on its line)
     nonfinite: Literal["skip", "stop"] = "skip"  # what a NaN/Inf loss or gradient does
     max_nonfinite: int = Field(5, ge=1)  # stop after this many skipped updates in a row
 
@@ -247,7 +247,7 @@ class TrainConfig(Section):
 class RunConfig(Section):
     """Where the run directory goes and what is written there."""
 
-    name: Optional[str] = None  # default: '<recipe>-<date>-<time>'
+    name: str | None = None  # default: '<recipe>-<date>-<time>'
     dir: str = "runs"  # folder the run directories go in
     progress: bool = True  # progress bar
     plots: bool = True  # curves.png, lr.png
@@ -259,7 +259,7 @@ class RunConfig(Section):
 
     @field_validator("name")
     @classmethod
-    def _safe_name(cls, v: Optional[str]) -> Optional[str]:
+    def _safe_name(cls, v: str | None) -> str | None:
         if v is not None and (not v or "/" in v or "\\" in v or v in (".", "..") or "\0" in v):
             raise ValueError("must be a plain directory name (no '/')")
         if v is not None and len(v.encode("utf-8")) > 128:

@@ -14,7 +14,6 @@ from trickbag.data.mix import MixupCutmix, cutmix, mixup
 from trickbag.data.stats import mean_std
 from trickbag.data.video_sampling import tsn_indices
 
-
 # the presets import torchvision: load them only when asked, so `import trickbag.data` stays light
 _EXPORTS = {"train_transforms": "trickbag.data.transforms", "eval_transforms": "trickbag.data.transforms"}
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -43,7 +43,9 @@ def _as_float_array(values: Any, name: str) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a 1-D array of numbers (list, numpy array, pandas Series), got {values!r:.80}") from exc
+        raise TypeError(
+            f"{name} must be a 1-D array of numbers (list, numpy array, pandas Series), got {values!r:.80}"
+        ) from exc
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if np.isinf(arr).any():
@@ -120,7 +122,9 @@ def _check_target(target: Any, n: int) -> np.ndarray:
     return yf.astype(np.int64)
 
 
-def _tree_edges(x: np.ndarray, y: np.ndarray, n_bins: int, min_samples_leaf: int | float, random_state: int) -> np.ndarray:
+def _tree_edges(
+    x: np.ndarray, y: np.ndarray, n_bins: int, min_samples_leaf: int | float, random_state: int
+) -> np.ndarray:
     DecisionTreeClassifier = require("sklearn.tree", extra="app", feature="tree binning").DecisionTreeClassifier
 
     tree = DecisionTreeClassifier(

@@ -87,7 +87,9 @@ def cutout(
         centers = centers.reshape(-1, 2).to(device=x.device, dtype=torch.long)
         cy, cx = centers[:, 0], centers[:, 1]
         if bool(((cy < 0) | (cy >= h) | (cx < 0) | (cx >= w)).any()):
-            raise ValueError(f"cutout: centers must lie inside the image (rows [0, {h}), cols [0, {w})), got {centers.tolist()}")
+            raise ValueError(
+                f"cutout: centers must lie inside the image (rows [0, {h}), cols [0, {w})), got {centers.tolist()}"
+            )
     y0 = cy - size // 2
     x0 = cx - size // 2
     rows = torch.arange(h, device=x.device)

@@ -207,7 +207,9 @@ def _check_batch(x: object, min_dim: int, fn: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() < min_dim:
-        raise ValueError(f"{fn}: x must have a batch dimension first and at least {min_dim} dims, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{fn}: x must have a batch dimension first and at least {min_dim} dims, got shape {tuple(x.shape)}"
+        )
     if x.shape[0] == 0:
         raise ValueError(f"{fn}: x has an empty batch (shape {tuple(x.shape)})")
     return x

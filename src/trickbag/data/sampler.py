@@ -4,7 +4,8 @@ and whose indices carry (seed, epoch) so per-sample augmentation does not depend
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,7 +42,7 @@ class SampleIndex(int):
     epoch: int
     seed: int
 
-    def __new__(cls, index: int, epoch: int = 0, seed: int = 0) -> "SampleIndex":
+    def __new__(cls, index: int, epoch: int = 0, seed: int = 0) -> SampleIndex:
         obj = super().__new__(cls, index)
         obj.epoch, obj.seed = int(epoch), int(seed)
         return obj
@@ -54,7 +55,7 @@ class SampleIndex(int):
         return _mix(_mix(_mix(self.seed) ^ self.epoch) ^ int(self)) & (2**63 - 1)
 
 
-def sample_generator(index: Any) -> Optional[torch.Generator]:
+def sample_generator(index: Any) -> torch.Generator | None:
     """A CPU generator seeded for this sample when ``index`` is a :class:`SampleIndex`, else None
     (the caller then draws from torch's global generator)."""
     if isinstance(index, SampleIndex):

@@ -15,7 +15,9 @@ __all__ = ["mean_std"]
 
 def _items(data: Any) -> Iterator[Any]:
     """Yield the elements of a DataLoader / iterable, or of a map-style dataset by index."""
-    if isinstance(data, (DataLoader, IterableDataset)) or not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
+    if isinstance(data, (DataLoader, IterableDataset)) or not (
+        hasattr(data, "__len__") and hasattr(data, "__getitem__")
+    ):
         if not isinstance(data, Iterable):
             raise TypeError(
                 f"mean_std: data must be a Dataset, a DataLoader or an iterable of tensors, got {type(data).__name__}"

@@ -34,7 +34,9 @@ def _check_mean_std(mean: object, std: object) -> tuple[list[float], list[float]
         out.append([float(v) for v in seq])
     mean_l, std_l = out
     if len(mean_l) != len(std_l):
-        raise ValueError(f"mean and std must have one value per channel each, got {len(mean_l)} and {len(std_l)} values")
+        raise ValueError(
+            f"mean and std must have one value per channel each, got {len(mean_l)} and {len(std_l)} values"
+        )
     if any(not v > 0 for v in std_l):
         raise ValueError(f"std values must all be > 0, got {std_l}")
     return mean_l, std_l

@@ -25,8 +25,9 @@ import io
 import math
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import yaml
 
@@ -101,17 +102,17 @@ class RunInfo:
     label: str
     recipe: dict[str, Any]  #: flattened resolved recipe
     history: list[dict[str, float]]  #: epoch rows of metrics.csv
-    test_acc: Optional[float] = None
-    test_loss: Optional[float] = None
-    wall_time_s: Optional[float] = None
+    test_acc: float | None = None
+    test_loss: float | None = None
+    wall_time_s: float | None = None
 
-    def best(self, key: str, mode: str) -> Optional[float]:
+    def best(self, key: str, mode: str) -> float | None:
         vals = [h[key] for h in self.history if key in h and not math.isnan(h[key])]
         if not vals:
             return None
         return max(vals) if mode == "max" else min(vals)
 
-    def final(self, key: str) -> Optional[float]:
+    def final(self, key: str) -> float | None:
         vals = [h[key] for h in self.history if key in h]
         return vals[-1] if vals else None
 
@@ -140,7 +141,7 @@ def read_metrics_csv(path: Path) -> list[dict[str, float]]:
     return rows
 
 
-def read_run(path: str | os.PathLike, label: Optional[str] = None) -> RunInfo:
+def read_run(path: str | os.PathLike, label: str | None = None) -> RunInfo:
     """Read one run directory (``recipe.yaml`` required; ``metrics.csv`` and ``summary.txt`` if present)."""
     path = Path(path)
     recipe_path = run_recipe_path(path, f"run directory {str(path)!r} does not exist", ExperimentError)

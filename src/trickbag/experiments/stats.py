@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["mean_sd", "PairedDifference", "paired_difference"]
 

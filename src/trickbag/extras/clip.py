@@ -99,7 +99,8 @@ def zero_shot_classifier(
         emb = model.encode_text(tokens.to(dev) if isinstance(tokens, Tensor) else tokens)
         if emb.dim() != 2 or emb.shape[0] != len(texts):
             raise ValueError(
-                f"model.encode_text returned shape {tuple(emb.shape)}, expected [{len(texts)}, D] for {len(texts)} texts"
+                f"model.encode_text returned shape {tuple(emb.shape)}, "
+                f"expected [{len(texts)}, D] for {len(texts)} texts"
             )
         emb = F.normalize(emb.float(), dim=-1)
         columns.append(F.normalize(emb.mean(dim=0), dim=0))

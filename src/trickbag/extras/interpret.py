@@ -65,7 +65,9 @@ def integrated_gradients(
     *,
     baseline: Tensor | float | None = None,
     steps: int = 50,
-    method: Literal["gausslegendre", "riemann_trapezoid", "riemann_middle", "riemann_left", "riemann_right"] = "gausslegendre",
+    method: Literal[
+        "gausslegendre", "riemann_trapezoid", "riemann_middle", "riemann_left", "riemann_right"
+    ] = "gausslegendre",
     internal_batch_size: int | None = None,
 ) -> Tensor:
     """Return integrated-gradients attributions ``(x - x') * mean_a grad f(x' + a (x - x'))``.
@@ -85,7 +87,9 @@ def integrated_gradients(
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1 (number of points on the path), got {steps!r}")
     if baseline is not None and not isinstance(baseline, (Tensor, int, float)):
-        raise TypeError(f"baseline must be None, a number or a tensor broadcastable to x, got {type(baseline).__name__}")
+        raise TypeError(
+            f"baseline must be None, a number or a tensor broadcastable to x, got {type(baseline).__name__}"
+        )
     if isinstance(baseline, Tensor):
         try:
             baseline = baseline.to(dtype=x.dtype, device=x.device).expand_as(x)

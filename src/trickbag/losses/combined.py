@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -55,9 +53,9 @@ class ClassificationLoss:
         num_classes: int,
         *,
         smoothing: float = 0.0,
-        gamma: Optional[float] = None,
-        alpha: Optional[float | Tensor] = None,
-        weight: Optional[Tensor] = None,
+        gamma: float | None = None,
+        alpha: float | Tensor | None = None,
+        weight: Tensor | None = None,
     ) -> None:
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"num_classes must be an int >= 1, got {num_classes!r}")

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
-import torch
+import torch  # noqa: F401  (the doctests run in this module's globals)
 import torch.nn.functional as F
 from torch import Tensor, nn
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import Any
 
 from torch import nn
 
@@ -135,7 +135,7 @@ def param_groups(
 
 
 def _check_args(model: nn.Module, lr: Any, weight_decay: Any, no_decay_bias_norm: Any, layer_decay: Any,
-                layer_id_fn: Any) -> tuple[float, float, Optional[float]]:
+                layer_id_fn: Any) -> tuple[float, float, float | None]:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     lr = _check_number("lr", lr)
@@ -152,7 +152,7 @@ def _check_args(model: nn.Module, lr: Any, weight_decay: Any, no_decay_bias_norm
     return lr, weight_decay, layer_decay
 
 
-def _scale_patterns(model: nn.Module, lr_scale: Optional[Mapping[str, float]]) -> list[tuple[str, float]]:
+def _scale_patterns(model: nn.Module, lr_scale: Mapping[str, float] | None) -> list[tuple[str, float]]:
     """``lr_scale`` checked: each pattern a str matching some parameter name, each factor a number >= 0."""
     scales: list[tuple[str, float]] = []
     if lr_scale is None:
@@ -195,7 +195,7 @@ def _trainable(model: nn.Module, split_decay: bool) -> tuple[list[tuple[str, nn.
 
 
 def _layer_ids(model: nn.Module, trainable: list[tuple[str, nn.Parameter]],
-               layer_id_fn: Optional[Callable[[str], int]]) -> dict[str, int]:
+               layer_id_fn: Callable[[str], int] | None) -> dict[str, int]:
     fn = layer_id_fn if layer_id_fn is not None else _default_layer_ids(model)
     layer_ids: dict[str, int] = {}
     for name, _ in trainable:

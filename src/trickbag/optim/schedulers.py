@@ -557,7 +557,7 @@ def add_param_group(
         return optimizer.param_groups[-1]
 
 
-def _add_to_lambda_schedule(optimizer: torch.optim.Optimizer, scheduler: "LRSchedule", group: dict[str, Any],
+def _add_to_lambda_schedule(optimizer: torch.optim.Optimizer, scheduler: LRSchedule, group: dict[str, Any],
                             base: float) -> None:
     if len(scheduler.lr_lambdas) != len(optimizer.param_groups):
         raise ValueError(

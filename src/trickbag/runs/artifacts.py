@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from trickbag._files import atomic_save_figure, atomic_write_text
 
@@ -27,7 +28,9 @@ def write_test_details(run_dir: Path, details: dict[str, Any], classes: list[str
     m = confusion.long().tolist()
     names = [str(c) for c in classes] + [str(i) for i in range(len(classes), len(m))]
     out = [Path(run_dir) / "confusion.csv", Path(run_dir) / "per_class.csv"]
-    atomic_write_text(out[0], _csv([["true \\ predicted", *names[:len(m)]]] + [[names[i], *row] for i, row in enumerate(m)]))
+    atomic_write_text(
+        out[0], _csv([["true \\ predicted", *names[: len(m)]]] + [[names[i], *row] for i, row in enumerate(m)])
+    )
     per = details.get("per_class_acc")
     rows = [["class", "accuracy", "support"]]
     for i, row in enumerate(m):

@@ -12,12 +12,19 @@ import errno
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, TextIO
 
 from trickbag.errors import CheckpointError, TrickbagError
 
-__all__ = ["RunLock", "new_run_dir", "refuse_taken", "default_run_name", "find_resume_checkpoint", "remove_stale_temporaries",
-           "is_run_dir"]
+__all__ = [
+    "RunLock",
+    "new_run_dir",
+    "refuse_taken",
+    "default_run_name",
+    "find_resume_checkpoint",
+    "remove_stale_temporaries",
+    "is_run_dir",
+]
 
 LOCK = ".lock"
 
@@ -27,9 +34,9 @@ class RunLock:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        self._fd: Optional[int] = None
+        self._fd: int | None = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         """Take the lock (creating the directory); :class:`TrickbagError` naming the holder if it is taken."""
         import fcntl
 
@@ -66,7 +73,7 @@ class RunLock:
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc: Any) -> None:
@@ -126,7 +133,7 @@ def _position(ckpt: dict[str, Any], path: Path) -> tuple[int, int, int]:
         raise CheckpointError(f"checkpoint {str(path)!r} is not a trickbag training checkpoint") from None
 
 
-def find_resume_checkpoint(run_dir: Path, out: Optional[TextIO] = None) -> Optional[tuple[Path, dict[str, Any]]]:
+def find_resume_checkpoint(run_dir: Path, out: TextIO | None = None) -> tuple[Path, dict[str, Any]] | None:
     """The readable checkpoint of ``run_dir`` furthest into training, or None when it has none yet.
 
     Candidates are ``step-N.pt`` and ``last.pt``; their recorded position (epoch, batch, update)
@@ -142,7 +149,7 @@ def find_resume_checkpoint(run_dir: Path, out: Optional[TextIO] = None) -> Optio
     if not candidates:
         return None
     problems = []
-    best: Optional[tuple[tuple[int, ...], Path]] = None
+    best: tuple[tuple[int, ...], Path] | None = None
     for order, path in enumerate(candidates):  # newest file first: it wins ties
         try:
             key = (*_position(load_checkpoint(path, mmap=True), path), -order)  # mapped: only counters are read

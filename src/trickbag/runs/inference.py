@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import glob
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
 from trickbag import runtime
-from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.data.sources.images import MAX_IMAGE_PIXELS
+from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.train.build import make_loader, make_task, model_from_checkpoint
 from trickbag.train.tricks import eval_wrappers
 
@@ -34,7 +35,7 @@ def checkpoint_of(path: Path) -> Path:
 
 
 def _forward(model: torch.nn.Module, recipe: Any, input_shape: tuple[int, ...], plain: bool,
-             tricks: Optional[list[str]]) -> Callable[[torch.Tensor], torch.Tensor]:
+             tricks: list[str] | None) -> Callable[[torch.Tensor], torch.Tensor]:
     wrappers = eval_wrappers(recipe, input_shape)
     if tricks is not None:
         tricks += [phrase for phrase, _ in wrappers]
@@ -46,7 +47,7 @@ def _forward(model: torch.nn.Module, recipe: Any, input_shape: tuple[int, ...], 
 
 @torch.inference_mode()
 def evaluate_run(path: Path, split: str = "test", device: str = "auto", *, trust_code: bool = False,
-                 plain: bool = False, tricks: Optional[list[str]] = None) -> dict[str, Any]:
+                 plain: bool = False, tricks: list[str] | None = None) -> dict[str, Any]:
     """Metrics of a run's best.pt (or of a checkpoint file) on the recipe's ``split``.
 
     ``tricks``, when given, receives one phrase per evaluation trick the recipe turns on.
@@ -140,7 +141,7 @@ def _image_inputs(data: Any, files: list[Path]) -> tuple[list[str], Any]:
 
 
 def predict(path: Path, inputs: list[str], *, top_k: int = 5, trust_code: bool = False, plain: bool = False,
-            tricks: Optional[list[str]] = None, batch_size: int = 64) -> tuple[Any, list[str], Any]:
+            tricks: list[str] | None = None, batch_size: int = 64) -> tuple[Any, list[str], Any]:
     """(task, input names, outputs ``[N, K]``) of a run on images (files, folders, globs) or CSV rows.
 
     Inputs are batched ``batch_size`` at a time through the run's evaluation forward (its TTA and
@@ -180,7 +181,9 @@ def prediction_rows(task: Any, names: list[str], outputs: Any, top_k: int) -> tu
     described = task.describe(outputs, top=top_k)
     if task.name == "classification":
         header = ["input", "prediction", "probability", f"top{top_k}"]
-        rows = [[n, d[0][0], f"{d[0][1]:.6f}", "; ".join(f"{c} {p:.4f}" for c, p in d)] for n, d in zip(names, described)]
+        rows = [
+            [n, d[0][0], f"{d[0][1]:.6f}", "; ".join(f"{c} {p:.4f}" for c, p in d)] for n, d in zip(names, described)
+        ]
     elif task.name == "multilabel":
         header = ["input", "labels"] + [f"p({label})" for label, _ in described[0]]
         rows = [[n, ";".join(label for label, p in d if p > 0.5)] + [f"{p:.6f}" for _, p in d]
@@ -192,7 +195,7 @@ def prediction_rows(task: Any, names: list[str], outputs: Any, top_k: int) -> tu
 
 
 def predict_image(ckpt_path: Path, image_path: Path, top: int = 5, *, trust_code: bool = False,
-                  plain: bool = False, tricks: Optional[list[str]] = None) -> list[tuple[str, float]]:
+                  plain: bool = False, tricks: list[str] | None = None) -> list[tuple[str, float]]:
     """Class probabilities of one image under a run checkpoint, highest first."""
     image_path = Path(image_path)
     if not image_path.is_file():

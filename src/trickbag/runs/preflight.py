@@ -47,7 +47,9 @@ def _output_problem(out: Any, want: int, task: str) -> str | None:
 
     need = f"one tensor of shape [N, {want}] ({want} {'classes' if task == 'classification' else 'outputs'})"
     if isinstance(out, (tuple, list)):
-        return f"returns a {type(out).__name__} of {len(out)} items; task.type={task} needs {need}: return the logits only"
+        return (
+            f"returns a {type(out).__name__} of {len(out)} items; task.type={task} needs {need}: return the logits only"
+        )
     if isinstance(out, dict):
         return f"returns a dict (keys {sorted(out)[:4]}); task.type={task} needs {need}: return the logits only"
     if not isinstance(out, torch.Tensor):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from trickbag.errors import RecipeError
 
@@ -70,7 +70,9 @@ def _safe(key: str) -> bool:
     return any(key == s or (s.endswith(".") and key.startswith(s)) for s in SAFE)
 
 
-def check_resume(old: dict[str, Any], new: dict[str, Any], epochs_done: int, run_dir: Path) -> dict[str, tuple[Any, Any]]:
+def check_resume(
+    old: dict[str, Any], new: dict[str, Any], epochs_done: int, run_dir: Path
+) -> dict[str, tuple[Any, Any]]:
     """The changes a resume asks for; :class:`RecipeError` (one line) for one that cannot change mid-run."""
     changes = changed_keys(old, new)
     unsafe = [k for k in changes if not _safe(k)]
@@ -116,7 +118,7 @@ def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) ->
     return notes
 
 
-def log_resume(run_dir: Path, checkpoint: Optional[str], position: str, changes: dict[str, tuple[Any, Any]]) -> None:
+def log_resume(run_dir: Path, checkpoint: str | None, position: str, changes: dict[str, tuple[Any, Any]]) -> None:
     """Append one JSON line to ``<run>/resumes.log``: when, from which checkpoint, where, what changed."""
     entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), "checkpoint": checkpoint,
              "position": position, "changes": {k: list(v) for k, v in changes.items()}}

@@ -13,18 +13,18 @@ from __future__ import annotations
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence, TextIO
+from typing import Any, TextIO
 
 from trickbag import runtime
 from trickbag._files import WriteError, atomic_write_text
 from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.nn import unwrap
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
-from trickbag.runs.extras import check_run_extras
 from trickbag.runs.artifacts import write_test_details
-from trickbag.runs.directory import (RunLock, find_resume_checkpoint, new_run_dir, refuse_taken,
-                                    remove_stale_temporaries)
+from trickbag.runs.directory import RunLock, find_resume_checkpoint, new_run_dir, refuse_taken, remove_stale_temporaries
+from trickbag.runs.extras import check_run_extras
 from trickbag.runs.preflight import preflight
 from trickbag.runs.resume import apply_resume, check_resume, log_resume
 from trickbag.runs.summary import RunResult, format_summary, model_summary
@@ -77,13 +77,13 @@ class _Session:
     def __init__(self, recipe: Recipe, dist: runtime.DistInfo, out: TextIO, quiet: bool, write: bool) -> None:
         self.recipe, self.dist, self.out, self.quiet, self.write = recipe, dist, out, quiet, write
         self.main = dist.is_main
-        self.run_dir: Optional[Path] = None
-        self.lock: Optional[RunLock] = None
-        self.ckpt: Optional[tuple[Path, dict[str, Any]]] = None
+        self.run_dir: Path | None = None
+        self.lock: RunLock | None = None
+        self.ckpt: tuple[Path, dict[str, Any]] | None = None
         self.trainer: Trainer
         self.ctx: BuildContext
         self.plugins: list[Plugin] = []
-        self.checkpointing: Optional[Checkpointing] = None
+        self.checkpointing: Checkpointing | None = None
         self.interrupt: GracefulInterrupt
         self.clock = RunClock()
         self.changes: dict[str, Any] = {}
@@ -95,7 +95,7 @@ class _Session:
             print(msg, file=self.out, flush=True)
 
     # ------------------------------------------------------------------ before anything is written
-    def prepare(self, resume_dir: Optional[Path]) -> None:
+    def prepare(self, resume_dir: Path | None) -> None:
         """Choose (and for a resume, lock) the run directory, build, pre-flight, load the checkpoint."""
         check_run_extras(self.recipe, write=self.write, quiet=self.quiet)
         self.resuming = self.write and resume_dir is not None
@@ -150,7 +150,9 @@ class _Session:
             remove_stale_temporaries(self.run_dir)
             atomic_write_text(self.run_dir / "recipe.yaml", recipe_to_yaml(self.recipe))
             if self.ctx.weights_report is not None and self.ckpt is None:
-                atomic_write_text(self.run_dir / "weights_report.txt", _weights_report(self.recipe, self.ctx.weights_report))
+                atomic_write_text(
+                    self.run_dir / "weights_report.txt", _weights_report(self.recipe, self.ctx.weights_report)
+                )
             self.plugins = self._file_plugins()
         self.interrupt = GracefulInterrupt(out=sys.stderr if self.main else None)
         self.plugins += [self.clock, self.interrupt, *extra, *self.ctx.user_plugins]  # the recipe's own run last
@@ -201,9 +203,12 @@ class _Session:
         eff = r.data.batch_size * r.train.accumulate * self.dist.world_size
         from trickbag.train.build import resolve_model_name
 
-        self.say(f"trickbag: training {r.name!r} ({resolve_model_name(r, ctx.data)}, {sum(p.numel() for p in ctx.model.parameters()):,} "
-                 f"parameters) on {ctx.device}; {n(ctx.data.train)} train / {n(ctx.data.val)} val / "
-                 f"{n(ctx.data.test)} test samples; effective batch {eff}")
+        self.say(
+            f"trickbag: training {r.name!r} ({resolve_model_name(r, ctx.data)}, "
+            f"{sum(p.numel() for p in ctx.model.parameters()):,} "
+            f"parameters) on {ctx.device}; {n(ctx.data.train)} train / {n(ctx.data.val)} val / "
+            f"{n(ctx.data.test)} test samples; effective batch {eff}"
+        )
         if self.dist.world_size > 1:
             for line in scaling_notes(r.data.batch_size, r.train.accumulate, self.dist.world_size, r.optim.lr):
                 self.say(f"  {line}")
@@ -219,7 +224,9 @@ class _Session:
             with self.interrupt:
                 self.trainer.fit()
         except (CheckpointError, WriteError) as exc:  # disk full, permission lost: say how to continue
-            raise TrainingError(f"{exc}; training stopped, continue with: trickbag train --resume {self.run_dir}") from None
+            raise TrainingError(
+                f"{exc}; training stopped, continue with: trickbag train --resume {self.run_dir}"
+            ) from None
         except (TrickbagError, KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:
@@ -269,7 +276,9 @@ class _Session:
     def summarise(self, result: RunResult) -> None:
         if not (self.write and self.main and self.run_dir is not None):
             return
-        files = write_test_details(self.run_dir, result.test_details, list(self.ctx.data.classes), self.recipe.run.plots)
+        files = write_test_details(
+            self.run_dir, result.test_details, list(self.ctx.data.classes), self.recipe.run.plots
+        )
         text = format_summary(result, mode=self.ctx.mode, metric_names=self.ctx.task.metric_names(test=True))
         if files:
             text += "\ntest files " + ", ".join(p.name for p in files)
@@ -289,15 +298,15 @@ def _weights_report(recipe: Recipe, report: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _best_weights(best_path: Path) -> Optional[dict[str, Any]]:
+def _best_weights(best_path: Path) -> dict[str, Any] | None:
     if not best_path.exists():
         return None
     best = load_checkpoint(best_path)
     return best.get("eval_model") or best["model"]
 
 
-def run_recipe(recipe: Recipe, *, resume_dir: Optional[Path] = None, plugins: Sequence[Plugin] = (),
-               out: Optional[TextIO] = None, quiet: bool = False, write: bool = True, test: bool = True) -> RunResult:
+def run_recipe(recipe: Recipe, *, resume_dir: Path | None = None, plugins: Sequence[Plugin] = (),
+               out: TextIO | None = None, quiet: bool = False, write: bool = True, test: bool = True) -> RunResult:
     """Train ``recipe`` into a new run directory (or continue ``resume_dir``), test best.pt, summarise.
 
     Args:
@@ -324,7 +333,7 @@ def run_recipe(recipe: Recipe, *, resume_dir: Optional[Path] = None, plugins: Se
         runtime.shutdown_distributed(wait=ok)
 
 
-def _run(recipe: Recipe, dist: runtime.DistInfo, resume_dir: Optional[Path], plugins: Sequence[Plugin],
+def _run(recipe: Recipe, dist: runtime.DistInfo, resume_dir: Path | None, plugins: Sequence[Plugin],
          out: TextIO, quiet: bool, write: bool, test: bool) -> RunResult:
     session = _Session(recipe, dist, out, quiet, write)
     try:
@@ -340,7 +349,7 @@ def _run(recipe: Recipe, dist: runtime.DistInfo, resume_dir: Optional[Path], plu
             session.lock.release()
 
 
-def resume_run(run_dir: Path, overrides: Optional[list[str]] = None, **kw: Any) -> RunResult:
+def resume_run(run_dir: Path, overrides: list[str] | None = None, **kw: Any) -> RunResult:
     """Continue the run in ``run_dir`` from its newest readable checkpoint (overrides may extend epochs)."""
     from trickbag.errors import RecipeError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -18,12 +18,12 @@ __all__ = ["RunResult", "format_summary", "format_bytes", "model_summary"]
 class RunResult:
     """Outcome of :func:`trickbag.runs.run.run_recipe`."""
 
-    run_dir: Optional[Path]
+    run_dir: Path | None
     history: list[dict[str, float]]
-    best: Optional[float]
+    best: float | None
     test: dict[str, Any]
     wall_time_s: float
-    stop_reason: Optional[StopReason] = None
+    stop_reason: StopReason | None = None
     stop_detail: str = ""
     monitor: str = "val/acc"
     updates: int = 0
@@ -47,7 +47,7 @@ class RunResult:
         return self.stop_reason is StopReason.INTERRUPTED
 
     @property
-    def stop_message(self) -> Optional[str]:
+    def stop_message(self) -> str | None:
         if self.stop_reason is None:
             return None
         return f"{self.stop_reason.value}: {self.stop_detail}" if self.stop_detail else self.stop_reason.value

@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, TextIO
 
 from trickbag.errors import TrickbagError
 
@@ -83,7 +83,7 @@ class Certificate:
     kills: list[Kill] = field(default_factory=list)
     compared: list[str] = field(default_factory=list)
     differences: list[Difference] = field(default_factory=list)
-    failure: Optional[str] = None
+    failure: str | None = None
 
     @property
     def identical(self) -> bool:
@@ -106,7 +106,7 @@ class Certificate:
         return (f"verdict: IDENTICAL: killed {n} time(s) with SIGKILL and resumed, the run ended bit-identical to "
                 "the uninterrupted one (every tensor of last.pt and best.pt, every row of metrics.csv but timings)")
 
-    def render(self, limit: Optional[int] = None) -> str:
+    def render(self, limit: int | None = None) -> str:
         """The certificate as Markdown text; ``limit`` caps the differences listed."""
         lines = [f"# trickbag verify-resume: {self.command}", "", f"settings: {self.settings}",
                  f"runs: {self.out_dir / 'runs'} (reference, killed); logs: {self.out_dir / 'logs'}",
@@ -126,7 +126,7 @@ class Certificate:
 
 
 # --------------------------------------------------------------------------- comparison
-def _tensor_difference(a: Any, b: Any) -> Optional[str]:
+def _tensor_difference(a: Any, b: Any) -> str | None:
     """None when two tensors are equal (NaN equals NaN), else what differs (max abs difference)."""
     import torch
 
@@ -281,7 +281,7 @@ def compare_runs(reference: Path, resumed: Path) -> tuple[list[str], list[Differ
 
 
 # --------------------------------------------------------------------------- child processes
-def _start(argv: list[str], log: Path, env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``python -m trickbag ARGV`` in its own process group (workers die with it), output into ``log``;
     ``env`` is added to this process's environment."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -292,7 +292,7 @@ def _start(argv: list[str], log: Path, env: Optional[dict[str, str]] = None) -> 
                                 stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})})
 
 
-def _identity(path: Path) -> Optional[tuple[int, int]]:
+def _identity(path: Path) -> tuple[int, int] | None:
     try:
         st = path.stat()
     except OSError:
@@ -300,7 +300,7 @@ def _identity(path: Path) -> Optional[tuple[int, int]]:
     return st.st_ino, st.st_mtime_ns
 
 
-def _wait_training(proc: subprocess.Popen, run_dir: Path, before: Optional[tuple[int, int]]) -> bool:
+def _wait_training(proc: subprocess.Popen, run_dir: Path, before: tuple[int, int] | None) -> bool:
     """Wait until the child has written its ``recipe.yaml`` (training begins); False if it ended first."""
     recipe = run_dir / "recipe.yaml"
     while proc.poll() is None:
@@ -358,7 +358,7 @@ def _landing(run_dir: Path, updates: int = 0) -> tuple[str, str, int]:
 class _Plan:
     """What both runs share: the child's arguments, where things go, the random kill points."""
 
-    recipe_name: Optional[str]
+    recipe_name: str | None
     overrides: list[str]
     out_dir: Path
     rng: random.Random
@@ -454,7 +454,7 @@ def _run_killed(plan: _Plan, cert: Certificate, kills: int, say: TextIO) -> None
         cert.failure = f"the killed run did not finish (exit {rc}): {_last_line(log)} (log: {log})"
 
 
-def _check_request(recipe_name: Optional[str], overrides: list[str], kills: int) -> Any:
+def _check_request(recipe_name: str | None, overrides: list[str], kills: int) -> Any:
     """The recipe (validated in this process: bad input is one line, before anything runs)."""
     from trickbag.recipe import load_recipe
 
@@ -486,7 +486,7 @@ def _thread_env(recipe: Any) -> dict[str, str]:
     return {"OMP_NUM_THREADS": str(auto.start())}
 
 
-def _choose_out_dir(out: Optional[str], recipe_name: str) -> Path:
+def _choose_out_dir(out: str | None, recipe_name: str) -> Path:
     """``out`` when given (refused if it holds files), else a fresh ``./verify-resume-<recipe>[-N]``."""
     if out is not None:
         path = Path(out).expanduser()
@@ -501,8 +501,8 @@ def _choose_out_dir(out: Optional[str], recipe_name: str) -> Path:
     return path
 
 
-def verify_resume(recipe_name: Optional[str], overrides: list[str], *, kills: int = 3, seed: int = 0,
-                  out: Optional[str] = None, say: Optional[TextIO] = None) -> Certificate:
+def verify_resume(recipe_name: str | None, overrides: list[str], *, kills: int = 3, seed: int = 0,
+                  out: str | None = None, say: TextIO | None = None) -> Certificate:
     """Train ``recipe_name`` uninterrupted and ``kills`` times SIGKILLed + resumed, compare, certify.
 
     Writes the two runs, the children's logs and ``certificate.md`` into the output folder (default

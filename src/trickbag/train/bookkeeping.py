@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -41,7 +42,7 @@ class EpochMeter:
     apart and dropped when the update is vetoed.
     """
 
-    def __init__(self, device: torch.device, start: Optional[list[float]] = None) -> None:
+    def __init__(self, device: torch.device, start: list[float] | None = None) -> None:
         self.sums = torch.zeros(3, dtype=torch.float64, device=device)
         if start is not None:  # a mid-epoch resume: the sums up to the checkpoint
             self.sums += torch.tensor(start, dtype=torch.float64, device=device)
@@ -53,7 +54,7 @@ class EpochMeter:
         self.t0 = time.perf_counter()
 
     @torch.no_grad()
-    def add(self, loss: torch.Tensor, stat: Optional[torch.Tensor], batch_size: int) -> None:
+    def add(self, loss: torch.Tensor, stat: torch.Tensor | None, batch_size: int) -> None:
         """One micro-batch: its mean loss, its statistic (None: undefined, e.g. mixed targets)."""
         self._loss.add_(loss.detach(), alpha=batch_size)  # computed in float64 (the buffer's dtype)
         if stat is None:
@@ -73,7 +74,7 @@ class EpochMeter:
         """The sums so far (a mid-epoch checkpoint stores them)."""
         return self.sums.tolist()
 
-    def finish(self, stat_name: Optional[str]) -> dict[str, float]:
+    def finish(self, stat_name: str | None) -> dict[str, float]:
         """The epoch's ``train/*`` metrics, summed over the processes of a DDP job."""
         self.sums += self.update  # micro-batches of an unfinished update (loader of unknown length)
         self.update.zero_()
@@ -100,11 +101,11 @@ class ResumeCursor:
 
     def __init__(self) -> None:
         self.batch_idx = 0
-        self.sums: Optional[list[float]] = None
-        self.rng: Optional[dict[str, Any]] = None
+        self.sums: list[float] | None = None
+        self.rng: dict[str, Any] | None = None
         self.rank = 0
 
-    def load(self, counters: dict[str, Any], rng: Optional[dict[str, Any]], rank: int) -> None:
+    def load(self, counters: dict[str, Any], rng: dict[str, Any] | None, rank: int) -> None:
         self.batch_idx = int(counters.get("batch_idx", 0) or 0)
         self.sums = counters.get("train_sums")
         self.rng, self.rank = rng, rank
@@ -120,7 +121,7 @@ class ResumeCursor:
 
                 reseed_after_resume(self.rank)
 
-    def take_sums(self) -> Optional[list[float]]:
+    def take_sums(self) -> list[float] | None:
         sums, self.sums = self.sums, None
         return sums
 

@@ -10,9 +10,9 @@ import dataclasses
 import math
 import os
 import re
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -22,7 +22,6 @@ from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import BatchGather, DataSplits, TensorDataset, build_data, collate
 from trickbag.errors import CheckpointError, DataError, RecipeError, TrickbagError
 from trickbag.models import build_model, import_callable, is_callable_spec
-from trickbag.nn import unwrap
 from trickbag.recipe import Recipe, recipe_from_dict
 from trickbag.train.checkpoint import check_state_fits, load_checkpoint
 from trickbag.train.plugin import Plugin
@@ -59,10 +58,10 @@ class BuildContext:
     #: the recipe's optimizer class and keyword arguments (for wrappers such as SAM)
     optimizer_spec: tuple[type, dict[str, Any]] = (torch.optim.SGD, {})
     #: builds the optimizer from param groups; a trick may wrap it (SAM)
-    optimizer_factory: Optional[Callable[[list[dict[str, Any]]], torch.optim.Optimizer]] = None
+    optimizer_factory: Callable[[list[dict[str, Any]]], torch.optim.Optimizer] | None = None
     #: the clipping rule the trainer applies once per update (a max norm, a function, or None)
     clip: Any = None
-    optimizer: Optional[torch.optim.Optimizer] = None
+    optimizer: torch.optim.Optimizer | None = None
     scheduler: Any = None
     plugins: list[Plugin] = dataclasses.field(default_factory=list)
     #: the recipe's ``train.plugins``, built; the run path adds them after every other plug-in
@@ -76,7 +75,7 @@ class BuildContext:
     checkpoint_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     #: ``train.threads: auto``'s per-epoch check (None for a fixed count), and what was set
-    threads_check: Optional[ThreadCheck] = None
+    threads_check: ThreadCheck | None = None
     threads: str = ""
 
     def threads_report(self) -> str:
@@ -101,7 +100,9 @@ class BuildContext:
         return model
 
 
-def make_loader(dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.DistInfo, device: torch.device) -> DataLoader:
+def make_loader(
+    dataset: Any, recipe: Recipe, *, train: bool, dist: runtime.DistInfo, device: torch.device
+) -> DataLoader:
     """A DataLoader with a seeded, resumable, rank-sharded sampler and seeded workers."""
     d = recipe.data
     pin = d.pin_memory if isinstance(d.pin_memory, bool) else device.type == "cuda"
@@ -156,7 +157,7 @@ def _schedule_options(recipe: Recipe, warmup: int, total: int, steps_per_epoch: 
 
 
 def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int,
-                   notes: Optional[list[str]] = None, mode: str = "max") -> Any:
+                   notes: list[str] | None = None, mode: str = "max") -> Any:
     """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted); ``mode``:
     whether the monitored metric (plateau) should rise or fall."""
     from trickbag.optim import build_scheduler
@@ -295,9 +296,11 @@ def _check_size(name: str, input_shape: tuple[int, ...], outputs: int, kwargs: d
     n = sum(p.numel() for p in probe.parameters())
     need = 16 * n  # float32 weights, gradients and two optimizer moments
     if need > _memory_bytes():
-        raise RecipeError(f"model {name!r} with model.kwargs={kwargs} would have {n:,} parameters ({need / 2**30:.0f} GiB "
-                          f"for weights, gradients and optimizer state), more than this machine's "
-                          f"{_memory_bytes() / 2**30:.0f} GiB; make it smaller")
+        raise RecipeError(
+            f"model {name!r} with model.kwargs={kwargs} would have {n:,} parameters ({need / 2**30:.0f} GiB "
+            f"for weights, gradients and optimizer state), more than this machine's "
+            f"{_memory_bytes() / 2**30:.0f} GiB; make it smaller"
+        )
 
 
 def model_for(recipe: Recipe, data: DataSplits) -> torch.nn.Module:
@@ -375,7 +378,7 @@ def _optimizer_and_plugins(ctx: BuildContext, tricks: list[Plugin]) -> None:
                                      recipe.train.early_stopping_min_delta))
 
 
-def build(recipe: Recipe, *, run_dir: Optional[Path] = None, device: Optional[str] = None) -> tuple[Trainer, BuildContext]:
+def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = None) -> tuple[Trainer, BuildContext]:
     """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins)."""
     dist = runtime.dist_info()
     runtime.configure_determinism(recipe.train.deterministic, recipe.train.benchmark)
@@ -453,7 +456,9 @@ def wrap_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     return DDP(model)
 
 
-def model_from_checkpoint(ckpt_path: Path, *, trust_code: bool = False) -> tuple[Recipe, torch.nn.Module, dict[str, Any], DataSplits]:
+def model_from_checkpoint(
+    ckpt_path: Path, *, trust_code: bool = False
+) -> tuple[Recipe, torch.nn.Module, dict[str, Any], DataSplits]:
     """Rebuild the model a run checkpoint names and load its evaluated weights (EMA/SWA if the run had them).
 
     The checkpoint's recipe is data from a file that may come from anywhere: a

@@ -17,8 +17,15 @@ from typing import Any
 
 import torch
 
-from trickbag._files import (WriteError, atomic_save_figure, atomic_write_bytes, atomic_write_text, explain_os_error,
-                             os_error_in, write_atomically)
+from trickbag._files import (
+    WriteError,
+    atomic_save_figure,
+    atomic_write_bytes,
+    atomic_write_text,
+    explain_os_error,
+    os_error_in,
+    write_atomically,
+)
 from trickbag.errors import CheckpointError
 
 __all__ = [
@@ -150,7 +157,8 @@ def check_state_fits(model: torch.nn.Module, state: Any, source: str) -> None:
     >>> check_state_fits(torch.nn.Linear(2, 3), torch.nn.Linear(2, 4).state_dict(), "checkpoint 'a.pt'")
     Traceback (most recent call last):
     ...
-    trickbag.errors.CheckpointError: checkpoint 'a.pt' does not fit the model (Linear): shapes differ: weight checkpoint [4, 2] vs model [3, 2], bias checkpoint [4] vs model [3]
+    trickbag.errors.CheckpointError: checkpoint 'a.pt' does not fit the model (Linear): shapes differ: weight checkpoint
+    [4, 2] vs model [3, 2], bias checkpoint [4] vs model [3]
     """
     name = type(model).__name__
     if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional, TextIO
+from typing import Any, Literal, TextIO
 
 import torch
 
@@ -24,7 +24,7 @@ __all__ = ["Checkpointing", "list_checkpoints", "is_finite_model"]
 _STEP_CKPT = re.compile(r"^step-(\d+)\.pt$")
 
 
-def _better(value: float, best: Optional[float], mode: str) -> bool:
+def _better(value: float, best: float | None, mode: str) -> bool:
     """Whether ``value`` should replace ``best`` for best.pt: better, or equal (a later epoch wins a tie).
 
     Accuracy on a small validation split is coarse (one image of 144 is 0.7 %), so ties are common;
@@ -83,15 +83,15 @@ class Checkpointing(Plugin):
     """
 
     def __init__(self, directory: str | Path, *, monitor: str = "val/acc", mode: Literal["max", "min"] = "max",
-                 every_steps: Optional[int] = None, keep: int = 3, extra: Optional[dict[str, Any]] = None,
-                 out: Optional[TextIO] = sys.stderr) -> None:
+                 every_steps: int | None = None, keep: int = 3, extra: dict[str, Any] | None = None,
+                 out: TextIO | None = sys.stderr) -> None:
         self.directory = Path(directory)
         self.monitor, self.mode = monitor, mode
         self.every_steps, self.keep = every_steps, keep
         self.extra = dict(extra or {})
         self.out = out
-        self.best: Optional[float] = None
-        self.best_epoch: Optional[int] = None
+        self.best: float | None = None
+        self.best_epoch: int | None = None
         self.written: dict[str, int] = {}
         self.refused = 0  # checkpoints not written because the weights were not finite
 
@@ -165,8 +165,12 @@ class Checkpointing(Plugin):
                 self.written.pop(path.name, None)
                 moved.append(path.name)
         if moved and self.out is not None:
-            print(f"trickbag: {', '.join(moved)} held the weights that gave the non-finite loss: moved to "
-                  f"{self.directory / 'diverged'} (--resume continues from an earlier state)", file=self.out, flush=True)
+            print(
+                f"trickbag: {', '.join(moved)} held the weights that gave the non-finite loss: moved to "
+                f"{self.directory / 'diverged'} (--resume continues from an earlier state)",
+                file=self.out,
+                flush=True,
+            )
 
     def _epoch_end(self, state: State) -> None:
         value = state.metrics.get(self.monitor)

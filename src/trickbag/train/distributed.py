@@ -16,7 +16,8 @@ that communicate say so.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -96,7 +97,8 @@ def broadcast_object(obj: T, src: int = 0) -> T:
 def on_main(fn: Callable[[], T]) -> T:
     """Run ``fn`` on rank 0 only and hand its result, or the exception it raised, to every rank.
 
-    ``fn``'s result must be picklable. Use it for decisions all ranks must share: the run directory's name, which checkpoint to resume
+    ``fn``'s result must be picklable. Use it for decisions all ranks must share: the run directory's name, which
+    checkpoint to resume
     from (rank 1 never scans or reads the run directory, so no shared file system is needed and no
     rank reads a file another one is still writing). Collective.
 
@@ -217,14 +219,17 @@ def scaling_notes(batch_size: int, accumulate: int, world_size: int, lr: float) 
 
     >>> for line in scaling_notes(32, 1, 4, 0.05): print(line)
     effective batch 128 = 32 per process x 1 accumulation step x 4 processes
-    linear scaling rule (Goyal et al. 2017): optim.lr=0.05 is used as given; if it was tuned for one process (batch 32), the rule suggests optim.lr=0.2 (= scaled_lr(0.05, 128, base_batch_size=32)), with schedule.warmup_epochs >= 1
+    linear scaling rule (Goyal et al. 2017): optim.lr=0.05 is used as given; if it was tuned for one process (batch 32),
+    the rule suggests optim.lr=0.2 (= scaled_lr(0.05, 128, base_batch_size=32)), with schedule.warmup_epochs >= 1
     """
     from trickbag.optim import scaled_lr
 
     eff = effective_batch_size(batch_size, accumulate, world_size)
     steps = "step" if accumulate == 1 else "steps"
     procs = "process" if world_size == 1 else "processes"
-    lines = [f"effective batch {eff} = {batch_size} per process x {accumulate} accumulation {steps} x {world_size} {procs}"]
+    lines = [
+        f"effective batch {eff} = {batch_size} per process x {accumulate} accumulation {steps} x {world_size} {procs}"
+    ]
     if world_size > 1:
         base = batch_size * accumulate
         suggested = scaled_lr(lr, eff, base_batch_size=base)
@@ -272,7 +277,7 @@ class SyncBatchNorm(_BatchNorm):
     True
     """
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1, affine: bool = True,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                  track_running_stats: bool = True, process_group: Any = None, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device=device, dtype=dtype)

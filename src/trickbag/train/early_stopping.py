@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal
 
 from trickbag.train.plugin import Plugin
 
@@ -44,11 +44,11 @@ class EarlyStopping:
         if not min_delta >= 0:
             raise ValueError(f"min_delta must be >= 0, got {min_delta!r}")
         self.patience, self.mode, self.min_delta, self.monitor = patience, mode, float(min_delta), monitor
-        self.best: Optional[float] = None
+        self.best: float | None = None
         self.best_index = 0
         self.checks = 0
         self.bad_checks = 0
-        self.reason: Optional[str] = None
+        self.reason: str | None = None
 
     def is_improvement(self, value: float) -> bool:
         """Whether ``value`` beats the best so far by more than ``min_delta`` (pure; no state change)."""
@@ -101,7 +101,7 @@ class EarlyStop(Plugin):
                  min_delta: float = 0.0) -> None:
         self.rule = EarlyStopping(patience=patience, mode=mode, min_delta=min_delta, monitor=monitor)
 
-    def on_epoch_end(self, state: "State") -> None:
+    def on_epoch_end(self, state: State) -> None:
         value = state.metrics.get(self.rule.monitor)
         if value is None:
             return

@@ -15,7 +15,7 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from trickbag._files import atomic_write_text
 from trickbag._optional import require
@@ -41,7 +41,11 @@ class CSVLogger(Plugin):
         if state.step_skipped:  # no update was made: the step number is the previous update's
             return
         if state.step % self.every_steps == 0 and state.loss is not None:
-            row = {"epoch": float(state.epoch), "step": float(state.step), "train/step_loss": float(state.loss.detach())}
+            row = {
+                "epoch": float(state.epoch),
+                "step": float(state.step),
+                "train/step_loss": float(state.loss.detach()),
+            }
             for i, lr in enumerate(state.lrs()):
                 row[f"lr/group{i}"] = lr
             if state.grad_norm is not None:
@@ -120,14 +124,14 @@ class WandbLogger(Plugin):
     name = "wandb"
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any], *, every_steps: int = 10,
-                 project: Optional[str] = None) -> None:
+                 project: str | None = None) -> None:
         require("wandb", extra="wandb", feature="log.wandb=true")  # fail before training, with the extra to install
         self.run_dir = Path(run_dir)
         self.config = config
         self.every_steps = every_steps
         self.project = project or os.environ.get("WANDB_PROJECT") or "trickbag"
         self.run: Any = None
-        self.run_id: Optional[str] = None
+        self.run_id: str | None = None
 
     def on_fit_start(self, state: State) -> None:
         wandb = require("wandb", extra="wandb", feature="log.wandb=true")

@@ -31,7 +31,7 @@ buffers, not the gradients.
 from __future__ import annotations
 
 import sys
-from typing import Any, Literal, Optional, TextIO
+from typing import Any, Literal, TextIO
 
 import torch
 
@@ -82,7 +82,7 @@ class NonFiniteGuard:
     """
 
     def __init__(self, policy: Literal["skip", "stop"] = "skip", max_in_row: int = 5,
-                 out: Optional[TextIO] = sys.stderr) -> None:
+                 out: TextIO | None = sys.stderr) -> None:
         if policy not in ("skip", "stop"):
             raise ValueError(f"policy must be 'skip' or 'stop', got {policy!r}")
         if isinstance(max_in_row, bool) or not isinstance(max_in_row, int) or max_in_row < 1:
@@ -92,8 +92,8 @@ class NonFiniteGuard:
         self.out = out
         self.skipped = 0
         self.in_row = 0
-        self.last_update: Optional[int] = None
-        self._loss_bad: Optional[torch.Tensor] = None
+        self.last_update: int | None = None
+        self._loss_bad: torch.Tensor | None = None
         self._buffers: list[torch.Tensor] = []
         self._float_buffers: list[torch.Tensor] = []
         self._saved: list[torch.Tensor] = []
@@ -116,7 +116,7 @@ class NonFiniteGuard:
         torch._foreach_copy_(self._saved, self._buffers)  # no host sync; buffers are small
         self._saved_valid = True
 
-    def watch_loss(self, loss: Optional[torch.Tensor]) -> None:
+    def watch_loss(self, loss: torch.Tensor | None) -> None:
         """Or the finiteness of one micro-batch's final loss into the update's flag (no sync)."""
         if loss is None:
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from trickbag._files import atomic_save_figure
 from trickbag.train.plugin import Plugin
@@ -36,7 +36,7 @@ class Plots(Plugin):
         self.lrs = [list(x) for x in sd["lrs"]]
 
 
-def _best_epoch(history: list[dict[str, float]], monitor: str, mode: str) -> Optional[tuple[float, float]]:
+def _best_epoch(history: list[dict[str, float]], monitor: str, mode: str) -> tuple[float, float] | None:
     pts = [(h["epoch"] + 1, h[monitor]) for h in history if monitor in h and math.isfinite(h[monitor])]
     if not pts:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 from trickbag.train.plugin import Plugin
 from trickbag.train.state import State
@@ -47,13 +47,13 @@ class ProgressBar(Plugin):
     """
 
     def __init__(self, every_steps: int = 10, file: Any = None, *, monitor: str = "val/acc", mode: str = "max",
-                 bar: Optional[bool] = None, log_every_s: float = 30.0) -> None:
+                 bar: bool | None = None, log_every_s: float = 30.0) -> None:
         self.every_steps, self.file = every_steps, file
         self.monitor, self.mode = monitor, mode
         self.use_bar = bar
         self.log_every_s = log_every_s
         self.bar: Any = None
-        self.best: Optional[float] = None
+        self.best: float | None = None
         self._epoch_times: list[float] = []
         self._t0 = self._last_line = 0.0
         self._n = 0

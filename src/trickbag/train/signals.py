@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any, Optional, TextIO
+from typing import Any, TextIO
 
 from trickbag.train.plugin import Plugin
 from trickbag.train.state import State, StopReason
@@ -49,15 +49,15 @@ class GracefulInterrupt(Plugin):
     True
     """
 
-    def __init__(self, out: Optional[TextIO] = sys.stderr) -> None:
+    def __init__(self, out: TextIO | None = sys.stderr) -> None:
         self.out = out
-        self.signum: Optional[int] = None
+        self.signum: int | None = None
         self.installed = False
         self._previous: dict[int, Any] = {}
         self._pid = os.getpid()
 
     # ------------------------------------------------------------------ handlers
-    def __enter__(self) -> "GracefulInterrupt":
+    def __enter__(self) -> GracefulInterrupt:
         self.install()
         return self
 
@@ -88,7 +88,7 @@ class GracefulInterrupt(Plugin):
         if self.out is not None:
             print(text, file=self.out, flush=True)
 
-    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if os.getpid() != self._pid:  # a forked DataLoader worker: the main process decides
             return
         name = signal.Signals(signum).name

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ class State:
     max_epochs: int
     scheduler: Any = None
     scaler: Any = None
-    run_dir: Optional[Path] = None
+    run_dir: Path | None = None
     dist: DistInfo = dataclasses.field(default_factory=DistInfo)
 
     epoch: int = 0
@@ -53,9 +54,9 @@ class State:
     batch_idx: int = 0
     batches_per_epoch: int = 0
     batch: Any = None  # (x, y) on the device; BATCH_START may replace it
-    output: Optional[torch.Tensor] = None
-    loss: Optional[torch.Tensor] = None  # LOSS may replace it (un-divided by accumulation)
-    grad_norm: Optional[torch.Tensor] = None  # total norm before clipping, when clipping is on
+    output: torch.Tensor | None = None
+    loss: torch.Tensor | None = None  # LOSS may replace it (un-divided by accumulation)
+    grad_norm: torch.Tensor | None = None  # total norm before clipping, when clipping is on
     step_skipped: bool = False  # the last update was skipped (fp16 overflow or non-finite)
     skipped_steps: int = 0  # updates skipped so far, for any reason
     nonfinite_skipped: int = 0  # of which for a non-finite loss or gradients
@@ -67,16 +68,16 @@ class State:
     eval_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # latest evaluate()
     history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # one dict per epoch
     should_stop: bool = False
-    stop_reason: Optional[StopReason] = None
+    stop_reason: StopReason | None = None
     stop_detail: str = ""
-    predict: Optional[Callable[[torch.Tensor], torch.Tensor]] = None  # forward used by evaluate()
+    predict: Callable[[torch.Tensor], torch.Tensor] | None = None  # forward used by evaluate()
     #: the weights evaluation uses when they are not the model's own (EMA, SWA): saved as ``eval_model``
-    eval_weights: Optional[Callable[[], dict[str, torch.Tensor]]] = None
+    eval_weights: Callable[[], dict[str, torch.Tensor]] | None = None
     #: ``save_checkpoint(path, **extra)``: write the trainer's full state atomically at the current point
-    save_checkpoint: Optional[Callable[..., Path]] = None
+    save_checkpoint: Callable[..., Path] | None = None
     #: ``eval_loop(loader) -> metrics``: the evaluation loop alone (no events, no mode change),
     #: for plug-ins that evaluate a second set of weights (EMA / SWA report the raw weights too)
-    eval_loop: Optional[Callable[[Any], dict[str, float]]] = None
+    eval_loop: Callable[[Any], dict[str, float]] | None = None
 
     def stop(self, reason: StopReason, detail: str = "") -> None:
         """Ask the trainer to stop after the current update (or epoch), with a reason to report."""
@@ -85,7 +86,7 @@ class State:
             self.stop_reason, self.stop_detail = StopReason(reason), detail
 
     @property
-    def stop_message(self) -> Optional[str]:
+    def stop_message(self) -> str | None:
         """``"<reason>: <detail>"`` of the stop, or None while the run goes on."""
         if self.stop_reason is None:
             return None

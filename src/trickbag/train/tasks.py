@@ -18,7 +18,8 @@ Every metric dict also holds ``loss`` (the task's evaluation loss, mean over sam
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -75,7 +76,7 @@ class Task:
     #: default ``train.monitor`` and its mode
     monitor: ClassVar[tuple[str, str]] = ("val/loss", "min")
     #: name of the per-epoch training statistic (``train/<name>``), or None
-    train_stat_name: ClassVar[Optional[str]] = None
+    train_stat_name: ClassVar[str | None] = None
 
     def loss(self, output: Tensor, target: Tensor) -> Tensor:
         """The default training loss (mean over the batch)."""
@@ -85,7 +86,7 @@ class Task:
         """Evaluation loss summed over the batch."""
         raise NotImplementedError
 
-    def train_stat(self, output: Tensor, target: Tensor) -> Optional[Tensor]:
+    def train_stat(self, output: Tensor, target: Tensor) -> Tensor | None:
         """A 0-d count summed over the epoch and divided by the samples (``train/<train_stat_name>``);
         None when it is undefined for this batch (mixed soft targets)."""
         return None
@@ -115,11 +116,11 @@ def _identity(output: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
 class Classification(Task):
     """Single-label classification over ``num_classes`` classes (targets: class indices ``[N]``)."""
 
-    num_classes: Optional[int] = None  # None: the width of the model's output
-    classes: Optional[list[str]] = None
+    num_classes: int | None = None  # None: the width of the model's output
+    classes: list[str] | None = None
     name: ClassVar[str] = "classification"
     monitor: ClassVar[tuple[str, str]] = ("val/acc", "max")
-    train_stat_name: ClassVar[Optional[str]] = "acc"
+    train_stat_name: ClassVar[str | None] = "acc"
 
     def loss(self, output: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(output, target)
@@ -127,12 +128,12 @@ class Classification(Task):
     def eval_loss_sum(self, output: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(output, target, reduction="sum")
 
-    def train_stat(self, output: Tensor, target: Tensor) -> Optional[Tensor]:
+    def train_stat(self, output: Tensor, target: Tensor) -> Tensor | None:
         if target.dim() != 1:  # mixed / soft targets: accuracy is undefined
             return None
         return (output.detach().argmax(1) == target).sum()
 
-    def metric_names(self, *, test: bool = False, num_classes: Optional[int] = None) -> list[str]:
+    def metric_names(self, *, test: bool = False, num_classes: int | None = None) -> list[str]:
         k = num_classes or self.num_classes or 0
         names = ["acc"] + (["top5"] if k >= 6 else []) + ["f1"]
         return names + (["auroc"] if test else [])
@@ -172,7 +173,7 @@ class Multilabel(Task):
     """Multi-label classification: ``num_labels`` independent yes/no labels (targets ``[N, L]`` of 0/1)."""
 
     num_labels: int
-    labels: Optional[list[str]] = None
+    labels: list[str] | None = None
     name: ClassVar[str] = "multilabel"
     monitor: ClassVar[tuple[str, str]] = ("val/map", "max")
 
@@ -216,7 +217,7 @@ class Regression(Task):
     target_std: Sequence[float] = (1.0,)
     loss_name: str = "mse"
     huber_delta: float = 1.0
-    targets: Optional[list[str]] = None
+    targets: list[str] | None = None
     name: ClassVar[str] = "regression"
     monitor: ClassVar[tuple[str, str]] = ("val/loss", "min")
 

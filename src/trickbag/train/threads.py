@@ -8,7 +8,6 @@ epoch start (:class:`ThreadCheck`), over the time since the last decision: two r
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import torch
 
@@ -49,7 +48,7 @@ class ThreadCheck(Plugin):
         return self.first + (f"; {more}{later}" if later else "")
 
 
-def apply_threads(threads: int | str | None, deterministic: bool) -> tuple[Optional[runtime.AutoThreads], str]:
+def apply_threads(threads: int | str | None, deterministic: bool) -> tuple[runtime.AutoThreads | None, str]:
     """Set torch's thread count for ``train.threads``; (an unstarted ``auto`` chooser or None, a report).
 
     A number is set as given; ``None`` leaves torch's default. ``auto`` returns its chooser, whose

@@ -20,8 +20,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Optional, Sequence
+from typing import Any, Literal
 
 import torch
 
@@ -39,7 +40,7 @@ from trickbag.train.tasks import Classification, Task
 __all__ = ["Trainer", "Precision"]
 
 Precision = Literal["32", "bf16", "16"]
-Clip = Optional[float | Callable[[list[torch.Tensor]], Optional[torch.Tensor]]]
+Clip = float | Callable[[list[torch.Tensor]], torch.Tensor | None] | None
 
 
 class _VetoedUpdate(Exception):
@@ -47,7 +48,7 @@ class _VetoedUpdate(Exception):
     unperturbed weights back and the trainer counts the update as skipped."""
 
 
-def _check_args(precision: str, accumulate: Any, max_epochs: Any, clip: Clip, mode: Optional[str],
+def _check_args(precision: str, accumulate: Any, max_epochs: Any, clip: Clip, mode: str | None,
                 plugins: Sequence[Any]) -> None:
     if precision not in ("32", "bf16", "16"):
         raise ValueError(f"precision must be '32', 'bf16' or '16', got {precision!r}")
@@ -108,13 +109,13 @@ class Trainer:
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, train_loader: Iterable,
-                 val_loader: Optional[Iterable] = None, *, task: Optional[Task] = None,
-                 loss_fn: Optional[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = None,
+                 val_loader: Iterable | None = None, *, task: Task | None = None,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
                  scheduler: Any = None, plugins: Sequence[Plugin] = (), max_epochs: int = 1,
                  precision: Precision = "32", accumulate: int = 1, clip: Clip = None,
-                 device: str | torch.device = "auto", run_dir: Optional[str | Path] = None,
-                 monitor: Optional[str] = None, mode: Optional[Literal["max", "min"]] = None, eval_every: int = 1,
-                 nonfinite: Optional[Literal["skip", "stop"] | NonFiniteGuard] = None, max_nonfinite: int = 5) -> None:
+                 device: str | torch.device = "auto", run_dir: str | Path | None = None,
+                 monitor: str | None = None, mode: Literal["max", "min"] | None = None, eval_every: int = 1,
+                 nonfinite: Literal["skip", "stop"] | NonFiniteGuard | None = None, max_nonfinite: int = 5) -> None:
         _check_args(precision, accumulate, max_epochs, clip, mode, plugins)
         dist = runtime.dist_info()
         self.device = device if isinstance(device, torch.device) else runtime.select_device(
@@ -128,7 +129,7 @@ class Trainer:
         self.guard = (nonfinite if isinstance(nonfinite, NonFiniteGuard) or nonfinite is None
                       else NonFiniteGuard(nonfinite, max_nonfinite, out=out))
         self.cursor = ResumeCursor()
-        self.meter: Optional[EpochMeter] = None
+        self.meter: EpochMeter | None = None
         self.state = State(
             model=model, optimizer=optimizer, task=task, loss_fn=loss_fn or task.loss, train_loader=train_loader,
             val_loader=val_loader, device=self.device, precision=precision, accumulate=accumulate,

@@ -1,4 +1,4 @@
-"""imagefolder: an unreadable file met mid-run is one ``trickbag: error:`` line naming it; mixed modes and sizes load."""
+"""imagefolder: an unreadable file met mid-run is one ``trickbag: error:`` line naming it; mixed modes/sizes load."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import torch
 from PIL import Image
 
 from trickbag.cli import main
-from trickbag.recipe import load_recipe
 from trickbag.data.sources import build_data
 from trickbag.errors import DataError
+from trickbag.recipe import load_recipe
 
 QUIET = ["run.progress=false", "run.plots=false", "log.tensorboard=false"]
 GREY16 = 128 * 257  # a 16-bit grey level whose 8-bit value is 128

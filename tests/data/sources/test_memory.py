@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from trickbag.recipe import load_recipe
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import BatchGather, TensorDataset, collate, random_shift
+from trickbag.recipe import load_recipe
 from trickbag.runtime import DistInfo
 from trickbag.train.build import make_loader
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 from sklearn.tree import DecisionTreeClassifier
 
-from trickbag.recipe import load_recipe
 from trickbag.data.sources import build_data
 from trickbag.errors import DataError, RecipeError
 from trickbag.models import MLP
+from trickbag.recipe import load_recipe
 from trickbag.runs.run import run_recipe
 
 N = 100

@@ -19,8 +19,12 @@ def test_rows_match_scipy_and_pair_only_common_seeds():
     cells = {}
     for v in variants:
         for i, s in enumerate(seeds):
-            cells[cell_name(v, s)] = {"status": "done", "metric": float(noise[i] + effect[v.name] + rng.normal(0, 0.002)),
-                                      "wall_time_s": 2.0 + (v.name == "all") + 0.1 * i, "peak_rss_mb": 100.0 + i}
+            cells[cell_name(v, s)] = {
+                "status": "done",
+                "metric": float(noise[i] + effect[v.name] + rng.normal(0, 0.002)),
+                "wall_time_s": 2.0 + (v.name == "all") + 0.1 * i,
+                "peak_rss_mb": 100.0 + i,
+            }
     cells[cell_name(variants[2], 3)] = {"status": "failed", "message": "boom"}  # -ema lost seed 3
     rows = {r["variant"]: r for r in ablation_rows(variants, seeds, cells, ref)}
     ref_vals = np.array([cells[cell_name(variants[0], s)]["metric"] for s in seeds])

@@ -132,7 +132,9 @@ def test_command_errors_are_one_line_and_run_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("trickbag: error: --tricks: unknown trick 'nope'")
     assert main(["ablate", *TINY, "optim.lrr=1", "--tricks", "ema", "--out", str(out)]) == 2
-    assert capsys.readouterr().err.strip() == "trickbag: error: unknown recipe key 'optim.lrr' (did you mean 'optim.lr'?)"
+    assert (
+        capsys.readouterr().err.strip() == "trickbag: error: unknown recipe key 'optim.lrr' (did you mean 'optim.lr'?)"
+    )
     assert not out.exists()
     with pytest.raises(SystemExit) as e:  # argparse's own check, one line as well
         main(["ablate", *TINY, "--tricks", "ema", "--seeds", "0"])

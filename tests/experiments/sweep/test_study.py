@@ -28,7 +28,9 @@ def write(path, text):
 
 
 def _trials(url, name):
-    return {t.number: (t.state, t.value, dict(t.params)) for t in optuna.load_study(study_name=name, storage=url).trials}
+    return {
+        t.number: (t.state, t.value, dict(t.params)) for t in optuna.load_study(study_name=name, storage=url).trials
+    }
 
 
 def _summary_test_acc(run_dir):

@@ -1,12 +1,12 @@
 """What the trick modules share: generator state across a resume, per rank."""
 
 from __future__ import annotations
-import math
+
 import pytest
 import torch
-import torch.nn.functional as F
+
 from trickbag.recipe import load_recipe
-from trickbag.errors import ConflictError, RecipeError
+
 from . import helpers as h
 
 BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot
@@ -14,8 +14,8 @@ BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_r
 
 def test_mix_and_cutout_resume_draws_the_same_batches(tmp_path):
     """The tricks' generators travel in checkpoints: 1 epoch + resume equals 2 epochs straight."""
-    from trickbag.train.checkpoint import load_checkpoint
     from trickbag.runs.run import resume_run, run_recipe
+    from trickbag.train.checkpoint import load_checkpoint
 
     tricks = ["tricks.mix.enabled=true", "tricks.cutout.enabled=true", "schedule.name=constant", f"run.dir={tmp_path}"]
     run_recipe(load_recipe("digits", [*BASE, *tricks, "train.epochs=2", "run.name=straight"]), quiet=True)

@@ -1,7 +1,9 @@
 """Channels-last from a recipe."""
 
 from __future__ import annotations
+
 import torch
+
 from .helpers import tiny_run
 
 

@@ -1,9 +1,12 @@
 """Clipping from a recipe: norm, value and AGC on the gradients the optimizer uses."""
 
 from __future__ import annotations
+
 import pytest
 import torch
+
 from trickbag.errors import ConflictError
+
 from .helpers import PLAIN_SGD, Hook, build_run, grads_of, naive_norm
 
 

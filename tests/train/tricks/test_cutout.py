@@ -1,9 +1,12 @@
 """Cutout from a recipe: the squares it blanks and the images it refuses."""
 
 from __future__ import annotations
+
 import pytest
 import torch
+
 from trickbag.errors import RecipeError
+
 from .helpers import batches_around, build_run
 
 

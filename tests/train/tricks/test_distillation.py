@@ -1,12 +1,14 @@
 """Distillation from a recipe: function and checkpoint teachers, refusals."""
 
 from __future__ import annotations
-import math
+
 import pytest
 import torch
 import torch.nn.functional as F
-from trickbag.recipe import load_recipe
+
 from trickbag.errors import ConflictError, RecipeError
+from trickbag.recipe import load_recipe
+
 from . import helpers as h
 
 BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot
@@ -39,8 +41,8 @@ def test_distillation_from_a_function_teacher(teacher_module):
 
 
 def test_distillation_from_a_run_checkpoint(tmp_path):
-    from trickbag.train.checkpoint import load_checkpoint
     from trickbag.runs.run import run_recipe
+    from trickbag.train.checkpoint import load_checkpoint
 
     teacher_run = load_recipe("digits", [*BASE, f"run.dir={tmp_path}", "run.name=teacher", "model.kwargs={width: 8}"])
     run_recipe(teacher_run, quiet=True)

@@ -1,17 +1,19 @@
 """EMA from a recipe: the formula per update, evaluation, best.pt and the test use the averaged weights."""
 
 from __future__ import annotations
+
 import math
+
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
+
 from trickbag.recipe import load_recipe
 from trickbag.train.build import model_for
+from trickbag.train.tricks.ema import EMAPlugin
+
 from .helpers import Hook, tiny_base
 from .helpers import build_tiny as build_run
-from trickbag.train.tricks.ema import EMAPlugin
-from trickbag.train.tricks.swa import SWAPlugin
 
 BASE = tiny_base(epochs=2)
 
@@ -62,9 +64,7 @@ def test_ema_follows_the_formula_per_update_and_evaluation_uses_it(buffers):
     assert len(live) == state.step == ema_plugin.ema.num_updates == 2 * math.ceil(len(ctx.train_loader) / 2)
     # naive reference: e <- d e + (1 - d) w after every update; buffers copied or averaged; ints copied
     for key, e0 in start.items():
-        if not e0.is_floating_point():
-            expected = live[-1][key]
-        elif key in dict(trainer.model.named_buffers()) and buffers == "copy":
+        if not e0.is_floating_point() or key in dict(trainer.model.named_buffers()) and buffers == "copy":
             expected = live[-1][key]
         else:
             expected = e0.double()
@@ -90,9 +90,9 @@ def test_ema_follows_the_formula_per_update_and_evaluation_uses_it(buffers):
 
 
 def test_ema_best_checkpoint_and_test_use_the_averaged_weights(tmp_path):
-    from trickbag.train.checkpoint import load_checkpoint
     from trickbag.runs.inference import evaluate_run
     from trickbag.runs.run import run_recipe
+    from trickbag.train.checkpoint import load_checkpoint
 
     # one epoch: best.pt and last.pt hold the same update, and last.pt (a resume checkpoint) the EMA's own state
     recipe = load_recipe("digits", [*BASE, "train.epochs=1", "tricks.ema.enabled=true", "tricks.ema.decay=0.7",

@@ -1,12 +1,12 @@
 """Focal loss from a recipe: against a naive per-sample formula."""
 
 from __future__ import annotations
-import math
+
 import pytest
 import torch
-import torch.nn.functional as F
-from trickbag.recipe import load_recipe
-from trickbag.errors import ConflictError, RecipeError
+
+from trickbag.errors import RecipeError
+
 from . import helpers as h
 
 BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot

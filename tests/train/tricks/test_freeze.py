@@ -1,9 +1,12 @@
 """Freeze from a recipe."""
 
 from __future__ import annotations
+
 import pytest
 import torch
+
 from trickbag.errors import RecipeError
+
 from .helpers import Hook, group_of, tiny_run
 
 

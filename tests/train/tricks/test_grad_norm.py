@@ -1,9 +1,13 @@
 """Gradient-norm logging from a recipe."""
 
 from __future__ import annotations
+
 import csv
+
 import pytest
+
 from trickbag.recipe import load_recipe
+
 from .helpers import BASE, Hook, build_run, grads_of, naive_norm
 
 

@@ -1,23 +1,33 @@
 """Interaction rules between tricks: what combinations do, and the ones refused in one line."""
 
 from __future__ import annotations
+
 import math
+
 import pytest
 import torch
 import torch.nn.functional as F
+
 from trickbag.errors import ConflictError
 from trickbag.models import BUILTIN_MODELS
-from . import helpers as h
 from trickbag.recipe import load_recipe
 from trickbag.train.build import model_for
 from trickbag.train.checkpoint import load_checkpoint
-from .helpers import build_tiny, tiny_base
 from trickbag.train.tricks import check_interactions
+
+from . import helpers as h
+from .helpers import build_tiny, tiny_base
 
 BASE, C, Hook, build_run, record_losses, PLAIN_SGD = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.PLAIN_SGD
 TINY2 = tiny_base(epochs=2)  # the weight / model / evaluation interactions: two epochs
-UNFREEZE = ["tricks.freeze.enabled=true", "tricks.freeze.allow_untrained=true", "tricks.freeze.patterns=[features.*]", "tricks.freeze.unfreeze_epoch=1",
-            "tricks.param_groups.enabled=true", "tricks.param_groups.lr_scale={'features.*': 0.1}"]
+UNFREEZE = [
+    "tricks.freeze.enabled=true",
+    "tricks.freeze.allow_untrained=true",
+    "tricks.freeze.patterns=[features.*]",
+    "tricks.freeze.unfreeze_epoch=1",
+    "tricks.param_groups.enabled=true",
+    "tricks.param_groups.lr_scale={'features.*': 0.1}",
+]
 
 
 def _record_before(out):
@@ -212,7 +222,9 @@ def test_unfreeze_adds_the_params_back_with_the_scheduled_lr_of_their_group():
     lrs, end0 = [], {}
 
     def batch_start(s):
-        lrs.append((s.epoch, {id(p): (g["lr"], g["weight_decay"]) for g in s.optimizer.param_groups for p in g["params"]}))
+        lrs.append(
+            (s.epoch, {id(p): (g["lr"], g["weight_decay"]) for g in s.optimizer.param_groups for p in g["params"]})
+        )
 
     def epoch_end(s):
         if s.epoch == 0:
@@ -281,9 +293,9 @@ def test_plateau_is_stepped_once_per_evaluation_with_accumulation():
     # reference: torch's ReduceLROnPlateau fed the same values gives the same LRs
     ref_opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=recipe.optim.lr)
     ref = torch.optim.lr_scheduler.ReduceLROnPlateau(ref_opt, mode="min", factor=0.5, patience=0)
-    for h in state.history:
-        assert h["lr/group0"] == pytest.approx(ref_opt.param_groups[0]["lr"])  # LR used during that epoch
-        ref.step(h["val/loss"])
+    for rec in state.history:
+        assert rec["lr/group0"] == pytest.approx(ref_opt.param_groups[0]["lr"])  # LR used during that epoch
+        ref.step(rec["val/loss"])
     assert state.lrs()[0] == pytest.approx(ref_opt.param_groups[0]["lr"])
 
 

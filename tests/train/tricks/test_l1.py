@@ -1,12 +1,10 @@
 """L1 penalty from a recipe."""
 
 from __future__ import annotations
-import math
-import pytest
+
 import torch
 import torch.nn.functional as F
-from trickbag.recipe import load_recipe
-from trickbag.errors import ConflictError, RecipeError
+
 from . import helpers as h
 
 BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot

@@ -1,12 +1,9 @@
 """Label smoothing from a recipe: cross-entropy on smoothed targets, applied once with mixup."""
 
 from __future__ import annotations
-import math
-import pytest
+
 import torch
-import torch.nn.functional as F
-from trickbag.recipe import load_recipe
-from trickbag.errors import ConflictError, RecipeError
+
 from . import helpers as h
 
 BASE, C, Hook, build_run, record_losses, onehot = h.BASE, h.C, h.Hook, h.build_run, h.record_losses, h.onehot

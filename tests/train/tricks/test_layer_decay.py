@@ -1,8 +1,10 @@
 """Layer-wise LR decay from a recipe."""
 
 from __future__ import annotations
+
 import pytest
 import torch
+
 from .helpers import group_of, tiny_run
 
 

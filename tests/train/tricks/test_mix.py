@@ -1,9 +1,12 @@
 """Mixup / CutMix from a recipe: the batches and soft targets the loss sees, refusals."""
 
 from __future__ import annotations
+
 import pytest
 import torch
+
 from trickbag.errors import ConflictError, RecipeError
+
 from .helpers import Hook, batches_around, build_run, mixup_reference, onehot, record_losses
 
 

@@ -1,9 +1,12 @@
 """Multi-scale / FixRes from a recipe."""
 
 from __future__ import annotations
+
 import pytest
 import torch
+
 from trickbag.errors import RecipeError
+
 from .helpers import tiny_run
 
 

@@ -1,10 +1,13 @@
 """Parameter groups from a recipe."""
 
 from __future__ import annotations
+
 import fnmatch
 import math
+
 import pytest
 import torch
+
 from .helpers import Hook, group_of, tiny_run
 
 

@@ -1,14 +1,10 @@
 """Profiling from a recipe."""
 
 from __future__ import annotations
+
 import json
-import struct
-import pytest
-import torch
-import torch.nn.functional as F
+
 from trickbag.recipe import load_recipe
-from trickbag.train.build import build
-from trickbag.nn import flip_tta
 
 BASE = [
     "data.name=fake", "data.num_samples=96", "data.batch_size=16", "train.epochs=1", "train.device=cpu",

@@ -1,13 +1,14 @@
 """SAM / ASAM from a recipe."""
 
 from __future__ import annotations
-import csv
+
 import math
+
 import pytest
 import torch
-from trickbag.recipe import load_recipe
-from trickbag.errors import ConflictError
+
 from trickbag.optim import SAM
+
 from . import helpers as h
 
 BASE, Hook, build_run, PLAIN_SGD = h.BASE, h.Hook, h.build_run, h.PLAIN_SGD

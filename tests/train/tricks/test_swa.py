@@ -1,13 +1,17 @@
 """SWA from a recipe: LR, average, BN statistics, evaluation and resume."""
 
 from __future__ import annotations
+
 import math
+
 import pytest
 import torch
 from torch.utils.data import DataLoader
+
 from trickbag.recipe import load_recipe
-from .helpers import Hook, fresh_model, naive_eval, plugin_of, snapshot, tiny_base, tiny_run
 from trickbag.train.tricks.swa import SWAPlugin
+
+from .helpers import Hook, fresh_model, naive_eval, plugin_of, snapshot, tiny_base, tiny_run
 
 BASE = tiny_base(epochs=2)
 
@@ -59,8 +63,8 @@ def test_swa_lr_average_bn_statistics_and_evaluation():
 
 
 def test_swa_resume_in_the_averaging_phase_continues_identically(tmp_path):
-    from trickbag.train.checkpoint import load_checkpoint
     from trickbag.runs.run import resume_run, run_recipe
+    from trickbag.train.checkpoint import load_checkpoint
 
     common = [*BASE, "schedule.name=constant", "tricks.swa.enabled=true", "tricks.swa.start_epoch=1",
               "tricks.swa.anneal_epochs=1", f"run.dir={tmp_path}"]

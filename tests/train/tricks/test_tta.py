@@ -1,10 +1,13 @@
 """Flip TTA from a recipe."""
 
 from __future__ import annotations
+
 import pytest
 import torch
 import torch.nn.functional as F
+
 from trickbag.nn import flip_tta
+
 from .helpers import tiny_run
 
 

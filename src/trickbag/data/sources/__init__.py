@@ -10,7 +10,8 @@ transform that turns one PIL image into the model's input (for ``trickbag predic
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trickbag.data.sources.custom import custom
 from trickbag.data.sources.digits import digits

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
 from trickbag.data.sampler import SampleIndex
-
 from trickbag.data.sources.memory import split_indices
 from trickbag.data.sources.splits import DataSplits
 from trickbag.errors import DataError, TrickbagError
@@ -60,7 +60,7 @@ class _ImageSplit(Subset):
         self.split = split
 
     @classmethod
-    def of(cls, ds: Optional[Dataset], split: str) -> Optional["_ImageSplit"]:
+    def of(cls, ds: Dataset | None, split: str) -> _ImageSplit | None:
         if ds is None:
             return None
         if isinstance(ds, Subset):

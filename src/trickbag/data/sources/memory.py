@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,7 +37,7 @@ class TensorDataset(Dataset):
     from torch's global generator.
     """
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, augment: Optional[Callable] = None) -> None:
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, augment: Callable | None = None) -> None:
         self.x, self.y, self.augment = x, y, augment
 
     def __len__(self) -> int:
@@ -96,7 +97,7 @@ def random_shift(max_shift: int = 1) -> Callable[..., torch.Tensor]:
     """``shift(x, generator=None)``: translate a ``[C, H, W]`` or ``[C, L]`` sample by up to ``max_shift``
     pixels in each spatial dimension, zero-filled."""
 
-    def shift(x: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def shift(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         d = torch.randint(-max_shift, max_shift + 1, (x.dim() - 1,), generator=generator).tolist()
         out = torch.zeros_like(x)
         src = [slice(None)]
@@ -128,7 +129,9 @@ def split_indices(y: np.ndarray, fraction: float, seed: int, key: str = "the spl
         counts = np.bincount(y)
         if counts[counts > 0].min() >= 2 and held_n >= len(counts[counts > 0]) <= len(y) - held_n:
             stratify = y
-    train_test_split = require("sklearn.model_selection", extra="app", feature="splitting the data into train / val / test").train_test_split
+    train_test_split = require(
+        "sklearn.model_selection", extra="app", feature="splitting the data into train / val / test"
+    ).train_test_split
     rest, held = train_test_split(idx, test_size=held_n, random_state=seed, stratify=stratify)
     return np.sort(rest), np.sort(held)
 
@@ -147,11 +150,11 @@ def tensor_splits(
     y: torch.Tensor,
     cfg: Any,
     *,
-    augment: Optional[Callable],
-    test: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
-    classes: Optional[list[str]] = None,
+    augment: Callable | None,
+    test: tuple[torch.Tensor, torch.Tensor] | None = None,
+    classes: list[str] | None = None,
     normalise: bool = True,
-    encode: Optional[Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]]] = None,
+    encode: Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]] | None = None,
     per_feature: bool = False,
     standardise_targets: bool = False,
 ) -> DataSplits:

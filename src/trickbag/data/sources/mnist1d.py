@@ -17,7 +17,7 @@ __all__ = ["mnist1d", "cache_dir"]
 
 
 def cache_dir() -> Path:
-    """Folder for generated data (``$TRICKBAG_CACHE``, else ``$XDG_CACHE_HOME/trickbag``, else ``~/.cache/trickbag``)."""
+    """Folder for generated data: ``$TRICKBAG_CACHE``, else ``$XDG_CACHE_HOME/trickbag``, else ``~/.cache/trickbag``."""
     if os.environ.get("TRICKBAG_CACHE"):
         return Path(os.environ["TRICKBAG_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset
@@ -16,19 +17,19 @@ class DataSplits:
     """The train / val / test datasets of a source and what the run needs to know about them."""
 
     train: Dataset
-    val: Optional[Dataset]
-    test: Optional[Dataset]
+    val: Dataset | None
+    test: Dataset | None
     num_classes: int  # the model's outputs: classes, labels (multi-label) or targets (regression)
     input_shape: tuple[int, ...]  # per sample, e.g. (1, 8, 8)
     class_counts: list[int]  # training samples per class
     classes: list[str]  # names of the classes, labels or targets
-    predict_transform: Optional[Callable[[Any], torch.Tensor]] = None  # one PIL image -> model input
-    eval_train: Optional[Dataset] = None  # the training data without augmentation
+    predict_transform: Callable[[Any], torch.Tensor] | None = None  # one PIL image -> model input
+    eval_train: Dataset | None = None  # the training data without augmentation
     normalise: Callable[[torch.Tensor], torch.Tensor] = lambda t: t  # what the source applied to inputs
-    target_mean: Optional[list[float]] = None  # regression: the training targets' mean and std, per target
-    target_std: Optional[list[float]] = None
+    target_mean: list[float] | None = None  # regression: the training targets' mean and std, per target
+    target_std: list[float] | None = None
     #: raw inputs (e.g. a table's feature rows ``[n, 1, F]``) -> model inputs, as the source prepared its own
-    prepare: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+    prepare: Callable[[torch.Tensor], torch.Tensor] | None = None
     #: a table's rows (header, rows) -> raw feature tensor, for ``trickbag predict`` on a CSV
-    read_rows: Optional[Callable[[list[str], list[list[str]]], torch.Tensor]] = None
+    read_rows: Callable[[list[str], list[list[str]]], torch.Tensor] | None = None
     kind: str = "image"  # "image" [C, H, W], "signal" [C, L] or "tabular" [1, F]: what model.name=auto picks for

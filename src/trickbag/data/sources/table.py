@@ -25,8 +25,9 @@ import csv as _csv
 import dataclasses
 import difflib
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,7 +82,9 @@ def _columns(cfg: Any, header: list[str]) -> tuple[list[str], list[str]]:
     labels = [cfg.label_column] if isinstance(cfg.label_column, str) else list(cfg.label_column)
     unknown = [c for c in labels if c not in header]
     if unknown:
-        raise DataError(f"data.label_column={unknown[0]!r} is not a column of {cfg.root!r}; columns: {', '.join(header)}")
+        raise DataError(
+            f"data.label_column={unknown[0]!r} is not a column of {cfg.root!r}; columns: {', '.join(header)}"
+        )
     feats = cfg.feature_columns or [h for h in header if h not in labels]
     missing = [f for f in feats if f not in header]
     if missing:
@@ -125,13 +128,14 @@ def _vocabularies(cfg: Any, header: list[str], rows: list[list[str]], feats: lis
             others = [f for f in feats if f != name]
             raise DataError(
                 f"feature column {name!r} of {cfg.root!r} holds text with {len(values)} distinct values (e.g. "
-                f"{text[0]!r}): too many to one-hot as categories (at most {MAX_CATEGORIES}, and not one per row like a "
-                f"name or an id); leave it out: data.feature_columns=[{', '.join(others)}]")
+                f"{text[0]!r}): too many to one-hot as categories (at most {MAX_CATEGORIES}, and not one per row "
+                f"like a name or an id); leave it out: data.feature_columns=[{', '.join(others)}]"
+            )
         vocab[j] = values
     return vocab
 
 
-def _cell(cfg: Any, r: int, name: str, cell: str, codes: Optional[dict[str, int]]) -> float:
+def _cell(cfg: Any, r: int, name: str, cell: str, codes: dict[str, int] | None) -> float:
     """One feature cell: a category's code, a number, or NaN (missing; an unseen category)."""
     if codes is not None:
         return float(codes[cell]) if cell in codes else math.nan
@@ -160,7 +164,7 @@ def _features(cfg: Any, header: list[str], rows: list[list[str]], feats: list[st
     return torch.tensor(xs, dtype=torch.float32).unsqueeze(1)
 
 
-def looks_continuous(values: list[str]) -> Optional[str]:
+def looks_continuous(values: list[str]) -> str | None:
     """Why a label column looks like a regression target (numbers, many distinct values), or None.
 
     >>> looks_continuous(["1.5", "2.25", "3.0"]) is not None, looks_continuous(["cat", "dog"])
@@ -174,7 +178,9 @@ def looks_continuous(values: list[str]) -> Optional[str]:
     if any(not v.is_integer() for v in numbers):
         return f"holds {len(distinct)} distinct numbers, not whole ones (e.g. {distinct[0]:g}, {distinct[-1]:g})"
     if len(distinct) > 20 and len(distinct) > 0.2 * len(numbers):
-        return f"holds {len(distinct)} distinct numbers in {len(numbers)} rows (from {distinct[0]:g} to {distinct[-1]:g})"
+        return (
+            f"holds {len(distinct)} distinct numbers in {len(numbers)} rows (from {distinct[0]:g} to {distinct[-1]:g})"
+        )
     return None
 
 

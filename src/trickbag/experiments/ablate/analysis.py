@@ -4,8 +4,9 @@ the Markdown table, the CSV and the chart."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from trickbag._files import atomic_save_figure, atomic_write_text
 from trickbag.experiments.ablate.variants import Variant, cell_name

@@ -19,8 +19,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from trickbag._files import atomic_write_text
 from trickbag.experiments.ablate.variants import Variant, cell_name
@@ -140,7 +141,7 @@ class CellRunner:
     recipe_file: Path  #: the ablation's resolved recipe (with its overrides)
     metric: str
     overrides: tuple[str, ...] = ()
-    threads: Optional[int] = None  #: intra-op threads per cell (None: the recipe's train.threads)
+    threads: int | None = None  #: intra-op threads per cell (None: the recipe's train.threads)
 
     def __post_init__(self) -> None:
         for d in (self.runs_dir, self.out_dir / "cells", self.out_dir / "logs"):

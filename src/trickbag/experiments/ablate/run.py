@@ -9,9 +9,10 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from trickbag._files import atomic_write_text
 from trickbag.experiments import ExperimentError
@@ -126,7 +127,7 @@ class _Progress:
                   file=self.stream, flush=True)
 
 
-def _run_cells(todo: list[tuple[Variant, int]], jobs: int, runner: "CellRunner", progress: _Progress,
+def _run_cells(todo: list[tuple[Variant, int]], jobs: int, runner: CellRunner, progress: _Progress,
                record: Callable[[str, dict[str, Any]], None]) -> list[str]:
     """Run ``todo`` with at most ``jobs`` cells at a time; ``record`` each as it finishes."""
     pending = list(todo)
@@ -154,12 +155,12 @@ def run_ablation(
     seeds: int = 3,
     mode: Mode = "leave-one-out",
     jobs: int = 1,
-    out: Optional[str | os.PathLike] = None,
+    out: str | os.PathLike | None = None,
     overrides: Sequence[str] = (),
     metric: str = "test/acc",
     confidence: float = 0.95,
-    stream: Optional[TextIO] = None,
-    on_cell: Optional[CellCallback] = None,
+    stream: TextIO | None = None,
+    on_cell: CellCallback | None = None,
 ) -> AblationResult:
     """Run (or finish) an ablation of ``tricks`` on ``recipe`` and write its table, CSV and chart.
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 from trickbag.experiments import ExperimentError
 

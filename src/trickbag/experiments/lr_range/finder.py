@@ -9,8 +9,9 @@ exactly as it does in training; only the LR is the finder's.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 from trickbag.experiments import ExperimentError
 from trickbag.experiments.lr_range.range_test import RULES, LRFindResult, RangeTest, Rule, set_group_lrs
@@ -45,27 +46,27 @@ class LRFinder(Plugin):
     def __init__(self, test: RangeTest) -> None:
         self.test = test
         self._bases: list[float] = []
-        self._lr: Optional[float] = None
+        self._lr: float | None = None
         self._loss_sum: Any = None
         self._n = 0
         self._nonfinite = 0
 
-    def on_fit_start(self, state: "State") -> None:
+    def on_fit_start(self, state: State) -> None:
         self._nonfinite = state.nonfinite_skipped
 
-    def on_batch_start(self, state: "State") -> None:
+    def on_batch_start(self, state: State) -> None:
         if self._lr is None and not self.test.done:
             self._lr = self.test.next_lr
             set_group_lrs(state.optimizer.param_groups, self._lr, self._bases)
 
-    def on_loss(self, state: "State") -> None:
+    def on_loss(self, state: State) -> None:
         if state.closure_pass or state.loss is None:
             return
         loss = state.loss.detach().float()
         self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
         self._n += 1
 
-    def on_step(self, state: "State") -> None:
+    def on_step(self, state: State) -> None:
         if self._lr is None or not self._n:
             return
         lr, value = self._lr, float(self._loss_sum) / self._n
@@ -81,7 +82,7 @@ class LRFinder(Plugin):
         if self.test.done:
             state.stop(StopReason.REQUESTED, f"lr-find: {self.test.stop_reason or 'all steps done'}")
 
-    def on_fit_end(self, state: "State") -> None:
+    def on_fit_end(self, state: State) -> None:
         if not self.test.done and state.stop_reason not in (None, StopReason.REQUESTED):
             self.test.stop(state.stop_message or "the run stopped")
 
@@ -100,7 +101,7 @@ def _check(steps: int, start: float, end: float, beta: float, diverge: float, ru
     return RangeTest(steps, start, end, beta, diverge)
 
 
-def finder_recipe(recipe: "Recipe", steps: int) -> "Recipe":
+def finder_recipe(recipe: Recipe, steps: int) -> Recipe:
     """``recipe`` with enough epochs for ``steps`` updates (each epoch has at least one) and no evaluation."""
     from trickbag.recipe import recipe_from_dict
 
@@ -121,7 +122,7 @@ def lr_find_recipe(
     beta: float = 0.9,
     diverge: float = 4.0,
     rule: Rule = "steepest",
-    out: Optional[str | Path] = None,
+    out: str | Path | None = None,
     plugins: Sequence[Plugin] = (),
 ) -> tuple[LRFindResult, list[Path]]:
     """Range test of a recipe on the run path; writes ``lr_find.png`` and ``lr_find.csv`` into ``out``.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Callable, Iterable, Iterator, Optional
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from trickbag.experiments.lr_range.range_test import RULES, LRFindResult, RangeTest, Rule, set_group_lrs
 
@@ -62,7 +63,7 @@ def lr_find(
     model: Any,
     optimizer: Any,
     loader: Iterable,
-    loss_fn: Optional[Callable[[Any, Any], Any]] = None,
+    loss_fn: Callable[[Any, Any], Any] | None = None,
     *,
     steps: int = 200,
     start: float = 1e-6,

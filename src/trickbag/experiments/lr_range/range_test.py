@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -104,7 +105,7 @@ class LRFindResult:
     smoothed: list[float]  #: bias-corrected EMA of the losses
     suggestion: float  #: suggested LR
     rule: str  #: rule used for the suggestion ("steepest" or "min10")
-    stop_reason: Optional[str]  #: why the test ended early, None if it ran all steps
+    stop_reason: str | None  #: why the test ended early, None if it ran all steps
 
     @property
     def rule_text(self) -> str:
@@ -148,7 +149,7 @@ class RangeTest:
         self.lrs: list[float] = []
         self.losses: list[float] = []
         self.smoothed: list[float] = []
-        self.stop_reason: Optional[str] = None
+        self.stop_reason: str | None = None
         self._avg, self._best = 0.0, math.inf
 
     def lr(self, i: int) -> float:
@@ -170,7 +171,7 @@ class RangeTest:
         if self.stop_reason is None:
             self.stop_reason = reason
 
-    def record(self, lr: float, loss: float) -> Optional[str]:
+    def record(self, lr: float, loss: float) -> str | None:
         """Add one update's loss at ``lr``; returns the stop reason once the test should stop early."""
         value = float(loss)
         self.lrs.append(float(lr))

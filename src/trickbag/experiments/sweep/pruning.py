@@ -37,7 +37,7 @@ class PruningReporter(Plugin):
         self.pruned = False
         self.reported: list[tuple[int, float]] = []
 
-    def on_epoch_end(self, state: "State") -> None:
+    def on_epoch_end(self, state: State) -> None:
         value = state.metrics.get(self.metric)
         if value is None:
             return

@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
 from trickbag.experiments import ExperimentError
 from trickbag.experiments.sweep.plots import plot_history, plot_importances

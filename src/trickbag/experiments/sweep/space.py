@@ -20,7 +20,7 @@ import difflib
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import yaml
 
@@ -41,8 +41,8 @@ class ParamSpec:
     low: Any = None
     high: Any = None
     step: Any = None
-    num: Optional[int] = None
-    choices: Optional[tuple[Any, ...]] = None
+    num: int | None = None
+    choices: tuple[Any, ...] | None = None
 
     def suggest(self, trial: Any) -> Any:
         """Ask an Optuna trial for a value of this parameter."""

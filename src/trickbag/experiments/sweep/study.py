@@ -16,8 +16,9 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence, TextIO
+from typing import Any, Literal, TextIO
 
 from trickbag.errors import TrickbagError
 from trickbag.experiments import ExperimentError
@@ -95,7 +96,7 @@ class Objective:
         return max(values) if self.direction == "maximize" else min(values)
 
 
-def _storage_url(storage: Optional[str], out_dir: Path) -> str:
+def _storage_url(storage: str | None, out_dir: Path) -> str:
     if storage is None:
         return f"sqlite:///{(out_dir / 'sweep.db').resolve()}"
     if "://" in storage:
@@ -111,7 +112,7 @@ def _storage_url(storage: Optional[str], out_dir: Path) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-def _check_args(sampler: str, trials: Any, pruner: str, metric: Any, direction: Optional[str]) -> str:
+def _check_args(sampler: str, trials: Any, pruner: str, metric: Any, direction: str | None) -> str:
     """Validate the sweep's options; returns the direction (default: minimize for */loss)."""
     if sampler not in SAMPLERS:
         raise ExperimentError(f"--sampler {sampler!r} is not allowed; allowed: {', '.join(SAMPLERS)}")
@@ -194,17 +195,17 @@ def run_sweep(
     *,
     sampler: Literal["grid", "random", "tpe"] = "tpe",
     trials: int = 20,
-    storage: Optional[str] = None,
-    study_name: Optional[str] = None,
+    storage: str | None = None,
+    study_name: str | None = None,
     resume: bool = False,
     metric: str = "val/acc",
-    direction: Optional[Literal["maximize", "minimize"]] = None,
-    out: Optional[str | os.PathLike] = None,
+    direction: Literal["maximize", "minimize"] | None = None,
+    out: str | os.PathLike | None = None,
     overrides: Sequence[str] = (),
     seed: int = 0,
     pruner: Literal["median", "none"] = "median",
     startup_trials: int = 2,
-    stream: Optional[TextIO] = None,
+    stream: TextIO | None = None,
 ) -> SweepResult:
     """Run up to ``trials`` trials of a sweep (new study, or more trials of an existing one with ``resume``).
 

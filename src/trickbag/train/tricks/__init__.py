@@ -8,7 +8,8 @@ interaction checks are generated from :data:`TRICKS`; the trainer and the run pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, create_model
 
@@ -65,7 +66,7 @@ TricksConfig = create_model(
 )
 
 
-def _enabled(recipe: "Recipe") -> list[tuple[Trick, Any]]:
+def _enabled(recipe: Recipe) -> list[tuple[Trick, Any]]:
     out = []
     for name, trick in TRICKS.items():
         cfg = getattr(recipe.tricks, name)
@@ -74,7 +75,7 @@ def _enabled(recipe: "Recipe") -> list[tuple[Trick, Any]]:
     return out
 
 
-def check_interactions(recipe: "Recipe") -> None:
+def check_interactions(recipe: Recipe) -> None:
     """Raise a one-line :class:`~trickbag.errors.RecipeError` for refused combinations and tasks."""
     task = recipe.task.type
     for trick, _ in _enabled(recipe):
@@ -86,11 +87,12 @@ def check_interactions(recipe: "Recipe") -> None:
             check(recipe)
 
 
-def build_tricks(recipe: "Recipe") -> list[Plugin]:
+def build_tricks(recipe: Recipe) -> list[Plugin]:
     """Plug-ins for the tricks enabled in ``recipe.tricks``, in :data:`MODULES` order (checks first).
 
     >>> from trickbag.recipe import load_recipe
-    >>> recipe = load_recipe("digits", ["tricks.l1.enabled=true", "tricks.mix.enabled=true", "tricks.cutout.enabled=true"])
+    >>> on = ["tricks.l1.enabled=true", "tricks.mix.enabled=true", "tricks.cutout.enabled=true"]
+    >>> recipe = load_recipe("digits", on)
     >>> [type(p).__name__ for p in build_tricks(recipe)]
     ['CutoutPlugin', 'MixPlugin', 'L1Plugin']
     """
@@ -101,7 +103,7 @@ def build_tricks(recipe: "Recipe") -> list[Plugin]:
     return plugins
 
 
-def eval_wrappers(recipe: "Recipe", input_shape: tuple[int, ...]) -> list[tuple[str, Callable[[Any], Any]]]:
+def eval_wrappers(recipe: Recipe, input_shape: tuple[int, ...]) -> list[tuple[str, Callable[[Any], Any]]]:
     """``(phrase, wrap)`` for every enabled trick that changes how a trained model predicts, in plug-in
     order: ``trickbag eval`` / ``predict`` wrap the model's forward with them, as the run's own
     evaluation did (flip TTA, the multi-scale test size)."""
@@ -118,7 +120,7 @@ def _default(field: Any) -> str:
     return "null" if value is None else repr(value)
 
 
-def describe_tricks(name: Optional[str] = None) -> str:
+def describe_tricks(name: str | None = None) -> str:
     """One block per trick: name, what it does, and its recipe keys with defaults."""
     lines = []
     for key, trick in TRICKS.items():

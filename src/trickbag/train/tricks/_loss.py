@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 CLASSIFICATION_ONLY = ("classification",)
 
 
-def classification_loss(ctx: "BuildContext", trick: str) -> Any:
+def classification_loss(ctx: BuildContext, trick: str) -> Any:
     """The run's :class:`trickbag.losses.ClassificationLoss`, made on first use from the task's
     cross-entropy (the loss tricks set its fields in any order)."""
     from trickbag.losses import ClassificationLoss

@@ -10,7 +10,8 @@ tricks`` and the recipe errors answer without it; the plug-ins import what they 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
@@ -50,12 +51,12 @@ class Trick:
     name: str
     config: type[TrickSection]
     description: str
-    build: Callable[[Any, "Recipe"], list[Plugin]]
-    checks: tuple[Callable[["Recipe"], None], ...] = ()
+    build: Callable[[Any, Recipe], list[Plugin]]
+    checks: tuple[Callable[[Recipe], None], ...] = ()
     tasks: tuple[str, ...] = ALL_TASKS
     why: str = ""
-    eval_wrapper: Optional[Callable[[Any, tuple[int, ...]], Optional[Wrapper]]] = None
-    describe_eval: Optional[Callable[[Any], str]] = None
+    eval_wrapper: Callable[[Any, tuple[int, ...]], Wrapper | None] | None = None
+    describe_eval: Callable[[Any], str] | None = None
 
 
 class GeneratorState:
@@ -92,11 +93,11 @@ class WrapPredict(Plugin):
     def key(self) -> str:
         return f"wrap:{self.trick}"
 
-    def on_eval_start(self, state: "State") -> None:
+    def on_eval_start(self, state: State) -> None:
         self._prev = state.predict
         state.predict = self.wrap(state.predict or state.model)
 
-    def on_eval_end(self, state: "State") -> None:
+    def on_eval_end(self, state: State) -> None:
         state.predict = self._prev
         self._prev = None
 
@@ -116,7 +117,7 @@ class EvalOnAverage(Plugin):
         self._swap = swapped
         swapped.__enter__()
 
-    def on_eval_end(self, state: "State") -> None:
+    def on_eval_end(self, state: State) -> None:
         if self._swap is None:
             return
         self._swap.__exit__(None, None, None)
@@ -125,7 +126,7 @@ class EvalOnAverage(Plugin):
             add_raw_metrics(state)
 
 
-def image_shape(ctx: "BuildContext", trick: str) -> tuple[int, ...]:
+def image_shape(ctx: BuildContext, trick: str) -> tuple[int, ...]:
     """The per-sample shape ``[C, H, W]`` of image data, or a :class:`RecipeError` naming the trick."""
     shape = tuple(ctx.data.input_shape)
     if len(shape) != 3:
@@ -136,7 +137,7 @@ def image_shape(ctx: "BuildContext", trick: str) -> tuple[int, ...]:
     return shape
 
 
-def add_raw_metrics(state: "State") -> None:
+def add_raw_metrics(state: State) -> None:
     """After an averaged model was evaluated (EMA, SWA), evaluate the raw weights on the validation
     loader too and add them to ``state.eval_metrics`` as ``<metric>_raw``."""
     if state.eval_loop is None or state.val_loader is None:

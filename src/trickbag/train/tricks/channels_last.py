@@ -29,17 +29,17 @@ class ChannelsLastPlugin(Plugin):
 
     name = "channels_last"
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         import torch
 
         image_shape(ctx, "channels_last")
         ctx.model = ctx.model.to(memory_format=torch.channels_last)
 
-    def on_batch_start(self, state: "State") -> None:
+    def on_batch_start(self, state: State) -> None:
         state.batch = (_nhwc(state.batch[0]), *state.batch[1:])
 
 
-def build(cfg: ChannelsLastConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: ChannelsLastConfig, recipe: Recipe) -> list[Plugin]:
     return [ChannelsLastPlugin(), WrapPredict("channels_last", lambda forward: (lambda x: forward(_nhwc(x))))]
 
 

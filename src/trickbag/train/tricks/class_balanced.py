@@ -31,7 +31,7 @@ class ClassBalancedPlugin(Plugin):
     def __init__(self, beta: float) -> None:
         self.beta = beta
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         from trickbag.losses import class_balanced_weights
 
         counts, c = list(ctx.data.class_counts), ctx.num_outputs
@@ -48,7 +48,7 @@ class ClassBalancedPlugin(Plugin):
         ctx.notes.append("class-balanced weights: " + ", ".join(f"{w:.3g}" for w in weight.tolist()))
 
 
-def build(cfg: ClassBalancedConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: ClassBalancedConfig, recipe: Recipe) -> list[Plugin]:
     return [ClassBalancedPlugin(cfg.beta)]
 
 

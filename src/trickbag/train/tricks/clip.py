@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class ClipConfig(TrickSection):
     """Gradient clipping once per update: global norm, element value, or adaptive (AGC)."""
 
-    mode: Literal["norm", "value", "agc"] = "norm"  # norm: global L2 norm; value: clamp each element; agc: per unit, relative to its weight
+    mode: Literal["norm", "value", "agc"] = "norm"  # norm: global L2 norm; value: clamp each element; agc: per unit, relative to its weight  # noqa: E501 (a key's help is the comment on its line)
     max_norm: float = Field(1.0, gt=0.0)  # norm: largest global L2 norm of all gradients together
     value: float = Field(1.0, gt=0.0)  # value: clamp every gradient element to [-value, value]
     clip_factor: float = Field(0.01, gt=0.0)  # agc: largest ||grad|| / ||weight|| per unit (Brock et al. 2021: 0.01)
@@ -40,7 +40,7 @@ class ClipPlugin(Plugin):
     def __init__(self, cfg: ClipConfig) -> None:
         self.cfg = cfg
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         from trickbag.optim import adaptive_clip_gradients, clip_gradients
 
         c = self.cfg
@@ -56,7 +56,7 @@ class ClipPlugin(Plugin):
 
             ctx.clip = agc
 
-    def _head(self, ctx: "BuildContext") -> set[int]:
+    def _head(self, ctx: BuildContext) -> set[int]:
         import torch
 
         k = ctx.num_outputs
@@ -68,11 +68,11 @@ class ClipPlugin(Plugin):
         return {id(p) for p in heads[-1].parameters()}
 
 
-def build(cfg: ClipConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: ClipConfig, recipe: Recipe) -> list[Plugin]:
     return [ClipPlugin(cfg)]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     """Gradients are clipped by one rule: train.clip or tricks.clip."""
     if recipe.tricks.clip.enabled and recipe.train.clip is not None:
         raise ConflictError(

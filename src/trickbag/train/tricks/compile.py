@@ -3,7 +3,7 @@ plain module's keys (the trainer unwraps ``_orig_mod``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Literal
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
@@ -19,8 +19,8 @@ class CompileConfig(TrickSection):
     """torch.compile the model (off by default: compilation takes time up front)."""
 
     backend: str = "inductor"  # torch.compile backend; 'aot_eager' / 'eager' to debug
-    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"  # torch.compile mode
-    dynamic: Optional[bool] = None  # dynamic shapes; None lets torch decide
+    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"  # torch.compile mode  # noqa: E501 (a key's help is the comment on its line)
+    dynamic: bool | None = None  # dynamic shapes; None lets torch decide
     fullgraph: bool = False  # fail instead of falling back on graph breaks
 
 
@@ -32,7 +32,7 @@ class CompilePlugin(Plugin):
     def __init__(self, cfg: CompileConfig) -> None:
         self.cfg = cfg
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         import torch
         import torch._dynamo
 
@@ -46,7 +46,7 @@ class CompilePlugin(Plugin):
         ctx.notes.append(f"torch.compile (backend {c.backend}, mode {c.mode}): the first updates are slow")
 
 
-def build(cfg: CompileConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: CompileConfig, recipe: Recipe) -> list[Plugin]:
     return [CompilePlugin(cfg)]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class CutoutConfig(TrickSection):
     """Cutout (DeVries & Taylor 2017): blank one square per training image."""
 
-    size: Optional[int] = Field(None, ge=1)  # square side in pixels; None: half the shorter image side (16 of 32)
+    size: int | None = Field(None, ge=1)  # square side in pixels; None: half the shorter image side (16 of 32)
     prob: float = Field(1.0, ge=0.0, le=1.0)  # probability that an image gets a square
 
 
@@ -28,10 +28,10 @@ class CutoutPlugin(GeneratorState, Plugin):
 
     name = "cutout"
 
-    def __init__(self, size: Optional[int], prob: float) -> None:
+    def __init__(self, size: int | None, prob: float) -> None:
         self.size, self.prob = size, prob
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         from trickbag.runtime import trick_generator
 
         shape = image_shape(ctx, "cutout")
@@ -40,14 +40,14 @@ class CutoutPlugin(GeneratorState, Plugin):
         self.generator = trick_generator(ctx.recipe.train.seed, "cutout", self.rank)
         ctx.notes.append(f"cutout: one {self.size}x{self.size} square per image with probability {self.prob}")
 
-    def on_batch_start(self, state: "State") -> None:
+    def on_batch_start(self, state: State) -> None:
         from trickbag.data import cutout
 
         x = state.batch[0]
         state.batch = (cutout(x, self.size, generator=self.generator, prob=self.prob), *state.batch[1:])
 
 
-def build(cfg: CutoutConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: CutoutConfig, recipe: Recipe) -> list[Plugin]:
     return [CutoutPlugin(cfg.size, cfg.prob)]
 
 

@@ -7,7 +7,7 @@ trained and not checkpointed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 class DistillationConfig(TrickSection):
     """Knowledge distillation from a teacher network (Hinton et al. 2015)."""
 
-    teacher: Optional[str] = None  # a trickbag run checkpoint (.pt) or 'package.module:function' returning the teacher
+    teacher: str | None = None  # a trickbag run checkpoint (.pt) or 'package.module:function' returning the teacher
 
     @field_validator("teacher")
     @classmethod
-    def _teacher_home(cls, v: Optional[str]) -> Optional[str]:
+    def _teacher_home(cls, v: str | None) -> str | None:
         return expand_home(v)
     temperature: float = Field(4.0, gt=0.0)  # softmax temperature T of both networks (paper: 1-20)
     alpha: float = Field(0.5, ge=0.0, le=1.0)  # weight of the distillation term; 1 - alpha on the usual loss
@@ -46,7 +46,7 @@ class DistillationPlugin(Plugin):
         self.spec, self.temperature, self.alpha = teacher, temperature, alpha
         self.teacher: Any = None
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         import torch
 
         try:
@@ -64,10 +64,10 @@ class DistillationPlugin(Plugin):
         self.teacher = teacher
         ctx.notes.append(f"distillation from {self.spec} (T={self.temperature}, alpha={self.alpha})")
 
-    def on_fit_start(self, state: "State") -> None:
+    def on_fit_start(self, state: State) -> None:
         self.teacher.eval()
 
-    def on_loss(self, state: "State") -> None:
+    def on_loss(self, state: State) -> None:
         import torch
 
         from trickbag.losses import distillation_loss
@@ -78,11 +78,11 @@ class DistillationPlugin(Plugin):
         state.loss = self.alpha * soft + (1.0 - self.alpha) * state.loss
 
 
-def build(cfg: DistillationConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: DistillationConfig, recipe: Recipe) -> list[Plugin]:
     return [DistillationPlugin(str(cfg.teacher), cfg.temperature, cfg.alpha)]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     cfg = recipe.tricks.distillation
     if cfg.enabled and not cfg.teacher:
         raise RecipeError(

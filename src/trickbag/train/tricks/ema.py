@@ -8,7 +8,7 @@ under ``ema``; at FIT_END they are copied into the model for good.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class EMAConfig(TrickSection):
     """Exponential moving average of the weights; evaluation and best.pt use the averaged weights."""
 
-    decay: float = Field(0.9998, ge=0.0, le=1.0)  # per averaging update; time constant 1/(1-decay) updates (timm: 0.9998)
+    decay: float = Field(0.9998, ge=0.0, le=1.0)  # per averaging update; time constant 1/(1-decay) updates (timm: 0.9998)  # noqa: E501 (a key's help is the comment on its line)
     warmup: bool | int = True  # True: decay min(decay, (1+n)/(10+n)); int W: decay (1-exp(-n/W)); False: none
     every: int = Field(1, ge=1)  # average every this many optimizer updates
     buffers: Literal["copy", "average"] = "copy"  # BatchNorm running statistics: copied from the live model or averaged
@@ -50,40 +50,40 @@ class EMAPlugin(EvalOnAverage):
         self.ema: Any = None
         self._in_fit = False
 
-    def after_optimizer(self, ctx: "BuildContext") -> None:
+    def after_optimizer(self, ctx: BuildContext) -> None:
         from trickbag.nn import EMA
 
         c = self.cfg
         self.ema = EMA(ctx.model, c.decay, warmup=c.warmup, every=c.every, buffers=c.buffers)
 
-    def on_fit_start(self, state: "State") -> None:
+    def on_fit_start(self, state: State) -> None:
         self._in_fit = True
         state.eval_weights = lambda: self.ema.module.state_dict()
 
-    def on_step(self, state: "State") -> None:
+    def on_step(self, state: State) -> None:
         if not state.step_skipped:
             self.ema.update(state.model)
 
-    def on_eval_start(self, state: "State") -> None:
+    def on_eval_start(self, state: State) -> None:
         if self._in_fit:
             self.swap_in(self.ema.swapped(state.model))
 
-    def on_fit_end(self, state: "State") -> None:
+    def on_fit_end(self, state: State) -> None:
         self._in_fit = False
         self.ema.copy_to(state.model)
 
-    def state_dict(self) -> Optional[dict[str, Any]]:
+    def state_dict(self) -> dict[str, Any] | None:
         return self.ema.state_dict()
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
         self.ema.load_state_dict(sd)
 
 
-def build(cfg: EMAConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: EMAConfig, recipe: Recipe) -> list[Plugin]:
     return [EMAPlugin(cfg)]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     if recipe.tricks.ema.enabled and recipe.tricks.swa.enabled:
         raise ConflictError(
             "tricks.ema and tricks.swa both average the weights and would each evaluate their own average; "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -21,11 +21,11 @@ class FocalConfig(TrickSection):
     """Softmax focal loss (Lin et al. 2017) instead of cross-entropy."""
 
     gamma: float = Field(2.0, ge=0.0)  # focusing exponent on (1 - p); 0 is cross-entropy (paper: 2)
-    alpha: Optional[float | list[float]] = None  # C per-class balancing factors, or one value a for C=2: [1-a, a]
+    alpha: float | list[float] | None = None  # C per-class balancing factors, or one value a for C=2: [1-a, a]
 
     @field_validator("alpha")
     @classmethod
-    def _alpha_range(cls, v: Optional[float | list[float]]) -> Optional[float | list[float]]:
+    def _alpha_range(cls, v: float | list[float] | None) -> float | list[float] | None:
         if isinstance(v, list) and (not v or any(a < 0 for a in v)):
             raise ValueError("must be a non-empty list of per-class factors >= 0")
         if isinstance(v, float) and not 0.0 <= v <= 1.0:
@@ -38,7 +38,7 @@ class FocalPlugin(Plugin):
 
     name = "focal"
 
-    def __init__(self, gamma: float, alpha: Optional[float | list[float]]) -> None:
+    def __init__(self, gamma: float, alpha: float | list[float] | None) -> None:
         self.gamma, self.alpha = gamma, alpha
 
     def _alpha(self, c: int, device: Any) -> Any:
@@ -56,13 +56,13 @@ class FocalPlugin(Plugin):
             )
         return None if self.alpha is None else float(self.alpha)
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         alpha = self._alpha(ctx.num_outputs, ctx.device)
         loss = classification_loss(ctx, "focal")
         loss.gamma, loss.alpha = self.gamma, alpha
 
 
-def build(cfg: FocalConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: FocalConfig, recipe: Recipe) -> list[Plugin]:
     return [FocalPlugin(cfg.gamma, cfg.alpha)]
 
 

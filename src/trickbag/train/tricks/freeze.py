@@ -9,7 +9,7 @@ optimizer state is loaded.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 class FreezeConfig(TrickSection):
     """Freeze parameters by name (transfer learning), optionally unfreezing them at a later epoch."""
 
-    patterns: list[str] = Field(default_factory=list, validate_default=True)  # parameter-name globs, e.g. ["features.*"]
+    patterns: list[str] = Field(default_factory=list, validate_default=True)  # parameter-name globs, e.g. ["features.*"]  # noqa: E501 (a key's help is the comment on its line)
     regex: bool = False  # patterns are regular expressions (re.fullmatch) instead of globs
     bn_stats: bool = False  # also keep the running statistics of fully frozen BatchNorm layers fixed (eval mode)
-    unfreeze_epoch: Optional[int] = Field(None, ge=1)  # 0-based epoch at whose start they train again; None: never
+    unfreeze_epoch: int | None = Field(None, ge=1)  # 0-based epoch at whose start they train again; None: never
     allow_untrained: bool = False  # freeze parameters that model.weights did not load (random initialisation) anyway
 
     @field_validator("patterns")
@@ -45,7 +45,7 @@ class FreezePlugin(Plugin):
 
     name = "freeze"
 
-    def __init__(self, cfg: FreezeConfig, recipe: "Recipe") -> None:
+    def __init__(self, cfg: FreezeConfig, recipe: Recipe) -> None:
         self.cfg, self.recipe = cfg, recipe
         self.frozen: list[str] = []
         self.unfrozen = False
@@ -53,7 +53,7 @@ class FreezePlugin(Plugin):
         self._optimizer: Any = None
         self._scheduler: Any = None
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         from trickbag.nn import freeze, unwrap
 
         model = unwrap(ctx.model)
@@ -77,7 +77,7 @@ class FreezePlugin(Plugin):
         when = f", unfrozen at epoch {self.cfg.unfreeze_epoch + 1}" if self.cfg.unfreeze_epoch is not None else ""
         ctx.notes.append(f"freeze: {len(self.frozen)} tensors ({n:,} values) frozen{when}")
 
-    def _check_trained(self, ctx: "BuildContext") -> None:
+    def _check_trained(self, ctx: BuildContext) -> None:
         """Freezing what no weights were loaded into keeps random features for good: refused unless allowed."""
         if self.cfg.allow_untrained:
             return
@@ -91,10 +91,10 @@ class FreezePlugin(Plugin):
                 "never train; give model.weights=PATH with trained weights, or set tricks.freeze.allow_untrained=true"
             )
 
-    def after_optimizer(self, ctx: "BuildContext") -> None:
+    def after_optimizer(self, ctx: BuildContext) -> None:
         self._optimizer, self._scheduler = ctx.optimizer, ctx.scheduler
 
-    def on_epoch_start(self, state: "State") -> None:
+    def on_epoch_start(self, state: State) -> None:
         due = self.cfg.unfreeze_epoch is not None and state.epoch >= self.cfg.unfreeze_epoch
         if due and not self.unfrozen:
             self._unfreeze(state.optimizer, state.scheduler)
@@ -129,11 +129,11 @@ class FreezePlugin(Plugin):
             self._unfreeze(self._optimizer, self._scheduler)
 
 
-def build(cfg: FreezeConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: FreezeConfig, recipe: Recipe) -> list[Plugin]:
     return [FreezePlugin(cfg, recipe)]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     """The unfreeze epoch lies inside the run, and not under DDP."""
     f, epochs = recipe.tricks.freeze, recipe.train.epochs
     if not f.enabled or f.unfreeze_epoch is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from trickbag.config import TrickSection
 from trickbag.train.plugin import Plugin
@@ -24,20 +24,20 @@ class GradNormPlugin(Plugin):
     name = "grad_norm"
 
     def __init__(self) -> None:
-        self._sum: Optional[Any] = None
-        self._max: Optional[Any] = None
+        self._sum: Any | None = None
+        self._max: Any | None = None
         self._n = 0
 
-    def on_epoch_start(self, state: "State") -> None:
+    def on_epoch_start(self, state: State) -> None:
         self._sum, self._max, self._n = None, None, 0
 
-    def on_after_backward(self, state: "State") -> None:
+    def on_after_backward(self, state: State) -> None:
         import torch
 
         grads = [p.grad for g in state.optimizer.param_groups for p in g["params"] if p.grad is not None]
         state.grad_norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=state.device)
 
-    def on_step(self, state: "State") -> None:
+    def on_step(self, state: State) -> None:
         import torch
 
         if state.step_skipped or state.grad_norm is None:
@@ -50,7 +50,7 @@ class GradNormPlugin(Plugin):
         state.epoch_metrics.update({"train/grad_norm": self._sum / self._n, "train/grad_norm_max": self._max})
 
 
-def build(cfg: GradNormConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: GradNormConfig, recipe: Recipe) -> list[Plugin]:
     return [GradNormPlugin()]
 
 

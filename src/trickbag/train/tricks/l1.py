@@ -29,14 +29,14 @@ class L1Plugin(Plugin):
     def __init__(self, weight: float) -> None:
         self.weight = weight
 
-    def on_loss(self, state: "State") -> None:
+    def on_loss(self, state: State) -> None:
         from trickbag.losses import l1_penalty
 
         params = [p for p in state.model.parameters() if p.requires_grad]
         state.loss = state.loss + self.weight * l1_penalty(params)
 
 
-def build(cfg: L1Config, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: L1Config, recipe: Recipe) -> list[Plugin]:
     return [L1Plugin(cfg.weight)]
 
 

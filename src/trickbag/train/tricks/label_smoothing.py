@@ -34,11 +34,11 @@ class LabelSmoothingPlugin(Plugin):
     def __init__(self, eps: float, folded_into_mix: bool) -> None:
         self.eps, self.folded = eps, folded_into_mix
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         classification_loss(ctx, "label_smoothing").smoothing = 0.0 if self.folded else self.eps
 
 
-def build(cfg: LabelSmoothingConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: LabelSmoothingConfig, recipe: Recipe) -> list[Plugin]:
     return [LabelSmoothingPlugin(cfg.eps, folded_into_mix=recipe.tricks.mix.enabled)]
 
 

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 class LayerDecayConfig(TrickSection):
     """Layer-wise learning-rate decay (ELECTRA, Clark et al. 2020; BEiT): earlier layers learn slower."""
 
-    decay: float = Field(0.75, gt=0.0, le=1.0)  # LR factor per layer below the top one (BEiT/MAE fine-tuning: 0.65-0.75)
+    decay: float = Field(0.75, gt=0.0, le=1.0)  # LR factor per layer below the top one (BEiT/MAE fine-tuning: 0.65-0.75)  # noqa: E501 (a key's help is the comment on its line)
     depth: int = Field(1, ge=1)  # name components that make a layer: 1 -> 'features', 2 -> 'features.0'
 
 
-def build(cfg: LayerDecayConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: LayerDecayConfig, recipe: Recipe) -> list[Plugin]:
     # one plug-in builds the groups for both sections
     return [] if recipe.tricks.param_groups.enabled else [ParamGroupsPlugin(recipe)]
 

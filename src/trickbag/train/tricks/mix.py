@@ -42,7 +42,7 @@ class MixPlugin(GeneratorState, Plugin):
         self.smoothing = smoothing
         self.mixer: Any = None
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         from trickbag.data import MixupCutmix
         from trickbag.runtime import trick_generator
 
@@ -64,17 +64,17 @@ class MixPlugin(GeneratorState, Plugin):
         if self.smoothing:
             ctx.notes.append(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
 
-    def on_batch_start(self, state: "State") -> None:
+    def on_batch_start(self, state: State) -> None:
         xm, ym = self.mixer(state.batch[0], state.batch[1])
         state.batch = (xm, ym, *state.batch[2:])
 
 
-def build(cfg: MixConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: MixConfig, recipe: Recipe) -> list[Plugin]:
     ls = recipe.tricks.label_smoothing
     return [MixPlugin(cfg, ls.eps if ls.enabled else 0.0)]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     """Something to mix; training accuracy is undefined on mixed targets, so it cannot be monitored."""
     cfg = recipe.tricks.mix
     if not cfg.enabled:

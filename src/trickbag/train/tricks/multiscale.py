@@ -1,4 +1,4 @@
-"""Multi-scale / FixRes training (Touvron et al. 2019): resize training batches, fine-tune and evaluate at the test size.
+"""Multi-scale / FixRes training (Touvron et al. 2019): resize training batches, tune and evaluate at the test size.
 
 Training batches are resized at BATCH_START (``F.interpolate``): to ``train_sizes`` (one drawn per
 batch when several, reproducibly from ``(train.seed, epoch, batch)``), and to the test size in the
@@ -7,7 +7,7 @@ last ``finetune_epochs`` epochs; evaluation (and ``trickbag eval``/``predict``) 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 class MultiscaleConfig(TrickSection):
     """Multi-scale / FixRes training (Touvron et al. 2019): resize training batches, fine-tune at the test size."""
 
-    train_sizes: list[int] = Field(default_factory=list, validate_default=True)  # square training sizes in pixels; several: one drawn per batch
-    test_size: Optional[int] = Field(None, ge=4)  # evaluation size in pixels; None: the data's own size
+    train_sizes: list[int] = Field(default_factory=list, validate_default=True)  # square training sizes in pixels; several: one drawn per batch  # noqa: E501 (a key's help is the comment on its line)
+    test_size: int | None = Field(None, ge=4)  # evaluation size in pixels; None: the data's own size
     finetune_epochs: int = Field(1, ge=0)  # last epochs trained at the test size (FixRes fine-tuning)
     mode: Literal["bilinear", "bicubic", "nearest", "area"] = "bilinear"  # F.interpolate mode
 
@@ -60,7 +60,7 @@ class MultiscalePlugin(Plugin):
         self.requested = (cfg.finetune_epochs, epochs)
         self.native: tuple[int, int] = (0, 0)
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         self.native = tuple(image_shape(ctx, "multiscale")[1:])  # type: ignore[assignment]
         ts = self.test or self.native
         ft, epochs = self.requested
@@ -69,7 +69,7 @@ class MultiscalePlugin(Plugin):
         ctx.notes.append(f"multiscale: train at {self.train_sizes}, evaluate at {ts[0]}x{ts[1]}{tune}{short}")
 
     @property
-    def test(self) -> Optional[tuple[int, int]]:
+    def test(self) -> tuple[int, int] | None:
         return (self.test_size, self.test_size) if self.test_size else None
 
     def size_for(self, epoch: int, batch_idx: int) -> tuple[int, int]:
@@ -85,12 +85,12 @@ class MultiscalePlugin(Plugin):
             s = self.train_sizes[int(torch.randint(len(self.train_sizes), (1,), generator=g))]
         return (s, s)
 
-    def on_batch_start(self, state: "State") -> None:
+    def on_batch_start(self, state: State) -> None:
         b = state.batch
         state.batch = (resize(b[0], self.size_for(state.epoch, state.batch_idx), self.mode), *b[1:])
 
 
-def eval_wrapper(cfg: MultiscaleConfig, input_shape: tuple[int, ...]) -> Optional[Any]:
+def eval_wrapper(cfg: MultiscaleConfig, input_shape: tuple[int, ...]) -> Any | None:
     """Evaluate at ``test_size`` (None when the data's own size is the test size)."""
     if not cfg.test_size:
         return None
@@ -98,7 +98,7 @@ def eval_wrapper(cfg: MultiscaleConfig, input_shape: tuple[int, ...]) -> Optiona
     return lambda forward: (lambda x: forward(resize(x, size, mode)))
 
 
-def build(cfg: MultiscaleConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: MultiscaleConfig, recipe: Recipe) -> list[Plugin]:
     wrap = eval_wrapper(cfg, ())
     return [MultiscalePlugin(cfg, recipe.train.epochs, recipe.train.seed)] + (
         [WrapPredict("multiscale", wrap)] if wrap else [])

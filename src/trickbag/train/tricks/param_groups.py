@@ -24,7 +24,7 @@ class ParamGroupsConfig(TrickSection):
     """Optimizer parameter groups: no weight decay on biases/norms, per-pattern learning-rate factors."""
 
     no_decay_bias_norm: bool = True  # biases, 1-D params and norm layers get weight_decay=0 (Goyal et al. 2017)
-    lr_scale: dict[str, float] = Field(default_factory=dict)  # {parameter-name glob: LR factor >= 0}, e.g. {"head.*": 10}
+    lr_scale: dict[str, float] = Field(default_factory=dict)  # {parameter-name glob: LR factor >= 0}, e.g. {"head.*": 10}  # noqa: E501 (a key's help is the comment on its line)
 
     @field_validator("lr_scale")
     @classmethod
@@ -35,7 +35,7 @@ class ParamGroupsConfig(TrickSection):
         return v
 
 
-def recipe_param_groups(model: Any, recipe: "Recipe") -> list[dict[str, Any]]:
+def recipe_param_groups(model: Any, recipe: Recipe) -> list[dict[str, Any]]:
     """Optimizer groups of ``model``'s trainable parameters as ``tricks.param_groups`` / ``layer_decay``
     define them (each group with ``lr``, ``weight_decay``, ``name`` and ``param_names``); with both
     off, one group holding every trainable parameter at the optimizer's defaults.
@@ -45,7 +45,8 @@ def recipe_param_groups(model: Any, recipe: "Recipe") -> list[dict[str, Any]]:
     >>> r = load_recipe("digits", ["tricks.param_groups.enabled=true", "tricks.param_groups.lr_scale={'1.*': 10}"])
     >>> groups = recipe_param_groups(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)), r)
     >>> [(g["name"], g["lr"], g["weight_decay"]) for g in groups]
-    [('decay', 0.05, 0.0005), ('no_decay', 0.05, 0.0), ('lr_scale[1.*]/decay', 0.5, 0.0005), ('lr_scale[1.*]/no_decay', 0.5, 0.0)]
+    [('decay', 0.05, 0.0005), ('no_decay', 0.05, 0.0),
+     ('lr_scale[1.*]/decay', 0.5, 0.0005), ('lr_scale[1.*]/no_decay', 0.5, 0.0)]
     """
     from trickbag.nn import layer_id_by_depth, param_groups
 
@@ -72,10 +73,10 @@ class ParamGroupsPlugin(Plugin):
 
     name = "param_groups"
 
-    def __init__(self, recipe: "Recipe") -> None:
+    def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         from trickbag.nn import unwrap
 
         ctx.param_groups = recipe_param_groups(unwrap(ctx.model), self.recipe)
@@ -84,7 +85,7 @@ class ParamGroupsPlugin(Plugin):
                          f"learning rates {lrs}")
 
 
-def build(cfg: ParamGroupsConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: ParamGroupsConfig, recipe: Recipe) -> list[Plugin]:
     return [ParamGroupsPlugin(recipe)]
 
 

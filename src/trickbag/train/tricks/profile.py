@@ -7,7 +7,7 @@ self CPU time. A run shorter than the schedule is profiled up to its end.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -41,10 +41,10 @@ class ProfilePlugin(Plugin):
         self.cfg = cfg
         self.prof: Any = None
         self.done = False
-        self.table: Optional[str] = None
-        self._run_dir: Optional[Path] = None
+        self.table: str | None = None
+        self._run_dir: Path | None = None
 
-    def on_fit_start(self, state: "State") -> None:
+    def on_fit_start(self, state: State) -> None:
         if self.done or not state.dist.is_main:
             return
         from torch.profiler import ProfilerActivity, profile, schedule
@@ -66,7 +66,7 @@ class ProfilePlugin(Plugin):
             (out / "ops.txt").write_text(self.table + "\n", encoding="utf-8")
         self.done = True
 
-    def on_step(self, state: "State") -> None:
+    def on_step(self, state: State) -> None:
         if self.prof is None:
             return
         self.prof.step()
@@ -78,7 +78,7 @@ class ProfilePlugin(Plugin):
         if prof is not None:
             prof.stop()
 
-    def on_fit_end(self, state: "State") -> None:
+    def on_fit_end(self, state: State) -> None:
         self._stop()
 
     def state_dict(self) -> dict[str, Any]:
@@ -88,7 +88,7 @@ class ProfilePlugin(Plugin):
         self.done = bool(sd.get("done", False))
 
 
-def build(cfg: ProfileConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: ProfileConfig, recipe: Recipe) -> list[Plugin]:
     return [ProfilePlugin(cfg)]
 
 

@@ -7,7 +7,7 @@ pass to the end of the step, so only the first pass updates them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class SAMConfig(TrickSection):
     """Sharpness-Aware Minimization (Foret et al. 2021) around the recipe's optimizer; ASAM with adaptive."""
 
-    rho: Optional[float] = Field(None, gt=0.0)  # neighbourhood radius; None: 0.05 (SAM) or 0.5 (ASAM, Kwon et al. 2021)
+    rho: float | None = Field(None, gt=0.0)  # neighbourhood radius; None: 0.05 (SAM) or 0.5 (ASAM, Kwon et al. 2021)
     adaptive: bool = False  # ASAM: the radius scales with |w| per element (scale-invariant sharpness)
 
 
@@ -34,11 +34,11 @@ class SAMPlugin(Plugin):
 
     name = "sam"
 
-    def __init__(self, rho: Optional[float], adaptive: bool) -> None:
+    def __init__(self, rho: float | None, adaptive: bool) -> None:
         self.rho = rho if rho is not None else (0.5 if adaptive else 0.05)
         self.adaptive = adaptive
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         from trickbag.optim import SAM
 
         base, kwargs = ctx.optimizer_spec
@@ -46,28 +46,28 @@ class SAMPlugin(Plugin):
         ctx.optimizer_factory = lambda groups: SAM(groups, base, rho=rho, adaptive=adaptive, **kwargs)
         ctx.notes.append(f"{'ASAM' if adaptive else 'SAM'} (rho={rho}) around {base.__name__}: two passes per update")
 
-    def on_after_backward(self, state: "State") -> None:
+    def on_after_backward(self, state: State) -> None:
         from trickbag.optim import disable_running_stats
 
         if not state.closure_pass:
             disable_running_stats(state.model)
 
-    def on_step(self, state: "State") -> None:
+    def on_step(self, state: State) -> None:
         from trickbag.optim import enable_running_stats
 
         enable_running_stats(state.model)
 
-    def on_fit_end(self, state: "State") -> None:
+    def on_fit_end(self, state: State) -> None:
         from trickbag.optim import enable_running_stats
 
         enable_running_stats(state.model)
 
 
-def build(cfg: SAMConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: SAMConfig, recipe: Recipe) -> list[Plugin]:
     return [SAMPlugin(cfg.rho, cfg.adaptive)]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     """SAM's second pass is not covered by the fp16 GradScaler's scale / unscale / inf-check bookkeeping."""
     if recipe.tricks.sam.enabled and recipe.train.precision == "16":
         raise ConflictError(

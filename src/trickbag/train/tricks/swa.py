@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 class SWAConfig(TrickSection):
     """Stochastic weight averaging (Izmailov et al. 2018): average the weights of the last epochs at a constant LR."""
 
-    start_epoch: Optional[int] = Field(None, ge=0)  # first epoch (0-based) of the averaging phase; None: start_fraction
-    start_fraction: float = Field(0.75, gt=0.0, lt=1.0)  # averaging starts after this fraction of train.epochs (paper: 0.75)
+    start_epoch: int | None = Field(None, ge=0)  # first epoch (0-based) of the averaging phase; None: start_fraction
+    start_fraction: float = Field(0.75, gt=0.0, lt=1.0)  # averaging starts after this fraction of train.epochs (paper: 0.75)  # noqa: E501 (a key's help is the comment on its line)
     lr_factor: float = Field(0.5, gt=0.0)  # SWA learning rate = lr_factor x each param group's base LR
     anneal_epochs: float = Field(1.0, ge=0.0)  # epochs to anneal from the current LR to the SWA LR (SWALR)
     anneal_strategy: Literal["cos", "linear"] = "cos"  # how SWALR anneals to the SWA LR
@@ -39,7 +39,11 @@ class SWAConfig(TrickSection):
 
 
 def start_epoch(cfg: SWAConfig, epochs: int) -> int:
-    return cfg.start_epoch if cfg.start_epoch is not None else min(epochs - 1, int(math.floor(cfg.start_fraction * epochs)))
+    return (
+        cfg.start_epoch
+        if cfg.start_epoch is not None
+        else min(epochs - 1, int(math.floor(cfg.start_fraction * epochs)))
+    )
 
 
 class SWAPlugin(EvalOnAverage):
@@ -52,25 +56,25 @@ class SWAPlugin(EvalOnAverage):
         self.swa: Any = None
         self.swalr: Any = None
         self.active = False
-        self._swalr_state: Optional[dict[str, Any]] = None
+        self._swalr_state: dict[str, Any] | None = None
         self._averaged_epoch = -1
         self._in_fit = False
         self._bn_loader: Any = None
         self._device: Any = None
         self._steps_per_epoch = 1
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         data = ctx.data.eval_train if ctx.data.eval_train is not None else ctx.data.train
         self._bn_loader = ctx.make_loader(data, train=False)
         self._device, self._steps_per_epoch = ctx.device, ctx.steps_per_epoch
         ctx.notes.append(f"swa: averaging from epoch {self.start + 1}, LR annealed to {self.cfg.lr_factor} x base LR")
 
-    def after_optimizer(self, ctx: "BuildContext") -> None:
+    def after_optimizer(self, ctx: BuildContext) -> None:
         from trickbag.nn import SWA
 
         self.swa = SWA(ctx.model)
 
-    def _begin(self, state: "State") -> None:
+    def _begin(self, state: State) -> None:
         from torch.optim.swa_utils import SWALR
 
         self.active = True
@@ -86,7 +90,7 @@ class SWAPlugin(EvalOnAverage):
             self._swalr_state = None
         state.eval_weights = self._eval_state
 
-    def _average(self, state: "State") -> None:
+    def _average(self, state: State) -> None:
         self.swa.update(state.model)
         self._averaged_epoch = state.epoch
 
@@ -101,16 +105,16 @@ class SWAPlugin(EvalOnAverage):
     def _ready(self) -> bool:
         return self.active and self.swa.n_averaged > 0
 
-    def on_fit_start(self, state: "State") -> None:
+    def on_fit_start(self, state: State) -> None:
         self._in_fit = True
         if state.epoch >= self.start:
             self._begin(state)
 
-    def on_epoch_start(self, state: "State") -> None:
+    def on_epoch_start(self, state: State) -> None:
         if not self.active and state.epoch >= self.start:
             self._begin(state)
 
-    def on_step(self, state: "State") -> None:
+    def on_step(self, state: State) -> None:
         if not self.active:
             return
         if not state.step_skipped and self.swalr is not None:
@@ -120,18 +124,18 @@ class SWAPlugin(EvalOnAverage):
         if state.batches_per_epoch and state.batch_idx + 1 >= state.batches_per_epoch:
             self._average(state)  # the weights at the end of the epoch
 
-    def on_eval_start(self, state: "State") -> None:
+    def on_eval_start(self, state: State) -> None:
         if self._in_fit and self.active and self._averaged_epoch != state.epoch:
             self._average(state)  # a loader without len(): the epoch's last update was not recognised
         if self._in_fit and self._ready():
             self._refresh_bn()
             self.swap_in(self.swa.swapped(state.model))
 
-    def on_epoch_end(self, state: "State") -> None:
+    def on_epoch_end(self, state: State) -> None:
         if self.active and self._averaged_epoch != state.epoch:
             self._average(state)
 
-    def on_fit_end(self, state: "State") -> None:
+    def on_fit_end(self, state: State) -> None:
         self._in_fit = False
         if self._ready():
             self._refresh_bn()
@@ -148,11 +152,11 @@ class SWAPlugin(EvalOnAverage):
         # the phase itself (scheduler hand-over, SWALR) starts again at FIT_START
 
 
-def build(cfg: SWAConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: SWAConfig, recipe: Recipe) -> list[Plugin]:
     return [SWAPlugin(cfg, start_epoch(cfg, recipe.train.epochs))]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     cfg, epochs = recipe.tricks.swa, recipe.train.epochs
     if cfg.enabled and start_epoch(cfg, epochs) >= epochs:
         raise RecipeError(

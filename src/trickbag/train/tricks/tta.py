@@ -40,7 +40,7 @@ class _CheckShape(Plugin):
     def __init__(self, cfg: TTAConfig) -> None:
         self.cfg = cfg
 
-    def configure(self, ctx: "BuildContext") -> None:
+    def configure(self, ctx: BuildContext) -> None:
         if self.cfg.vflip and len(ctx.data.input_shape) != 3:
             raise RecipeError(
                 f"tricks.tta.vflip needs image data [C, H, W]; data {ctx.recipe.data.name!r} has samples of shape "
@@ -48,11 +48,11 @@ class _CheckShape(Plugin):
             )
 
 
-def build(cfg: TTAConfig, recipe: "Recipe") -> list[Plugin]:
+def build(cfg: TTAConfig, recipe: Recipe) -> list[Plugin]:
     return [_CheckShape(cfg), WrapPredict("tta", eval_wrapper(cfg, ()))]
 
 
-def check(recipe: "Recipe") -> None:
+def check(recipe: Recipe) -> None:
     t = recipe.tricks.tta
     if t.enabled and not (t.hflip or t.vflip):
         raise RecipeError("tricks.tta has no flip turned on; set tricks.tta.hflip=true and/or tricks.tta.vflip=true")
