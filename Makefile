@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 endif
 EXTRAS ?= dev,all,bench
 
-.PHONY: run test bench venv clean-venv
+.PHONY: run test test-gpu bench venv clean-venv
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -28,6 +28,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
+
+# the CUDA-only tests (they skip on a machine without CUDA)
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -q -m cuda tests/gpu
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
