@@ -7,6 +7,7 @@ import math
 import struct
 import threading
 from numbers import Real
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -44,7 +45,7 @@ class _Reader:
 _LOCAL = threading.local()  # per thread: {(device, dtype): (1-element tensor, reader)}
 
 
-def _scalar_buffer(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, object]:
+def _scalar_buffer(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Any]:
     try:
         cache = _LOCAL.buffers
     except AttributeError:
@@ -308,6 +309,7 @@ def _targets(
         if smoothing > 0:
             t = t * (1.0 - smoothing) + smoothing / num_classes
         return t
+    labels = cast(Tensor, labels)  # no soft targets: labels were given (checked by the caller)
     if labels.device != device:
         labels = labels.to(device)
     try:
@@ -545,7 +547,8 @@ def _cutmix(
         x_mixed = x if inplace else x.clone()
     elif inplace:  # gather the partners' boxes before any is overwritten, then paste them
         x_mixed = x
-        region = x[(slice(None), slice(None), *box)]
+        index = (slice(None), slice(None), *box)
+        region = x[index]
         region.copy_(torch.index_select(region, 0, perm))
     else:  # gather the partners' boxes straight into the copy's (no temporary; any indices, repeats allowed)
         x_mixed = x.clone()

@@ -103,7 +103,7 @@ def mean_std(data: Any, *, channels_dim: int | None = None) -> tuple[Tensor, Ten
         n = count + n_b
         delta = mean_b - mean
         mean = mean + delta * (n_b / n)
-        m2 = m2 + m2_b + delta**2 * (count * n_b / n)
+        m2 = m2 + m2_b + delta**2 * (count * n_b / n)  # type: ignore[operator]
         count = n
     if mean is None or m2 is None:
         raise ValueError("mean_std: data yielded no pixels; it is empty")

@@ -59,8 +59,8 @@ def gradient_penalty(
     with torch.enable_grad():
         scores = critic(x_hat)
         if not isinstance(scores, Tensor) or scores.numel() != n:
-            got = list(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
-            raise ValueError(f"critic must return one score per sample ({n} values, [N] or [N, 1]), got {got}")
+            shape = list(scores.shape) if isinstance(scores, Tensor) else type(scores).__name__
+            raise ValueError(f"critic must return one score per sample ({n} values, [N] or [N, 1]), got {shape}")
         (grad,) = torch.autograd.grad(scores.sum(), x_hat, create_graph=True, allow_unused=True)
     if grad is None:
         raise ValueError("the critic's output does not depend on its input; cannot compute a gradient penalty")

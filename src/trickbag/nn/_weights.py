@@ -20,8 +20,8 @@ class TensorLists:
         buffers = list(module.named_buffers())
         self.names = [n for n, _ in params] + [n for n, _ in buffers]
         self.shapes = [tuple(t.shape) for _, t in params] + [tuple(t.shape) for _, t in buffers]
-        self.float_params = [p for _, p in params if p.is_floating_point()]
-        self.other_params = [p for _, p in params if not p.is_floating_point()]
+        self.float_params: list[Tensor] = [p for _, p in params if p.is_floating_point()]
+        self.other_params: list[Tensor] = [p for _, p in params if not p.is_floating_point()]
         self.float_buffers = [b for _, b in buffers if b.is_floating_point()]
         self.other_buffers = [b for _, b in buffers if not b.is_floating_point()]
 

@@ -150,7 +150,7 @@ def freeze(
             if any(p.requires_grad for p in module.parameters(recurse=False)):
                 continue
             if any(matches(n) for n in _module_tensor_names(prefix, module)):
-                module.train = _EvalOnlyTrain(module)  # type: ignore[method-assign]
+                module.train = _EvalOnlyTrain(module)  # type: ignore[method-assign, assignment]
                 module.train()
     return names
 

@@ -116,10 +116,10 @@ def init_weights(
         _init_layers(model, scheme, generator)
         if zero_init_last_bn:
             for m in custom:
-                m.zero_init_last()
+                m.zero_init_last()  # type: ignore[operator]
             for bn in last:
                 if getattr(bn, "weight", None) is not None:
-                    bn.weight.zero_()
+                    bn.weight.zero_()  # type: ignore[operator]
     return model
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -30,7 +30,7 @@ def unwrap(model: nn.Module) -> nn.Module:
         if isinstance(model, parallel):
             model = model.module
         elif isinstance(getattr(model, "_orig_mod", None), nn.Module):
-            model = model._orig_mod
+            model = cast(nn.Module, model._orig_mod)
         else:
             return model
 

@@ -126,7 +126,7 @@ def param_groups(
         if key not in groups:
             parts = ([f"layer{lid}"] if lid is not None else []) + ([f"lr_scale[{pattern}]"] if pattern else [])
             parts += ["decay" if decays else "no_decay"] if split_decay else []
-            group_lr = lr * factor * (layer_decay ** (num_layers - lid) if lid is not None else 1.0)
+            group_lr = lr * factor * (layer_decay ** (num_layers - lid) if lid is not None else 1.0)  # type: ignore[operator]
             groups[key] = {"params": [], "param_names": [], "lr": group_lr,
                            "weight_decay": weight_decay if decays else 0.0, "name": "/".join(parts) or "all"}
         groups[key]["params"].append(param)

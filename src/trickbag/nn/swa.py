@@ -135,10 +135,10 @@ class SWA:
             devices.add(torch.device(device).index or 0)
         try:
             with torch.random.fork_rng(devices=sorted(devices)), torch.no_grad():
-                _torch_update_bn(loader, m, device=device)
+                _torch_update_bn(loader, m, device=device)  # type: ignore[arg-type]
                 for b, saved in kept:
                     for t, s in zip((b.running_mean, b.running_var, b.num_batches_tracked), saved):
-                        t.copy_(s)
+                        t.copy_(s)  # type: ignore[union-attr]
         finally:
             m.eval()
         self._bn_stale = False

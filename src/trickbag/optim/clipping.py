@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -83,7 +83,7 @@ def clip_gradients(
         max_norm = _positive(norm, "norm", fn)
         return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=float(norm_type), foreach=foreach)
     clip_value = _positive(value, "value", fn)
-    grads = [p.grad for p in params]
+    grads = [cast(torch.Tensor, p.grad) for p in params]  # params hold gradients (_params_with_grads)
     if foreach is None and all(g.device.type == "cpu" and g.layout == torch.strided for g in grads):
         # CPU: norm and clamp each tensor while it is still in cache (torch's multi-tensor path reads
         # every gradient three times: norm, clamp_min_, clamp_max_)
@@ -146,10 +146,10 @@ def adaptive_clip_gradients(
     params = _params_with_grads(parameters, fn)
     if not params:
         return torch.tensor(0.0)
-    for p in params:
-        if p.grad.is_sparse:
+    grads = [cast(torch.Tensor, p.grad) for p in params]  # params hold gradients (_params_with_grads)
+    for g in grads:
+        if g.is_sparse:
             raise RuntimeError(f"{fn}: sparse gradients are not supported")
-    grads = [p.grad for p in params]
 
     # Per-unit norms: one multi-tensor call for 0-/1-D tensors, one reduction each for the others.
     w_norms: list[torch.Tensor] = [torch.empty(0)] * len(params)

@@ -189,7 +189,7 @@ class SAM(torch.optim.Optimizer):
         if zero_grad:
             self.zero_grad()
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Take one SAM update: ``first_step(zero_grad=True)``, ``closure()``, ``second_step()``.
 
         The first forward+backward must already have been run by the caller; ``closure`` runs the

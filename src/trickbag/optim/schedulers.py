@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.optim import lr_scheduler as lrs
@@ -176,7 +176,7 @@ class _Factor:
         if self.name == "constant":
             return 1.0
         if self.name == "step":
-            return self.gamma ** ((t - w) // self.step_size)
+            return self.gamma ** ((t - w) // self.step_size)  # type: ignore[operator]
         if self.name == "multistep":
             return self.gamma ** sum(1 for m in self.milestones if m <= t)
         return self._annealed(self._unit(t, seg))  # type: ignore[arg-type]
@@ -338,6 +338,8 @@ class LRSchedule(lrs.LambdaLR):
     ([0.05, 0.1, 0.0833, 0.0667, 0.05, 0.05], 'linear', 4)
     """
 
+    lr_lambdas: list[_Factor]  # type: ignore[assignment]  # LambdaLR types them as plain callables
+
     def __init__(
         self,
         optimizer: torch.optim.Optimizer,
@@ -366,17 +368,17 @@ class LRSchedule(lrs.LambdaLR):
     @property
     def name(self) -> str:
         """The schedule's name (``"cosine"``, ...)."""
-        return self.lr_lambdas[0].name  # type: ignore[union-attr]
+        return self.lr_lambdas[0].name
 
     @property
     def total_steps(self) -> int | None:
         """The update count at which the schedule reaches its end (after :func:`replan_schedule`: the new one)."""
-        return self.lr_lambdas[0].total_steps  # type: ignore[union-attr]
+        return self.lr_lambdas[0].total_steps
 
     @property
     def warmup_steps(self) -> int:
         """Length of the linear warm-up, in updates."""
-        return self.lr_lambdas[0].warmup_steps  # type: ignore[union-attr]
+        return self.lr_lambdas[0].warmup_steps
 
 
 class ClampedOneCycleLR(lrs.OneCycleLR):
@@ -547,7 +549,7 @@ def add_param_group(
         if isinstance(base, torch.Tensor):
             base = float(base)
         _check_number(base, "group['lr'] (or the optimizer's default lr)", minimum=0.0)
-        base = float(base)
+        base = float(cast(float, base))
         if isinstance(scheduler, LRSchedule):
             _add_to_lambda_schedule(optimizer, scheduler, group, base)
         elif isinstance(scheduler, lrs.OneCycleLR):
@@ -564,7 +566,7 @@ def _add_to_lambda_schedule(optimizer: torch.optim.Optimizer, scheduler: LRSched
             f"the scheduler has {len(scheduler.lr_lambdas)} factors for {len(optimizer.param_groups)} param "
             "groups: a group was added without add_param_group"
         )
-    factor = scheduler.lr_lambdas[0].with_base(base)  # type: ignore[union-attr]
+    factor = scheduler.lr_lambdas[0].with_base(base)
     group["lr"] = group["initial_lr"] = base
     optimizer.add_param_group(group)
     scheduler.lr_lambdas.append(factor)
@@ -655,7 +657,7 @@ def replan_schedule(scheduler: Any, total_steps: int) -> None:
                 return
             t0 = scheduler.last_epoch
             for factor in scheduler.lr_lambdas:
-                factor.replan(t0, total_steps)  # type: ignore[union-attr]
+                factor.replan(t0, total_steps)
             _resync(scheduler)
             return
         if isinstance(scheduler, lrs.OneCycleLR):
@@ -692,7 +694,7 @@ def scale_lr(optimizer: torch.optim.Optimizer, scheduler: Any, factor: float) ->
                     g[key] = float(g[key]) * factor
             if isinstance(scheduler, LRSchedule):
                 scheduler.base_lrs[i] = float(scheduler.base_lrs[i]) * factor
-                scheduler.lr_lambdas[i].base_lr = float(scheduler.lr_lambdas[i].base_lr) * factor  # type: ignore[union-attr]
+                scheduler.lr_lambdas[i].base_lr = float(scheduler.lr_lambdas[i].base_lr) * factor
             elif isinstance(scheduler, lrs.OneCycleLR):
                 scheduler.base_lrs[i] = float(g["initial_lr"])
             else:

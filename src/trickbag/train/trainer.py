@@ -22,7 +22,7 @@ import copy
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 
@@ -168,7 +168,7 @@ class Trainer:
     def _no_sync(self, last: bool) -> contextlib.AbstractContextManager:
         """DDP: no gradient all-reduce on the micro-batches before the last one of an update."""
         model = self.state.model
-        return contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
+        return contextlib.nullcontext() if last or not hasattr(model, "no_sync") else cast(Any, model).no_sync()
 
     @property
     def model(self) -> torch.nn.Module:
@@ -283,7 +283,7 @@ class Trainer:
                 return self._skip(vetoed=False)
         elif self._takes_closure:
             try:
-                s.optimizer.step(self._closure(group, size))
+                s.optimizer.step(self._closure(group, size))  # type: ignore[arg-type]
             except _VetoedUpdate:
                 return self._skip(vetoed=True)
         else:

@@ -57,7 +57,7 @@ def build_data(cfg: Any, task: Any = None) -> DataSplits:
     else:
         raise DataError(f"data.name={cfg.name!r} is not a data source; allowed: {', '.join(SOURCES)}, "
                         "or package.module:function")
-    n_train = len(splits.train)
+    n_train = len(splits.train)  # type: ignore[arg-type]
     if cfg.drop_last and cfg.batch_size > n_train:
         raise DataError(
             f"data.batch_size={cfg.batch_size} is larger than the training set ({n_train} samples) with "

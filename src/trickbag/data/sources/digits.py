@@ -26,7 +26,7 @@ def digits(cfg: Any) -> DataSplits:
         """A PIL image -> [1, 8, 8] like the training data (bright = ink, as in the digits set)."""
         from PIL import Image
 
-        g = img.convert("L").resize((8, 8), Image.BILINEAR)
+        g = img.convert("L").resize((8, 8), Image.BILINEAR)  # type: ignore[attr-defined]
         return normalise(torch.tensor(np.asarray(g, dtype=np.float32) / 255.0).unsqueeze(0))
 
     splits.predict_transform = predict

@@ -65,7 +65,7 @@ class _ImageSplit(Subset):
             return None
         if isinstance(ds, Subset):
             return cls(ds.dataset, ds.indices, split)
-        return cls(ds, range(len(ds)), split)
+        return cls(ds, range(len(ds)), split)  # type: ignore[arg-type]
 
     def __getitem__(self, i: int):
         try:
@@ -77,7 +77,7 @@ class _ImageSplit(Subset):
         except TrickbagError:
             raise
         except Exception as exc:  # PIL (truncated, not an image, unknown mode), OS and transform errors
-            path = self.dataset.samples[self.indices[i]][0]
+            path = self.dataset.samples[self.indices[i]][0]  # type: ignore[attr-defined]
             which = f"the first {self.split} sample" if i == 0 else f"{self.split} sample {i}"
             reason = (str(exc).strip().splitlines() or [""])[0][:160]
             raise _UnreadableSample(
@@ -158,12 +158,12 @@ def imagefolder(cfg: Any) -> DataSplits:
         raise DataError(f"data.root={cfg.root!r} does not exist or is not a folder")
     f = _Folders(cfg)
     train, eval_train, val, test, tr, ys = (_split_folders if (root / "train").is_dir() else _one_folder)(f, root, cfg)
-    classes = list(train.dataset.classes if isinstance(train, Subset) else train.classes)
+    classes = list(train.dataset.classes if isinstance(train, Subset) else train.classes)  # type: ignore[attr-defined]
     if len(train) == 0:
         raise DataError(f"data.root={cfg.root!r}: the training split is empty")
     mode = f.mode
     return DataSplits(
-        train=_ImageSplit.of(train, "train"),
+        train=_ImageSplit.of(train, "train"),  # type: ignore[arg-type]
         val=_ImageSplit.of(val, "val"),
         test=_ImageSplit.of(test, "test"),
         num_classes=len(classes),

@@ -73,7 +73,7 @@ def _delimiter(header_line: str) -> str:
     (';', ',', ',')
     """
     counts = {d: header_line.count(d) for d in (",", ";", "\t", "|")}
-    best = max(counts, key=counts.get)
+    best = max(counts, key=lambda d: counts[d])
     return best if counts[best] else ","
 
 
