@@ -109,7 +109,8 @@ class _Session:
         elif self.write:
             # under DDP rank 0 decides the name and hands it to every rank
             self.run_dir = on_main(lambda: new_run_dir(self.recipe))
-        self.trainer, self.ctx = build(self.recipe, run_dir=self.run_dir)
+        fitted = self.ckpt[1].get("preprocess") if self.ckpt is not None else None  # the stored encoding: no re-fit
+        self.trainer, self.ctx = build(self.recipe, run_dir=self.run_dir, fitted=fitted)
         preflight(self.trainer, self.ctx)
         if self.ckpt is not None:
             path, ckpt = self.ckpt

@@ -311,9 +311,10 @@ def model_for(recipe: Recipe, data: DataSplits) -> torch.nn.Module:
     return build_model(name, data.input_shape, outputs, **recipe.model.kwargs)
 
 
-def _data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo) -> tuple[DataSplits, Task, Any, Any]:
+def _data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo,
+                     fitted: dict[str, Any] | None = None) -> tuple[DataSplits, Task, Any, Any]:
     runtime.seed_everything(recipe.train.seed)
-    data = build_data(recipe.data, recipe.task)
+    data = build_data(recipe.data, recipe.task, fitted=fitted)
     probe_first_samples(data)  # a data set its transforms cannot handle fails now, not mid-run
     task = make_task(recipe, data)
     runtime.seed_everything(recipe.train.seed)  # model init does not depend on the data source's RNG use
@@ -378,15 +379,19 @@ def _optimizer_and_plugins(ctx: BuildContext, tricks: list[Plugin]) -> None:
                                      recipe.train.early_stopping_min_delta))
 
 
-def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = None) -> tuple[Trainer, BuildContext]:
-    """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins)."""
+def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = None,
+          fitted: dict[str, Any] | None = None) -> tuple[Trainer, BuildContext]:
+    """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins).
+
+    ``fitted``: the preprocessing state a checkpoint stored (``"preprocess"``, a resume): the data are
+    encoded with it instead of a new fit on the files."""
     dist = runtime.dist_info()
     runtime.configure_determinism(recipe.train.deterministic, recipe.train.benchmark)
     auto, threads = apply_threads(recipe.train.threads, recipe.train.deterministic)
     dev = runtime.select_device(device or recipe.train.device, local_rank=dist.local_rank)
     tricks = build_tricks(recipe)  # validates the tricks section before any data is touched
     mine = user_plugins(recipe.train.plugins)
-    data, task, model, report = _data_task_model(recipe, dev, dist)
+    data, task, model, report = _data_task_model(recipe, dev, dist, fitted)
     ctx = _context(recipe, data, task, model, dev, dist)
     ctx.threads = threads
     if auto is not None:  # decided over the time the data and model took to build

@@ -40,8 +40,11 @@ SOURCES: dict[str, Callable[[Any], DataSplits]] = {
 TASK_AWARE: dict[str, Callable[[Any, Any], DataSplits]] = {"csv": csv_table}
 
 
-def build_data(cfg: Any, task: Any = None) -> DataSplits:
-    """Build the datasets a :class:`trickbag.config.DataConfig` describes, for the recipe's ``task`` section."""
+def build_data(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) -> DataSplits:
+    """Build the datasets a :class:`trickbag.config.DataConfig` describes, for the recipe's ``task`` section.
+
+    ``fitted``: a preprocessing state a run stored (:attr:`DataSplits.fitted`): the data are encoded
+    with it, never re-fitted from the files."""
     kind = getattr(task, "type", "classification")
     if ":" in cfg.name:
         splits = custom(cfg, task)
