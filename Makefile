@@ -1,4 +1,4 @@
-# Two entry points for a newcomer: `make run` and `make test`.  Both build .venv
+# Two entry points for a newcomer: `make run` and `make test` (`make check`, then the whole suite).  Both build .venv
 # from nothing with pip (no other tool is needed) and reuse it afterwards.
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 endif
 EXTRAS ?= dev,all,bench
 
-.PHONY: run test test-gpu bench venv clean-venv
+.PHONY: run test check test-gpu bench venv clean-venv
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
@@ -26,7 +26,14 @@ $(STAMP): pyproject.toml Makefile
 run: $(STAMP)
 	$(BIN)/trickbag train
 
-test: $(STAMP)
+# the repository's own checks: lint (ruff), types (mypy, files listed in pyproject.toml), function length;
+# the import-direction check is a test (tests/test_layers.py)
+check: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks docs tools
+	$(BIN)/mypy
+	$(BIN)/python tools/fnlen.py src/trickbag 60
+
+test: check
 	$(BIN)/python -m pytest -q -n 2
 
 # the CUDA-only tests (they skip on a machine without CUDA)
