@@ -44,7 +44,8 @@ def test_select_ignore():
 def test_json_has_the_documented_keys():
     data = json.loads(to_json(lint_source(NEVER_ZEROED, "t.py")))
     assert data == [{"path": "t.py", "line": 4, "col": 5, "rule": "TB104", "name": "grads-never-zeroed",
-                     "message": data[0]["message"], "fix": data[0]["fix"]}]
+                     "message": data[0]["message"], "fix": data[0]["fix"], "severity": "error",
+                     "confidence": "high"}]
 
 
 def test_syntax_and_encoding_errors_are_findings(tmp_path):
@@ -91,7 +92,7 @@ def test_markdown_blocks_keep_the_page_lines_and_columns(tmp_path):
 def test_markdown_block_that_does_not_parse_does_not_hide_the_others(tmp_path):
     page = tmp_path / "p.md"
     page.write_text("```python\ndef broken(:\n```\n\n```python\ntorch.load('x')\n```\n")
-    assert [(f.rule, f.line) for f in lint_file(page)] == [("TB001", 2), ("TB403", 6)]
+    assert [(f.rule, f.line) for f in lint_file(page, torch="old")] == [("TB001", 2), ("TB403", 6)]
 
 
 def test_folder_walk_skips_venv_git_build_and_excluded(tmp_path):

@@ -10,8 +10,8 @@ from trickbag.audit.registry import RULES, find_rule, select_rules
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_wrong_example_fires_and_right_example_is_clean(code):
     rule = RULES[code]
-    assert code in {f.rule for f in lint_source(rule.wrong)}
-    assert lint_source(rule.right) == []
+    assert code in {f.rule for f in lint_source(rule.wrong, select=[code])}
+    assert lint_source(rule.right, select=[code], show_all=True) == []
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
@@ -46,3 +46,23 @@ def test_select_and_ignore():
         select_rules(["TB999"])
     with pytest.raises(ValueError, match="--ignore"):
         select_rules(None, ["nonsense"])
+
+
+def test_lint_and_runtime_audit_share_one_code_space():
+    from trickbag.audit.registry import RUNTIME, RUNTIME_ONLY
+    from trickbag.audit.watch import AUDIT_RULES
+
+    assert set(AUDIT_RULES) == set(RUNTIME)  # every runtime finding has a code
+    assert not set(RUNTIME_ONLY) & set(RULES)
+    for name, code in RUNTIME.items():
+        # a runtime check of a static rule carries that rule's code; the others are runtime-only codes
+        assert (RULES[code].name in name or name.startswith(RULES[code].name.split("-")[0])) if code in RULES \
+            else RUNTIME_ONLY[code][0] == name
+
+
+def test_every_rule_has_a_severity_and_opt_in_rules_run_only_when_selected():
+    assert {r.severity for r in RULES.values()} <= {"error", "warning"}
+    opt_in = {c for c, r in RULES.items() if r.opt_in}
+    assert opt_in == {"TB404"}
+    assert not opt_in & {r.code for r in select_rules()}
+    assert "TB404" in {r.code for r in select_rules(["TB404"])}

@@ -66,15 +66,49 @@ def test_tb402_after_cuda_tensor_or_to_cuda_name():
 
 def test_tb403_alias_and_kwargs_forwarding():
     wrong = "import torch as th\nstate = th.load('a.pt')\n"
-    assert found(wrong, "TB403") == [2]
-    assert found("import torch\nstate = torch.load(p, **kw)\n", "TB403") == []
-    assert found("import torch\nstate = torch.load(p, weights_only=True)\n", "TB403") == []
+    assert found(wrong, "TB403", torch="old") == [2]
+    assert found("import torch\nstate = torch.load(p, **kw)\n", "TB403", torch="old") == []
+    assert found("import torch\nstate = torch.load(p, weights_only=True)\n", "TB403", torch="old") == []
+
+
+def test_tb403_depends_on_the_torch_the_project_supports_and_where_the_path_comes_from():
+    plain = "import torch\nstate = torch.load('a.pt')\n"
+    assert found(plain, "TB403", torch="old") == [2]
+    assert found(plain, "TB403", torch="new") == [] and found(plain, "TB403") == []
+    assert found(plain, "TB403", show_all=True) == [2]  # a low-confidence advisory
+    own = "import torch\nstate = torch.load('last.pt', weights_only=False)\n"
+    assert found(own, "TB403", torch="old") == [] and found(own, "TB403", show_all=True) == [2]
+    for outside in ("args.resume", "sys.argv[1]", "hf_hub_download('org/m', 'm.pt')", "os.environ['CKPT']",
+                    "'https://example.com/m.pt'"):
+        assert found(f"import torch\nstate = torch.load({outside}, weights_only=False)\n", "TB403") == [2]
+
+
+def test_tb403_reads_the_torch_pin_of_the_project(tmp_path):
+    from trickbag.audit.lint import lint_file
+
+    script = tmp_path / "pkg" / "train.py"
+    script.parent.mkdir()
+    script.write_text("import torch\nstate = torch.load('a.pt')\n")
+    (tmp_path / ".git").mkdir()
+    assert [f.rule for f in lint_file(script)] == []  # no packaging file: current torch assumed
+    for pin, reported in [("torch>=1.10\n", True), ("torch==2.1.0\nnumpy\n", True), ("torch>=2.6\n", False),
+                          ("torch\ntorchvision>=0.8\n", False), ("torchvision==0.8\n", False)]:
+        (tmp_path / "requirements.txt").write_text(pin)
+        from trickbag.audit import _project
+        _project._folder_support.cache_clear()
+        assert [f.rule for f in lint_file(script)] == (["TB403"] if reported else []), pin
+    (tmp_path / "requirements.txt").unlink()
+    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["torch >= 2.0, < 3", "numpy"]\n')
+    _project._folder_support.cache_clear()
+    assert [f.rule for f in lint_file(script)] == ["TB403"]
 
 
 def test_tb404_model_vs_state_dict_and_checkpoint_dict():
-    assert found("import torch\nnet = Net()\ntorch.save(net, 'n.pt')\n", "TB404") == [3]
+    wrong = "import torch\nnet = Net()\ntorch.save(net, 'n.pt')\n"
+    assert found(wrong, "TB404", select=["TB404"]) == [3]
+    assert found(wrong, "TB404") == []  # opt-in: only when selected
     right = "import torch\ntorch.save(net.state_dict(), 'n.pt')\ntorch.save({'model': net.state_dict()}, 'c.pt')\n"
-    assert found(right, "TB404") == []
+    assert found(right, "TB404", select=["TB404"]) == []
 
 
 def test_tb405_same_function_only_and_exclusive_branches():
@@ -179,7 +213,7 @@ def test_tb403_partial_of_torch_load():
     """
     right = wrong.replace('map_location="cpu")', 'map_location="cpu", weights_only=True)') \
         .replace("weights_only=False", "weights_only=True")
-    fires("TB403", wrong, [5, 6], right)
+    fires("TB403", wrong, [5, 6], right, show_all=True)
 
 
 def test_tb405_flags_set_in_the_module_and_in_a_function_it_runs():

@@ -116,3 +116,43 @@ def test_audit_command(tmp_path, capsys):
     clean = tmp_path / "clean.py"
     clean.write_text(script.read_text().replace("    model(", "    opt.zero_grad()\n    model("))
     assert main(["audit", "--steps", "5", str(clean)]) == 0
+
+
+def test_lint_all_shows_low_confidence_findings_and_the_exit_status_follows_what_is_shown(tmp_path, capsys):
+    script = tmp_path / "load.py"
+    script.write_text("import torch\nstate = torch.load('last.pt')\n")
+    (tmp_path / ".git").mkdir()  # the repository's root: no packaging file names torch
+    assert main(["lint", str(script)]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["lint", "--all", str(script)]) == 1
+    assert capsys.readouterr().out.startswith(f"{script}:2:9: TB403 (low confidence) ")
+    assert main(["lint", "--all", "--format", "json", str(script)]) == 1
+    assert [(d["rule"], d["severity"], d["confidence"]) for d in json.loads(capsys.readouterr().out)] == [
+        ("TB403", "warning", "low")]
+
+
+def test_lint_list_shows_severity_opt_in_and_runtime_only_codes(capsys):
+    assert main(["lint", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(ln.startswith("TB404") and "[warning, opt-in]" in ln for ln in lines)
+    assert any(ln.startswith("TB104") and "[error]" in ln for ln in lines)
+    assert any(ln.startswith("TB502") and "param-not-in-optimizer" in ln for ln in lines)
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")
+def test_lint_and_audit_agree_on_code_and_exit_status(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+        model = nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(10):
+            model(torch.randn(2, 3)).sum().backward()
+            optimizer.step()
+        """))
+    assert main(["lint", str(script)]) == 1
+    lint_out = capsys.readouterr().out
+    assert main(["audit", "--steps", "3", str(script)]) == 1
+    audit_err = capsys.readouterr().err
+    assert " TB104 " in lint_out and "TB104  grads-never-zeroed" in audit_err

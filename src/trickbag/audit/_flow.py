@@ -38,6 +38,7 @@ from trickbag.audit._events import (
     ZERO,
     classify,
 )
+from trickbag.audit._project import in_test_folder, is_test_path
 
 __all__ = ["FileModel", "FunctionModel", "Event", "Loop", "Guard", "Assignment", "Accumulation", "steps_like",
            "backward_like",
@@ -477,11 +478,17 @@ def _returned_nested(factory: FunctionModel) -> FunctionModel | None:
 class FileModel:
     """Every function model of one parsed file, plus module-wide tables (imports, classes, roles)."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, path: str = "<string>", torch_support: str | None = None) -> None:
         self.tree = tree
+        self.path = path
+        #: which torch the project supports (:data:`trickbag.audit._project.OLD_TORCH` / ``NEW_TORCH``), None: unknown
+        self.torch_support = torch_support
         self.nodes: list[ast.AST] = list(ast.walk(tree))
         self._memo: dict[str, object] = {}
         self.imports = Imports(self.nodes)
+        #: the file is a test module (``test_*.py``, or in a ``tests/`` folder and importing pytest / unittest)
+        self.test_file = is_test_path(path) or (in_test_folder(path) and any(
+            m.split(".")[0] in ("pytest", "unittest") for m in self.imports.alias.values()))
         self.classes = {n.name: n for n in self.nodes if isinstance(n, ast.ClassDef)}
         self.class_names = set(self.classes)
         self.functions: list[FunctionModel] = []

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from trickbag.audit import rules_api, rules_env, rules_eval, rules_loop  # noqa: F401  (registers the rules)
 from trickbag.audit._flow import FileModel
+from trickbag.audit._project import torch_support
 from trickbag.audit.registry import RULES, Rule, select_rules
 
 __all__ = ["Finding", "lint_source", "lint_file", "lint_paths", "iter_files", "markdown_python", "to_json",
@@ -48,7 +49,8 @@ _FILE_NOQA = re.compile(r"^#\s*trickbag:\s*noqa\s*$", re.M)
 
 @dataclass(frozen=True)
 class Finding:
-    """One lint finding: where (1-based line and column), which rule, what and how to fix it."""
+    """One lint finding: where (1-based line and column), which rule, what and how to fix it, how bad
+    (``severity``: error / warning) and how sure (``confidence``: high, shown by default / low, ``--all``)."""
 
     path: str
     line: int
@@ -57,10 +59,13 @@ class Finding:
     name: str
     message: str
     fix: str
+    severity: str = "error"
+    confidence: str = "high"
 
     def format(self) -> str:
-        """``path:line:col: CODE message (fix: ...)``."""
-        return f"{self.path}:{self.line}:{self.col}: {self.rule} {self.message} (fix: {self.fix})"
+        """``path:line:col: CODE message (fix: ...)``; a low-confidence finding says so after its code."""
+        low = " (low confidence)" if self.confidence == "low" else ""
+        return f"{self.path}:{self.line}:{self.col}: {self.rule}{low} {self.message} (fix: {self.fix})"
 
 
 def _noqa_codes(line: str) -> set[str] | None:
@@ -97,8 +102,9 @@ def _too_deep(path: str, why: str = "it nests beyond the recursion limit of the 
                    "it was checked", "split the deeply nested expression or block (the file was not checked)")
 
 
-def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: dict[int, int]) -> list[Finding]:
-    model = FileModel(tree)
+def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: dict[int, int],
+               torch: str | None = None) -> list[Finding]:
+    model = FileModel(tree, path, torch)
     seen, out = set(), []
     for r in rules:
         for hit in r.check(model):
@@ -107,14 +113,18 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
             key = (r.code, line, col)
             if key not in seen:
                 seen.add(key)
-                out.append(Finding(path, line, col, r.code, r.name, hit.message, hit.fix or r.fix))
+                out.append(Finding(path, line, col, r.code, r.name, hit.message, hit.fix or r.fix, r.severity,
+                                   hit.confidence))
     return out
 
 
 def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | None = None,
                 ignore: Iterable[str] | None = None, noqa: bool = True,
-                col_shift: dict[int, int] | None = None, noqa_lines: Sequence[str] | None = None) -> list[Finding]:
+                col_shift: dict[int, int] | None = None, noqa_lines: Sequence[str] | None = None,
+                show_all: bool = False, torch: str | None = None) -> list[Finding]:
     """Lint Python source ``text`` (reported as ``path``); ``noqa=False`` ignores ``# noqa`` comments.
+    Only high-confidence findings unless ``show_all``.  ``torch`` is which torch the project supports
+    (``'old'``: some version < 2.6 allowed, ``'new'``, None: unknown; see :func:`lint_file`).
 
     An unknown rule in ``select``/``ignore`` is a ValueError.  A file that does not parse, or is nested
     too deeply to analyse (beyond the recursion limit), gives one TB001 finding and nothing else.
@@ -128,10 +138,12 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return [_syntax_finding(path, exc, col_shift)] if "TB001" in codes else []
     try:
-        findings = _run_rules(tree, path, rules, col_shift or {})
+        findings = _run_rules(tree, path, rules, col_shift or {}, torch)
     except RecursionError:
         return [_too_deep(path)] if "TB001" in codes else []
     lines = noqa_lines if noqa_lines is not None else text.splitlines()
+    if not show_all:
+        findings = [f for f in findings if f.confidence == "high"]
     if noqa:
         findings = [f for f in findings if not _silenced(f, lines)]
     return sorted(findings, key=lambda f: (f.line, f.col, f.rule))
@@ -204,9 +216,12 @@ def _lint_markdown(text: str, path: str, **kw) -> list[Finding]:
 # --------------------------------------------------------------------------- files and folders
 def lint_file(path: str | os.PathLike, **kw) -> list[Finding]:
     """Lint one file: Markdown (``.md``/``.markdown``: its python blocks) or Python source, decoded as
-    Python decodes it (UTF-8, a BOM, or the PEP 263 ``# -*- coding: ... -*-`` line)."""
+    Python decodes it (UTF-8, a BOM, or the PEP 263 ``# -*- coding: ... -*-`` line).  The torch versions
+    the project supports are read from the packaging files of its folders (pyproject.toml,
+    requirements*.txt, setup.py ... up to the repository's root)."""
     p = Path(path)
     shown = str(path)
+    kw.setdefault("torch", torch_support(p))
     data = p.read_bytes()
     if p.suffix.lower() in MARKDOWN_SUFFIXES:
         try:
@@ -297,15 +312,18 @@ def _walk(folder: Path, exclude: Sequence[str]) -> Iterator[Path]:
 
 
 def lint_paths(paths: Iterable[str | os.PathLike], *, select: Iterable[str] | None = None,
-               ignore: Iterable[str] | None = None, exclude: Sequence[str] = ()) -> list[Finding]:
-    """Lint files and folders (see :func:`iter_files`); findings sorted by file, line, column."""
+               ignore: Iterable[str] | None = None, exclude: Sequence[str] = (),
+               show_all: bool = False) -> list[Finding]:
+    """Lint files and folders (see :func:`iter_files`); findings sorted by file, line, column (only the
+    high-confidence ones unless ``show_all``)."""
     select_rules(select, ignore)  # unknown codes fail before any file is read
     out: list[Finding] = []
     for f in iter_files(paths, exclude):
-        out += lint_file(f, select=select, ignore=ignore)
+        out += lint_file(f, select=select, ignore=ignore, show_all=show_all)
     return out
 
 
 def to_json(findings: Iterable[Finding]) -> str:
-    """The findings as a JSON list of objects (path, line, col, rule, name, message, fix)."""
+    """The findings as a JSON list of objects (path, line, col, rule, name, message, fix, severity,
+    confidence)."""
     return json.dumps([asdict(f) for f in findings], indent=2)

@@ -1,5 +1,7 @@
 """The lint rule registry: one rule = one small function whose docstring holds the explanation and a
-wrong and a right example, registered under a code (``TB101``) and a short name."""
+wrong and a right example, registered under a code (``TB101``) and a short name.  The runtime audit
+reports under the same codes (:data:`RUNTIME`); the checks only it can make have codes of their own
+(:data:`RUNTIME_ONLY`, TB5xx) in the same space."""
 
 from __future__ import annotations
 
@@ -9,7 +11,15 @@ import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["Rule", "Hit", "RULES", "rule", "find_rule", "select_rules"]
+__all__ = ["Rule", "Hit", "RULES", "rule", "find_rule", "select_rules", "RUNTIME", "RUNTIME_ONLY", "code_of",
+           "SEVERITIES", "CONFIDENCES"]
+
+#: how bad a finding is: ``error`` (the loop computes something else than intended), ``warning`` (a risk
+#: or a cost: memory, security, reproducibility)
+SEVERITIES = ("error", "warning")
+#: how sure the rule is: ``high`` (the code shows the mistake: shown by default), ``low`` (it depends on
+#: what one file cannot show: shown with ``--all``)
+CONFIDENCES = ("high", "low")
 
 
 @dataclass(frozen=True)
@@ -19,12 +29,14 @@ class Hit:
     node: ast.AST
     message: str
     fix: str | None = None
+    confidence: str = "high"
 
 
 @dataclass(frozen=True)
 class Rule:
     """A registered rule: ``code``, ``name``, one-line ``summary``, the ``why``, ``wrong``/``right``
-    examples, the default ``fix`` and the ``check`` function (a FileModel -> hits)."""
+    examples, the default ``fix``, the ``check`` function (a FileModel -> hits), its ``severity`` and
+    whether it only runs when selected by name (``opt_in``: advisories such as ``torch.save(model)``)."""
 
     code: str
     name: str
@@ -34,6 +46,8 @@ class Rule:
     right: str
     fix: str
     check: Callable[..., Iterable[Hit]]
+    severity: str = "error"
+    opt_in: bool = False
 
     def explain(self) -> str:
         """The text ``trickbag lint --explain CODE`` prints."""
@@ -44,6 +58,36 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {}
+
+#: the checks only the runtime audit makes (what it sees while the loop runs), in the lint code space:
+#: code -> (name, what it reports)
+RUNTIME_ONLY: dict[str, tuple[str, str]] = {
+    "TB501": ("scheduler-on-skipped-step", "scheduler.step() after the GradScaler skipped the optimizer step "
+                                           "(inf/NaN grads)"),
+    "TB502": ("param-not-in-optimizer", "trainable parameters of the model that no audited optimizer updates"),
+    "TB503": ("frozen-param-decayed", "frozen parameters in an optimizer group with weight decay (moved when they "
+                                      "keep a .grad)"),
+}
+
+#: the runtime audit's finding names -> their code: the static rule of the same mistake, or a TB5xx code
+RUNTIME: dict[str, str] = {
+    "scheduler-before-step": "TB101",
+    "scheduler-per-micro-batch": "TB102",
+    "zero-grad-before-step": "TB103",
+    "grads-never-zeroed": "TB104",
+    "clip-before-unscale": "TB106",
+    "ema-per-micro-batch": "TB108",
+    "ema-before-step": "TB108",
+    "clip-per-micro-batch": "TB109",
+    "train-in-eval-mode": "TB202",
+    "eval-with-grad": "TB203",
+    **{name: code for code, (name, _) in RUNTIME_ONLY.items()},
+}
+
+
+def code_of(audit_rule: str) -> str:
+    """The code of a runtime audit finding (``'grads-never-zeroed'`` -> ``'TB104'``)."""
+    return RUNTIME[audit_rule]
 
 
 def _parse_doc(doc: str) -> tuple[str, str, str, str]:
@@ -63,14 +107,17 @@ def _parse_doc(doc: str) -> tuple[str, str, str, str]:
     )
 
 
-def rule(code: str, name: str, fix: str) -> Callable[[Callable], Callable]:
+def rule(code: str, name: str, fix: str, *, severity: str = "error",
+         opt_in: bool = False) -> Callable[[Callable], Callable]:
     """Register the decorated function as rule ``code`` / ``name`` with the default ``fix``."""
+    if severity not in SEVERITIES:
+        raise ValueError(f"rule {code}: severity must be one of {SEVERITIES}, not {severity!r}")
 
     def register(fn: Callable) -> Callable:
-        if code in RULES:
+        if code in RULES or code in RUNTIME_ONLY:
             raise ValueError(f"rule code {code} registered twice")
         summary, why, wrong, right = _parse_doc(fn.__doc__ or "")
-        RULES[code] = Rule(code, name, summary, why, wrong, right, fix, fn)
+        RULES[code] = Rule(code, name, summary, why, wrong, right, fix, fn, severity, opt_in)
         return fn
 
     return register
@@ -97,7 +144,7 @@ def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | No
             out |= hits
         return out
 
-    chosen = match(select, "--select") if select else set(RULES)
+    chosen = match(select, "--select") if select else {c for c, r in RULES.items() if not r.opt_in}
     if ignore:
         chosen -= match(ignore, "--ignore")
     return [RULES[c] for c in sorted(chosen)]

@@ -35,6 +35,7 @@ import torch
 
 from trickbag.audit import _patches
 from trickbag.audit._where import user_where
+from trickbag.audit.registry import code_of
 
 __all__ = ["audit", "Audit", "AuditReport", "AuditFinding", "AUDIT_RULES", "StopScript", "user_where"]
 
@@ -48,7 +49,8 @@ AUDIT_RULES = {
     "grads-never-zeroed": "optimizer.step() on gradients accumulated since the previous step (no zero_grad)",
     "zero-grad-before-step": "zero_grad() between backward() and step(): the gradients of the step are erased",
     "train-in-eval-mode": "backward through a forward run in eval mode (dropout off, BatchNorm frozen)",
-    "eval-with-grad": "eval-mode forward with gradients enabled and no backward (no no_grad/inference_mode)",
+    "eval-with-grad": "eval-mode forward with gradients enabled that no backward goes through (no "
+                      "no_grad/inference_mode)",
     "param-not-in-optimizer": "trainable parameters of the model that no audited optimizer updates",
     "frozen-param-decayed": "frozen parameters in an optimizer group with weight decay (moved when they keep a .grad)",
     "ema-per-micro-batch": "EMA/SWA updated more than once between two optimizer steps",
@@ -66,15 +68,20 @@ class StopScript(BaseException):
 
 @dataclass
 class AuditFinding:
-    """One runtime finding: the ``rule``, a ``message``, ``where`` (``file:line``), how often."""
+    """One runtime finding: the ``rule``, a ``message``, ``where`` (``file:line``), how often; ``code`` is
+    the rule's code, shared with ``trickbag lint`` (``grads-never-zeroed`` is TB104 in both)."""
 
     rule: str
     message: str
     where: str
     count: int = 1
 
+    @property
+    def code(self) -> str:
+        return code_of(self.rule)
+
     def __str__(self) -> str:
-        return f"{self.where}: {self.rule} {self.message}"
+        return f"{self.where}: {self.code} {self.rule} {self.message}"
 
 
 @dataclass
@@ -109,9 +116,9 @@ class AuditReport:
             return head
         w_rule = max(len("rule"), *(len(f.rule) for f in self.findings))
         w_where = max(len("where"), *(len(f.where) for f in self.findings))
-        lines = [head, f"  {'rule':<{w_rule}}  count  {'where':<{w_where}}  message"]
+        lines = [head, f"  code   {'rule':<{w_rule}}  count  {'where':<{w_where}}  message"]
         for f in self.findings:
-            lines.append(f"  {f.rule:<{w_rule}}  {f.count:<5}  {f.where:<{w_where}}  {f.message}")
+            lines.append(f"  {f.code}  {f.rule:<{w_rule}}  {f.count:<5}  {f.where:<{w_where}}  {f.message}")
         return "\n".join(lines)
 
 
@@ -243,8 +250,8 @@ class Audit:
 
     def _resolve_eval_forwards(self) -> None:
         for where in self._eval_forwards:
-            self.report.add("eval-with-grad", "forward in eval mode with gradients enabled and no backward: "
-                            "run evaluation under torch.inference_mode()", where)
+            self.report.add("eval-with-grad", "forward in eval mode with gradients enabled, and no backward went "
+                            "through it before the next forward: run evaluation under torch.inference_mode()", where)
         self._eval_forwards.clear()
 
     # ------------------------------------------------------------------ optimizers

@@ -19,11 +19,14 @@ def _codes(values: list[str] | None) -> list[str] | None:
 
 
 def _print_rules() -> None:
-    from trickbag.audit.registry import RULES
+    from trickbag.audit.registry import RULES, RUNTIME_ONLY
 
     for code in sorted(RULES):
         r = RULES[code]
-        print(f"{r.code}  {r.name:30s} {r.summary}")
+        tag = "warning, opt-in" if r.opt_in else r.severity
+        print(f"{r.code}  {r.name:30s} [{tag}] {r.summary}")
+    for code, (name, what) in sorted(RUNTIME_ONLY.items()):
+        print(f"{code}  {name:30s} [runtime audit only] {what}")
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -43,7 +46,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         raise TrickbagError("give at least one file or folder to lint (or --explain RULE / --list)")
     try:
         findings = lint.lint_paths(args.paths, select=_codes(args.select), ignore=_codes(args.ignore),
-                                   exclude=_codes(args.exclude) or ())
+                                   exclude=_codes(args.exclude) or (), show_all=args.all)
     except (ValueError, FileNotFoundError) as exc:
         raise TrickbagError(str(exc)) from None
     if args.format == "json":
@@ -77,12 +80,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     lint = sub.add_parser("lint", help="find ordering mistakes in training loops (static: nothing is run)",
                           description="Check Python files, folders and the ```python blocks of Markdown files for "
                                       "training-loop mistakes.  Exit 1 with findings, 0 when clean, 2 on a usage "
-                                      "error.  Silence one line with `# noqa: CODE`.  See docs/lint.md.")
+                                      "error (the same as `trickbag audit`, whose findings carry the same codes).  "
+                                      "Silence one line with `# noqa: CODE`.  See docs/lint.md.")
     lint.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (folders: *.py, recursively)")
     lint.add_argument("--select", action="append", metavar="CODES",
                       help="only these rules: codes, code prefixes (TB1) or names, comma-separated")
     lint.add_argument("--ignore", action="append", metavar="CODES", help="skip these rules (same syntax)")
     lint.add_argument("--exclude", action="append", metavar="GLOB", help="skip files/folders matching these globs")
+    lint.add_argument("--all", action="store_true",
+                      help="also show low-confidence findings (what one file cannot decide: advisories, guesses "
+                           "from names); by default only the mistakes the code shows")
     lint.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     lint.add_argument("--explain", metavar="RULE", help="print a rule's explanation with a wrong and a right example")
     lint.add_argument("--list", action="store_true", help="list the rules")

@@ -1,0 +1,101 @@
+"""Facts about the project a linted file belongs to, read from its packaging files: which torch versions
+it supports (``torch>=2.6`` in pyproject.toml, ``torch==1.13.1`` in requirements.txt ...) and whether the
+file is test code.  Standard library only; one read per folder."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+__all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH"]
+
+#: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
+OLD_TORCH = "old"
+#: the project needs torch >= 2.6, or names torch without a version (a fresh install is current)
+NEW_TORCH = "new"
+
+_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
+_REQUIREMENT = re.compile(r"(?<![\w.-])(?:py)?torch(?![\w-])\s*(?P<spec>(?:\s*,?\s*(?:===|==|~=|>=|<=|!=|>|<)\s*"
+                          r"[0-9][0-9.*]*)*)")
+_CLAUSE = re.compile(r"(===|==|~=|>=|<=|!=|>|<)\s*([0-9][0-9.]*)")
+_STOP = (".git", ".hg")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())[:3]
+
+
+def allows_old_torch(spec: str) -> bool:
+    """Does a requirement's version spec (``'>=1.8,<3'``, ``'==2.1.0'``, ``''``) allow a torch < 2.6?
+    An empty spec means whatever is current: no.
+
+    >>> [allows_old_torch(s) for s in ("", ">=2.6", ">=1.8", "==2.1.0", "<3", ">=2.6,<3", "~=2.7")]
+    [False, False, True, True, True, False, False]
+    """
+    clauses = _CLAUSE.findall(spec)
+    if not clauses:
+        return False
+    floor = None
+    for op, ver in clauses:
+        v = _version(ver)
+        if op in ("==", "===", "~=", ">=", ">"):
+            floor = v if floor is None else max(floor, v)
+    return floor is None or floor < (2, 6)
+
+
+def _requirement_files(folder: Path) -> list[Path]:
+    out = [folder / name for name in _FILES if (folder / name).is_file()]
+    try:
+        out += sorted(p for p in folder.glob("requirements*.txt") if p.is_file())
+        out += sorted(p for p in folder.glob("requirements/*.txt") if p.is_file())
+    except OSError:
+        pass
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _folder_support(folder: Path) -> str | None:
+    specs = []
+    for f in _requirement_files(folder):
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        specs += [m.group("spec") for m in _REQUIREMENT.finditer(text)]
+    if specs:
+        return OLD_TORCH if any(allows_old_torch(s) for s in specs) else NEW_TORCH
+    if any((folder / s).exists() for s in _STOP):
+        return ""  # the repository's root: look no further
+    return None
+
+
+def torch_support(path: str | Path) -> str | None:
+    """:data:`OLD_TORCH` / :data:`NEW_TORCH` from the nearest folder (the file's, then up to its
+    repository's root) whose packaging files name torch; None when none does."""
+    try:
+        folder = Path(path).resolve().parent
+    except (OSError, RuntimeError):
+        return None
+    for _ in range(8):
+        found = _folder_support(folder)
+        if found is not None:
+            return found or None
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+_TEST_FILE = re.compile(r"^(test_.*|.*_test|conftest|tests?)\.py$")
+_TEST_FOLDERS = {"tests", "test", "testing", "unittests", "unit_tests"}
+
+
+def is_test_path(path: str) -> bool:
+    """A file named like a test module: ``test_*.py``, ``*_test.py``, ``conftest.py``."""
+    return bool(_TEST_FILE.match(Path(path).name))
+
+
+def in_test_folder(path: str) -> bool:
+    """A file under a ``tests`` / ``test`` folder (a test suite when it also imports pytest or unittest)."""
+    return any(p in _TEST_FOLDERS for p in Path(path).parts[:-1])
