@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 
 import pytest
+import torch
 
 from trickbag.errors import RecipeError
 from trickbag.runs.run import RunFinished, resume_run, run_recipe
@@ -26,7 +28,7 @@ class StopAtEpoch(Plugin):
             state.stop(StopReason.INTERRUPTED, "test")
 
 
-def _lr_per_update(run_dir):
+def _lr_per_update(run_dir):  # metrics.csv keeps 6 significant digits
     with open(run_dir / "metrics.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r.get("train/step_loss")]
     return [(int(r["step"]), float(r["lr/group0"])) for r in rows]
@@ -59,14 +61,65 @@ def test_a_finished_run_says_so_and_changes_nothing(tiny_recipe, capsys):
         resume_run(done.run_dir, quiet=True)
 
 
-def test_extending_a_run_whose_schedule_ended_at_lr_0_says_the_extra_epochs_will_not_train(tiny_recipe, capsys):
-    done = run_recipe(tiny_recipe("run.plots=false", "log.tensorboard=false", "schedule.warmup_epochs=0"), quiet=True)
-    capsys.readouterr()
+def _restart_lr(t, t0, total, warm, peak):
+    """The LR of update t (0-based) of a warm restart at t0: linear warm-up over ``warm`` updates from
+    peak / (warm + 1) to ``peak``, then a cosine to 0 at ``total`` (written out here, independently)."""
+    if t < t0 + warm:
+        return peak * (t - t0 + 1) / (warm + 1)
+    return peak * (1 + math.cos(math.pi * (t - t0 - warm) / (total - t0 - warm))) / 2
+
+
+def test_training_longer_after_the_schedule_ended_restarts_it_and_the_weights_change(tiny_recipe, capsys):
+    base = ["run.plots=false", "log.tensorboard=false", "schedule.warmup_epochs=0", "log.every_steps=1"]
+    done = run_recipe(tiny_recipe(*base), quiet=True)
+    hint = capsys.readouterr()
+    with pytest.raises(RunFinished, match=r"train.epochs=3") as finished:
+        resume_run(done.run_dir, quiet=True)
+    assert "restart" in str(finished.value)  # the hint says what the extra epochs will do
+    before = load_checkpoint(done.run_dir / "checkpoints" / "last.pt")["model"]
+    t0 = done.updates
     result = resume_run(done.run_dir, ["train.epochs=3"])
     out = capsys.readouterr().out
-    assert "the schedule had ended and stays at its final LR of 0: the extra epochs leave the weights" in out
-    assert "model.weights=RUN/checkpoints/last.pt" in out
-    assert len(result.history) == 3
+    assert hint is not None and "stays at its final LR" not in out
+    total = result.updates
+    warm = min(max(1, (total - t0) // 10), total - t0 - 1)
+    peak = 0.1 * 0.05  # RESTART_PEAK x the recipe's optim.lr
+    assert f"restarts: a warm-up over {warm} update" in out and f"to {peak:g}" in out, out
+    logged = dict(_lr_per_update(result.run_dir))
+    extra = {s: lr for s, lr in logged.items() if t0 < s < total}  # logged after update s: the LR of update s
+    assert extra and all(lr == pytest.approx(_restart_lr(s, t0, total, warm, peak), rel=1e-4, abs=1e-9)
+                         for s, lr in extra.items())
+    assert min(extra.values()) > 0 and max(extra.values()) == pytest.approx(peak, rel=0.05)
+    after = load_checkpoint(result.run_dir / "checkpoints" / "last.pt")["model"]
+    assert any(not torch.equal(before[k], after[k]) for k in before if before[k].is_floating_point())
+    log = [json.loads(line) for line in (result.run_dir / "resumes.log").read_text().splitlines()]
+    assert log[-1]["changes"]["train.epochs"] == [2, 3] and any("restarts" in n for n in log[-1]["notes"])
+
+
+def test_a_restart_peaks_at_the_lr_given_with_the_longer_run(tiny_recipe, capsys):
+    base = ["run.plots=false", "log.tensorboard=false", "schedule.warmup_epochs=0", "log.every_steps=1"]
+    done = run_recipe(tiny_recipe(*base), quiet=True)
+    t0 = done.updates
+    result = resume_run(done.run_dir, ["train.epochs=4", "optim.lr=0.02"], quiet=True)
+    warm = min(max(1, (result.updates - t0) // 10), result.updates - t0 - 1)
+    extra = {s: lr for s, lr in _lr_per_update(result.run_dir) if t0 < s < result.updates}
+    assert all(lr == pytest.approx(_restart_lr(s, t0, result.updates, warm, 0.02), rel=1e-4, abs=1e-9)
+               for s, lr in extra.items())
+
+
+def test_a_finished_onecycle_run_gives_a_command_that_trains(tiny_recipe, capsys):
+    from trickbag.cli import main
+
+    base = ["run.plots=false", "log.tensorboard=false", "schedule.warmup_epochs=0", "schedule.name=onecycle"]
+    done = run_recipe(tiny_recipe(*base), quiet=True)
+    capsys.readouterr()
+    with pytest.raises(RunFinished) as finished:
+        resume_run(done.run_dir, quiet=True)
+    command = str(finished.value).split("to train longer: ")[1].split(" (")[0]
+    assert command.startswith("trickbag train ") and "model.weights=" in command and "--resume" not in command
+    assert main(command.split()[1:]) == 0
+    new_runs = [d for d in done.run_dir.parent.iterdir() if d.is_dir() and d != done.run_dir]
+    assert len(new_runs) == 1 and (new_runs[0] / "checkpoints" / "last.pt").is_file()
 
 
 def test_an_unsafe_override_is_refused_naming_the_key_and_nothing_changes(tiny_recipe):

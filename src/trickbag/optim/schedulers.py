@@ -95,7 +95,9 @@ class _Factor:
     ``x = min(1, (t - start) / (end - start))`` and ``shape`` the unit curve (cosine
     ``(1 + cos(pi x)) / 2``, linear ``1 - x``, polynomial ``(1 - x)^power``), and the factor is
     ``f_end + (1 - f_end) * G`` (cosine: ``(min_lr + (base_lr - min_lr) * G) / base_lr``).  Built
-    with ``[[warmup_steps, 1.0, total_steps]]``; :func:`replan_schedule` appends segments.
+    with ``[[warmup_steps, 1.0, total_steps]]``; :func:`replan_schedule` appends segments.  A warm
+    restart's segment has a fourth entry, ``warm``: for ``start <= t < start + warm``,
+    ``G(t) = scale * (t - start + 1) / (warm + 1)``, and the anneal spans ``start + warm .. end``.
     """
 
     def __init__(
@@ -150,7 +152,11 @@ class _Factor:
         return found
 
     def _unit(self, t: int, seg: list[Any]) -> float:
-        start, scale, end = seg
+        start, scale, end = seg[:3]
+        warm = int(seg[3]) if len(seg) > 3 else 0  # a restart's warm-up (see replan)
+        if t < start + warm:
+            return scale * (t - start + 1) / (warm + 1)
+        start += warm
         x = 1.0 if end <= start or t >= end else (t - start) / (end - start)
         if self.name == "cosine":
             return scale * (1.0 + math.cos(math.pi * x)) / 2.0
@@ -183,13 +189,21 @@ class _Factor:
 
     # -- re-planning -----------------------------------------------------------------------
 
-    def replan(self, t0: int, total_steps: int) -> None:
+    def ended(self, t: int) -> bool:
+        """Whether the anneal is over at update ``t`` (the factor sits at its end value)."""
+        seg = self._segment(t)
+        return self.name in _ANNEALED and seg is not None and t >= seg[2]
+
+    def replan(self, t0: int, total_steps: int, restart: float | None = None, restart_warmup: int = 0) -> None:
         """From update ``t0`` on, reach the end value at ``total_steps`` (see :func:`replan_schedule`)."""
         if self.name not in _ANNEALED:
             return
         seg = self._segment(t0)
         if seg is not None and t0 >= seg[2]:
-            return  # the anneal is over: stay at the floor
+            if restart is not None and total_steps > t0:  # a warm restart: warm-up, then the anneal again
+                self.segments = self.segments + [[t0, float(restart), total_steps, int(restart_warmup)]]
+                self.total_steps = total_steps
+            return  # else the anneal is over: stay at the floor
         if total_steps <= t0:
             self.segments = self.segments + [[t0, 0.0, t0]]
             self.total_steps = t0
@@ -610,7 +624,9 @@ def _add_to_plateau(optimizer: torch.optim.Optimizer, scheduler: lrs.ReduceLROnP
     scheduler.min_lrs.append(min_lr)
 
 
-def replan_schedule(scheduler: Any, total_steps: int) -> None:
+def replan_schedule(
+    scheduler: Any, total_steps: int, *, restart: float | None = None, restart_warmup: int = 0
+) -> bool:
     r"""Change the length of a running schedule from the current update on (e.g. resuming with more epochs).
 
     The updates already taken keep their LRs.  With :math:`t_0` = ``scheduler.last_epoch`` (the
@@ -620,9 +636,14 @@ def replan_schedule(scheduler: Any, total_steps: int) -> None:
     :math:`f(t) = f_\text{end} + (f(t_0) - f_\text{end})(1 + \cos(\pi (t - t_0) / (T' - t_0))) / 2`,
     linear and polynomial likewise (:math:`f_\text{end}` = ``min_lr`` / base LR,
     ``end_factor``, 0).  During the warm-up, the warm-up continues and the main phase spans
-    :math:`W .. T'` (then :math:`T'` must exceed ``warmup_steps``).  It never makes the LR rise
-    after the anneal: a schedule already at its end stays at its floor.  ``total_steps <=``
+    :math:`W .. T'` (then :math:`T'` must exceed ``warmup_steps``).  ``total_steps <=``
     :math:`t_0` stops the anneal: the schedule jumps to its floor at once, for the current update.
+
+    A schedule whose anneal is already over stays at its floor, unless ``restart`` is given: then
+    it restarts (a warm restart, Loshchilov & Hutter 2017, SGDR) with a linear warm-up over
+    ``restart_warmup`` updates :math:`R` from the floor to ``restart`` :math:`\times` the peak
+    (the annealed part at update :math:`t_0 + i < t_0 + R` is ``restart`` :math:`(i + 1)/(R + 1)`),
+    then the same anneal from there to the floor at :math:`T'`.  Returns True when it restarted.
 
     ``constant`` and ``step`` have nothing to change (and ``ReduceLROnPlateau``, which follows a
     metric); ``multistep`` (absolute milestones) and ``onecycle`` cannot be re-planned
@@ -636,6 +657,7 @@ def replan_schedule(scheduler: Any, total_steps: int) -> None:
     >>> opt.param_groups[0]["lr"]                 # halfway down
     0.5
     >>> replan_schedule(sched, 7)                 # 5 more updates to reach 0 instead of 2
+    False
     >>> seen = []
     >>> for _ in range(6):
     ...     opt.step()
@@ -643,9 +665,23 @@ def replan_schedule(scheduler: Any, total_steps: int) -> None:
     ...     seen.append(round(opt.param_groups[0]["lr"], 2))
     >>> seen
     [0.4, 0.3, 0.2, 0.1, 0.0, 0.0]
+    >>> replan_schedule(sched, 14, restart=0.5, restart_warmup=1)   # ended at 0: up to 0.5, down again
+    True
+    >>> seen = [round(opt.param_groups[0]["lr"], 2)]
+    >>> for _ in range(6):
+    ...     opt.step()
+    ...     sched.step()
+    ...     seen.append(round(opt.param_groups[0]["lr"], 2))
+    >>> seen
+    [0.25, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
     """
     with _errors_named("replan_schedule"):
         _check_int(total_steps, "total_steps", minimum=1)
+        if restart is not None:
+            _check_number(restart, "restart", minimum=0.0)
+            if not restart > 0:
+                raise ValueError("restart must be > 0 (a fraction of the peak LR), got 0")
+        _check_int(restart_warmup, "restart_warmup", minimum=0)
         if isinstance(scheduler, LRSchedule):
             name = scheduler.name
             if name == "multistep":
@@ -654,19 +690,23 @@ def replan_schedule(scheduler: Any, total_steps: int) -> None:
                     "build a new schedule with the milestones you want"
                 )
             if name not in _ANNEALED:
-                return
+                return False
             t0 = scheduler.last_epoch
+            restarted = scheduler.lr_lambdas[0].ended(t0) and restart is not None and total_steps > t0
+            if restarted and restart_warmup >= total_steps - t0:
+                raise ValueError(f"restart_warmup={restart_warmup} must be shorter than the {total_steps - t0} "
+                                 f"updates left until total_steps={total_steps}")
             for factor in scheduler.lr_lambdas:
-                factor.replan(t0, total_steps)
+                factor.replan(t0, total_steps, restart, restart_warmup)
             _resync(scheduler)
-            return
+            return restarted
         if isinstance(scheduler, lrs.OneCycleLR):
             raise ValueError(
                 "schedule 'onecycle' cannot be re-planned: its phases are fixed fractions of the whole cycle; "
                 "build a new schedule"
             )
         if isinstance(scheduler, lrs.ReduceLROnPlateau):
-            return
+            return False
         raise TypeError(
             f"scheduler must be the LRSchedule of build_scheduler (or OneCycleLR / ReduceLROnPlateau), "
             f"got {type(scheduler).__name__}"

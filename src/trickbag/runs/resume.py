@@ -5,8 +5,12 @@ are accepted (:data:`SAFE`); every other change is refused in one line naming th
 change the training itself, and say so when the run starts:
 
 * ``train.epochs`` — longer or shorter (not below the epochs already done): the LR schedule is
-  re-planned from the current update to end at the new last update (:func:`trickbag.optim.replan_schedule`);
-  a schedule that had already ended stays at its floor, it never climbs back;
+  re-planned from the current update to end at the new last update (:func:`trickbag.optim.replan_schedule`),
+  the LR never climbs back. A schedule whose anneal had already ended (a finished run trained longer)
+  restarts instead of training at its floor (often 0): a linear warm-up over a tenth of the extra updates
+  to :data:`RESTART_PEAK` of the peak LR (to the new ``optim.lr`` when it is given too), then the same
+  anneal to the floor at the new end. ``multistep`` and ``onecycle`` cannot be re-planned: a finished run
+  with them says how to train on from its weights in a new run;
 * ``optim.lr`` — every param group's learning rate is scaled by new / old from here on
   (:func:`trickbag.optim.scale_lr`), e.g. a lower LR after the loss diverged.
 
@@ -23,7 +27,15 @@ from typing import Any
 
 from trickbag.errors import RecipeError
 
-__all__ = ["SAFE", "changed_keys", "check_resume", "apply_resume", "log_resume"]
+__all__ = ["SAFE", "RESTART_PEAK", "changed_keys", "check_resume", "apply_resume", "log_resume", "restart_warmup",
+           "train_longer_hint"]
+
+#: a finished run trained longer restarts its schedule at this fraction of the recipe's peak LR (``optim.lr``
+#: given with the new ``train.epochs`` sets the peak instead): enough to move the weights, small enough to keep
+#: most of what the anneal reached
+RESTART_PEAK = 0.1
+#: schedules that cannot be re-planned; a finished run with one of them trains on in a new run
+_NOT_REPLANNABLE = ("multistep", "onecycle")
 
 #: keys (or key prefixes ending in '.') a resume may change, and what the change does
 SAFE: dict[str, str] = {
@@ -89,10 +101,32 @@ def check_resume(
     return changes
 
 
+def restart_warmup(extra_updates: int) -> int:
+    """Updates of the warm-up of a restarted schedule: a tenth of the extra updates, at least 1 (0 for a single one).
+
+    >>> restart_warmup(48), restart_warmup(5), restart_warmup(1)
+    (4, 1, 0)
+    """
+    return min(max(1, extra_updates // 10), extra_updates - 1)
+
+
+def train_longer_hint(run_dir: Path, recipe: Any, epochs_done: int) -> str:
+    """The command that trains a finished run longer, and what it does to the LR schedule."""
+    more = epochs_done + max(1, epochs_done // 2)
+    name = recipe.schedule.name
+    if name in _NOT_REPLANNABLE:
+        return (f"trickbag train {run_dir}/recipe.yaml run.name={run_dir.name}-more train.epochs={more - epochs_done} "
+                f"model.weights={run_dir}/checkpoints/last.pt (schedule.name={name} cannot be extended, so a new run "
+                f"starts from its weights)")
+    what = ("the schedule restarts at a tenth of its peak LR, add optim.lr=LR to choose the peak"
+            if name in ("cosine", "linear", "polynomial") else f"schedule.name={name} goes on")
+    return f"trickbag train --resume {run_dir} train.epochs={more} ({what})"
+
+
 def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) -> list[str]:
     """Re-plan the schedule and scale the LR as ``changes`` ask, after the checkpoint was loaded; the
     lines that say what happened."""
-    from trickbag.optim import replan_schedule, scale_lr
+    from trickbag.optim import scale_lr
 
     s, notes = trainer.state, []
     if "optim.lr" in changes:
@@ -101,26 +135,39 @@ def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) ->
         notes.append(f"optim.lr {old:g} -> {new:g}: every group's learning rate is scaled by {new / old:.4g} from "
                      f"update {s.step}")
     if "train.epochs" in changes and s.scheduler is not None:
-        old, new = changes["train.epochs"]
-        total = ctx.steps_per_epoch * new
-        try:
-            replan_schedule(s.scheduler, total)
-        except ValueError as exc:
-            raise RecipeError(f"train.epochs cannot change on resume with schedule.name={ctx.recipe.schedule.name}: "
-                              f"{exc}") from None
-        ended = s.step >= ctx.steps_per_epoch * old
-        how = ("the schedule had ended and stays at its final LR" if ended else
-               f"the schedule is re-planned from update {s.step} to end at update {total}")
-        if ended and all(g["lr"] == 0 for g in s.optimizer.param_groups):
-            how += (" of 0: the extra epochs leave the weights as they are; to train on, start a new run from them "
-                    "(model.weights=RUN/checkpoints/last.pt)")
-        notes.append(f"train.epochs {old} -> {new}: {how}")
+        notes.append(_replan(s, ctx, changes))
     return notes
 
 
-def log_resume(run_dir: Path, checkpoint: str | None, position: str, changes: dict[str, tuple[Any, Any]]) -> None:
-    """Append one JSON line to ``<run>/resumes.log``: when, from which checkpoint, where, what changed."""
+def _replan(s: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) -> str:
+    """Re-plan the schedule to the new ``train.epochs`` (a warm restart when it had ended); the line saying so."""
+    from trickbag.optim import replan_schedule
+
+    old, new = changes["train.epochs"]
+    total, t0 = ctx.steps_per_epoch * new, s.step
+    floor = float(s.optimizer.param_groups[0]["lr"])
+    peak = 1.0 if "optim.lr" in changes else RESTART_PEAK
+    warm = restart_warmup(total - t0) if total > t0 else 0
+    try:
+        restarted = replan_schedule(s.scheduler, total, restart=peak, restart_warmup=warm)
+    except ValueError as exc:
+        raise RecipeError(f"train.epochs cannot change on resume with schedule.name={ctx.recipe.schedule.name}: "
+                          f"{exc}; to train on, start a new run from its weights (model.weights="
+                          f"RUN/checkpoints/last.pt)") from None
+    if restarted:
+        top = s.scheduler.lr_lambdas[0](t0 + warm) * s.scheduler.base_lrs[0]
+        given = "the new optim.lr" if "optim.lr" in changes else f"{peak:g} x the peak LR; optim.lr=LR sets it"
+        return (f"train.epochs {old} -> {new}: the schedule had ended (LR {floor:g}), so it restarts: a warm-up over "
+                f"{warm} update{'s' if warm != 1 else ''} to {top:g} ({given}), then a new {ctx.recipe.schedule.name} "
+                f"anneal to update {total}")
+    return f"train.epochs {old} -> {new}: the schedule is re-planned from update {t0} to end at update {total}"
+
+
+def log_resume(run_dir: Path, checkpoint: str | None, position: str, changes: dict[str, tuple[Any, Any]],
+               notes: list[str] | None = None) -> None:
+    """Append one JSON line to ``<run>/resumes.log``: when, from which checkpoint, where, what changed and
+    what that did (``notes``: the lines printed when the run resumed, e.g. a restarted schedule)."""
     entry = {"at": datetime.datetime.now().isoformat(timespec="seconds"), "checkpoint": checkpoint,
-             "position": position, "changes": {k: list(v) for k, v in changes.items()}}
+             "position": position, "changes": {k: list(v) for k, v in changes.items()}, "notes": list(notes or [])}
     with open(Path(run_dir) / "resumes.log", "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry) + "\n")

@@ -26,7 +26,7 @@ from trickbag.runs.artifacts import write_test_details
 from trickbag.runs.directory import RunLock, find_resume_checkpoint, new_run_dir, refuse_taken, remove_stale_temporaries
 from trickbag.runs.extras import check_run_extras
 from trickbag.runs.preflight import preflight
-from trickbag.runs.resume import apply_resume, check_resume, log_resume
+from trickbag.runs.resume import apply_resume, check_resume, log_resume, train_longer_hint
 from trickbag.runs.summary import RunResult, format_summary, model_summary
 from trickbag.train.build import BuildContext, build
 from trickbag.train.checkpoint import check_state_fits, load_checkpoint
@@ -135,8 +135,7 @@ class _Session:
         finished = epochs_done >= self.recipe.train.epochs and not mid
         if finished and (self.run_dir / "summary.txt").is_file():  # else: killed before its test, finish that
             raise RunFinished(f"run {self.run_dir} is finished: {epochs_done} of {self.recipe.train.epochs} epochs "
-                              f"trained; to train longer: trickbag train --resume {self.run_dir} "
-                              f"train.epochs={epochs_done + max(1, epochs_done // 2)}")
+                              f"trained; to train longer: {train_longer_hint(self.run_dir, self.recipe, epochs_done)}")
 
     # ------------------------------------------------------------------ the run directory
     def open(self, extra: Sequence[Plugin]) -> None:
@@ -195,7 +194,8 @@ class _Session:
                   file=self.out, flush=True)
             for note in self.resume_notes:
                 print(f"  {note}", file=self.out, flush=True)
-            log_resume(self.run_dir, self.ckpt[0].name, f"epoch {s.epoch + 1}, update {s.step}", self.changes)
+            log_resume(self.run_dir, self.ckpt[0].name, f"epoch {s.epoch + 1}, update {s.step}", self.changes,
+                       self.resume_notes)
         elif self.resuming and self.main and self.run_dir is not None:
             print(f"resuming {self.run_dir}: it has no checkpoint yet, so it trains from the beginning",
                   file=self.out, flush=True)
