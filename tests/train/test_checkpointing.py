@@ -36,7 +36,7 @@ def test_best_pt_holds_what_evaluation_needs_and_last_pt_what_a_resume_needs(ema
     best = load_checkpoint(result.run_dir / "checkpoints" / "best.pt")
     last = load_checkpoint(result.run_dir / "checkpoints" / "last.pt")
     assert set(best) == {"format", "weights_only", "model", "counters", "history", "recipe", "classes", "task",
-                         "eval_model"}
+                         "eval_model", "preprocess"}
     assert best["weights_only"] is True and "weights_only" not in last
     assert {"optimizer", "scheduler", "plugins", "rng", "sampler"} <= set(last)
     for key in ("model", "eval_model"):  # the same update: the same weights, raw and averaged

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from trickbag.cli._common import positive_int
 
@@ -18,10 +19,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     tricks: list[str] = []
     m = evaluate_run(Path(args.run), split=args.split, device=args.device, trust_code=args.trust_model_code,
-                     plain=args.plain, tricks=tricks)
+                     plain=args.plain, tricks=tricks, data=args.data)
     floats = {k: v for k, v in m.items() if isinstance(v, float) and k not in ("loss", "n")}
     first = next(iter(floats), "loss")
-    print(f"{args.split} {first} {m.get(first, m['loss']):.4f}  loss {m['loss']:.4f}  ({int(m['n'])} samples)")
+    where = args.split if args.data is None else args.data
+    print(f"{where} {first} {m.get(first, m['loss']):.4f}  loss {m['loss']:.4f}  ({int(m['n'])} samples)")
     rest = "  ".join(f"{k} {v:.4f}" for k, v in floats.items() if k != first)
     if rest:
         print(f"  {rest}")
@@ -37,16 +39,16 @@ def _say_eval_tricks(applied: list[str], plain: bool) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    import csv
-    import io
+    import sys
 
-    from trickbag._files import atomic_write_text
     from trickbag.runs.inference import predict, prediction_rows
 
     tricks: list[str] = []
+    skipped: list[tuple[str, str]] | None = None if args.strict else []
     task, names, outputs = predict(Path(args.checkpoint), args.inputs, top_k=args.top_k,
-                                   trust_code=args.trust_model_code, plain=args.plain, tricks=tricks)
-    if len(names) == 1 and args.out is None and task.name == "classification":  # one image: a readable ranking
+                                   trust_code=args.trust_model_code, plain=args.plain, tricks=tricks,
+                                   id_column=args.id_column, skipped=skipped)
+    if len(names) == 1 and not skipped and args.out is None and task.name == "classification":  # a ranking
         ranked = task.describe(outputs, top=args.top_k)[0]
         print(f"class {ranked[0][0]}  (p={ranked[0][1]:.4f})")
         for name, p in ranked:
@@ -54,23 +56,46 @@ def cmd_predict(args: argparse.Namespace) -> int:
         _say_eval_tricks(tricks, args.plain)
         return 0
     header, rows = prediction_rows(task, names, outputs, args.top_k)
+    if args.id_column is not None:
+        header[0] = args.id_column
+    if skipped:
+        header, rows = header + ["skipped"], [r + [""] for r in rows]
+        rows += [[name] + [""] * (len(header) - 2) + [reason] for name, reason in skipped]
+    _write_rows(header, rows, args.out)
+    _say_eval_tricks(tricks, args.plain)
+    for name, reason in skipped or []:
+        print(f"trickbag: skipped {name}: {reason}", file=sys.stderr)
+    if skipped:
+        print(f"trickbag: {len(skipped)} of {len(skipped) + len(names)} inputs skipped (listed in the 'skipped' "
+              "column); --strict stops at the first one instead", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _write_rows(header: list[str], rows: list[list[Any]], out: str | None) -> None:
+    import csv
+    import io
+
+    from trickbag._files import atomic_write_text
+
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
-    if args.out is None:
+    if out is None:
         print(buf.getvalue(), end="")
     else:
-        atomic_write_text(Path(args.out), buf.getvalue())
-        print(f"{len(rows)} predictions written to {args.out}")
-    _say_eval_tricks(tricks, args.plain)
-    return 0
+        atomic_write_text(Path(out), buf.getvalue())
+        print(f"{len(rows)} rows written to {out}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("eval", help="metrics of a run's best.pt (or a checkpoint file)")
     e.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT")
     e.add_argument("--split", choices=["test", "val", "train"], default="test")
+    e.add_argument("--data", metavar="CSV_OR_FOLDER", help="evaluate on new labelled data instead of a split: a CSV "
+                   "with the run's columns (table runs) or a folder of class sub-folders (image-folder runs); "
+                   "prepared with the run's stored preprocessing, the training data are not needed")
     e.add_argument("--device", default="auto")
     e.add_argument("--trust-model-code", action="store_true", help=_TRUST_HELP)
     e.add_argument("--plain", action="store_true", help=_PLAIN_HELP)
@@ -85,6 +110,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--top-k", "--top", dest="top_k", type=positive_int, default=5,
                     help="classes listed per input (default 5)")
     pr.add_argument("--out", metavar="CSV", help="write the predictions to this CSV file (default: print them)")
+    pr.add_argument("--id-column", metavar="NAME", help="CSV inputs: name each output row by this column of the "
+                    "input (e.g. a customer id) instead of FILE:ROW")
+    pr.add_argument("--strict", action="store_true", help="stop at the first input that cannot be read (exit 2, "
+                    "nothing written); by default such inputs are skipped, listed, and the exit status is 1")
     pr.add_argument("--trust-model-code", action="store_true", help=_TRUST_HELP)
     pr.add_argument("--plain", action="store_true", help=_PLAIN_HELP)
     pr.set_defaults(func=cmd_predict)

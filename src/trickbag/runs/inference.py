@@ -45,26 +45,45 @@ def _forward(model: torch.nn.Module, recipe: Any, input_shape: tuple[int, ...], 
     return forward
 
 
+def _labelled(data: Any, path: str) -> Any:
+    """``eval --data PATH``: a labelled CSV (table runs) or a folder of class sub-folders (image-folder runs),
+    prepared with the run's stored preprocessing."""
+    from trickbag.data.sources.fitted import labelled_table
+    from trickbag.data.sources.images import labelled_folder
+
+    state = data.fitted or {}
+    if "table" in state:
+        return labelled_table(state, path)
+    if "image" in state:
+        return labelled_folder(state["image"], list(data.classes), path)
+    raise TrickbagError(f"eval --data takes a labelled CSV (table runs) or a folder of class sub-folders (image-folder "
+                        f"runs); this run's data source ({state.get('source', 'unknown')}) has neither: use --split")
+
+
 @torch.inference_mode()
 def evaluate_run(path: Path, split: str = "test", device: str = "auto", *, trust_code: bool = False,
-                 plain: bool = False, tricks: list[str] | None = None) -> dict[str, Any]:
-    """Metrics of a run's best.pt (or of a checkpoint file) on the recipe's ``split``.
+                 plain: bool = False, tricks: list[str] | None = None, data: str | None = None) -> dict[str, Any]:
+    """Metrics of a run's best.pt (or of a checkpoint file) on the recipe's ``split``, or on new labelled ``data``
+    (a CSV file or a folder of class sub-folders, prepared with the run's stored preprocessing).
 
     ``tricks``, when given, receives one phrase per evaluation trick the recipe turns on.
     """
-    recipe, model, _, data = model_from_checkpoint(checkpoint_of(path), trust_code=trust_code)
-    ds = {"test": data.test, "val": data.val, "train": data.eval_train}.get(split)
-    if ds is None:
+    recipe, model, _, splits = model_from_checkpoint(checkpoint_of(path), trust_code=trust_code, splits=data is None)
+    if data is not None:
+        ds = _labelled(splits, data)
+    else:
+        ds = {"test": splits.test, "val": splits.val, "train": splits.eval_train}.get(split)
+    if ds is None or len(ds) == 0:
         raise TrickbagError(f"split {split!r} is empty for this recipe; allowed: test, val, train")
     dev = runtime.select_device(device)
     model.to(dev).eval()
-    forward = _forward(model, recipe, data.input_shape, plain, tricks)
+    forward = _forward(model, recipe, splits.input_shape, plain, tricks)
     precision = recipe.train.precision if recipe.train.precision != "16" else "32"
-    metrics = make_task(recipe, data).metrics(dev, test=split == "test")
+    metrics = make_task(recipe, splits).metrics(dev, test=split == "test" or data is not None)
     for batch in make_loader(ds, recipe, train=False, dist=runtime.DistInfo(), device=dev):
         x, y = runtime.move_to(batch, dev)[:2]
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            out = _checked(forward, x, recipe, data)
+            out = _checked(forward, x, recipe, splits)
         metrics.update(out, y)
     return metrics.compute()
 
@@ -113,46 +132,81 @@ def expand_inputs(items: list[str]) -> list[Path]:
     return out
 
 
-def _table_inputs(data: Any, files: list[Path]) -> tuple[list[str], Any]:
-    """(row names, model inputs) of CSV files of feature rows, prepared as the training data was."""
-    import csv
+def _table_inputs(data: Any, files: list[Path], id_column: str | None,
+                  skipped: list[tuple[str, str]] | None) -> tuple[list[str], Any]:
+    """(row names, model inputs) of CSV files of feature rows, prepared with the run's stored encoding.
+
+    A file that cannot be used (bad cells, a missing column) is added to ``skipped`` with its reason,
+    or, without ``skipped``, raises its one-line error."""
+    from trickbag.data.sources.table import read_csv
 
     if data.read_rows is None or data.prepare is None:
         raise TrickbagError("this run's data source does not take CSV rows; predict takes images or table rows")
     names, parts = [], []
     for path in files:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
-        if len(rows) < 2:
-            raise TrickbagError(f"{str(path)!r} has no data rows (a header and at least one row expected)")
         try:
-            parts.append(data.prepare(data.read_rows(rows[0], rows[1:])))
-        except ValueError as exc:  # a feature column the file lacks
-            raise TrickbagError(f"{str(path)!r} lacks a feature column of the run: {exc}") from None
-        names += [f"{path}:{i}" for i in range(1, len(rows))]
-    return names, torch.cat(parts)
+            header, rows = read_csv(path, repr(str(path)))
+            if id_column is not None and id_column not in header:
+                raise TrickbagError(f"--id-column {id_column!r} is not a column of {str(path)!r}; its columns: "
+                                    f"{', '.join(header)}")
+            parts.append(data.prepare(data.read_rows(header, rows, str(path))))
+        except TrickbagError as exc:
+            if skipped is None:
+                raise
+            skipped.append((str(path), str(exc)))
+            continue
+        if id_column is not None:
+            i = header.index(id_column)
+            names += [row[i].strip() for row in rows]
+        else:
+            names += [f"{path}:{i}" for i in range(1, len(rows) + 1)]
+    return names, torch.cat(parts) if parts else None
 
 
-def _image_inputs(data: Any, files: list[Path]) -> tuple[list[str], Any]:
-    images = [_read_image(f) for f in files]  # every input is an image (else one line naming it) ...
-    if data.predict_transform is None:  # ... and the run takes images
+def _image_inputs(data: Any, files: list[Path], skipped: list[tuple[str, str]] | None) -> tuple[list[str], Any]:
+    if data.predict_transform is None:  # the run takes images
         raise TrickbagError("this run's data source does not take images; predict takes images or CSV table rows")
-    return [str(f) for f in files], torch.stack([data.predict_transform(im) for im in images])
+    names, xs = [], []
+    for f in files:
+        try:
+            xs.append(data.predict_transform(_read_image(f)))
+        except TrickbagError as exc:  # an unreadable or too large file
+            if skipped is None:
+                raise
+            skipped.append((str(f), str(exc)))
+            continue
+        except Exception as exc:  # a mode the transform cannot convert
+            reason = f"{str(f)!r} cannot be prepared: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            if skipped is None:
+                raise TrickbagError(reason) from None
+            skipped.append((str(f), reason))
+            continue
+        names.append(str(f))
+    return names, torch.stack(xs) if xs else None
 
 
 def predict(path: Path, inputs: list[str], *, top_k: int = 5, trust_code: bool = False, plain: bool = False,
-            tricks: list[str] | None = None, batch_size: int = 64) -> tuple[Any, list[str], Any]:
+            tricks: list[str] | None = None, batch_size: int = 64, id_column: str | None = None,
+            skipped: list[tuple[str, str]] | None = None) -> tuple[Any, list[str], Any]:
     """(task, input names, outputs ``[N, K]``) of a run on images (files, folders, globs) or CSV rows.
 
-    Inputs are batched ``batch_size`` at a time through the run's evaluation forward (its TTA and
-    test size unless ``plain``); the task turns outputs into predictions (:meth:`Task.describe`).
+    Inputs are prepared with the run's stored preprocessing (no training data needed) and batched
+    ``batch_size`` at a time through the run's evaluation forward (its TTA and test size unless
+    ``plain``); the task turns outputs into predictions (:meth:`Task.describe`). CSV rows are named
+    ``file:row``, or by their ``id_column``. With a ``skipped`` list, an input that cannot be read is
+    added to it as (name, reason) and the others are predicted; without it, the first one raises.
     """
     if top_k < 1:
         raise TrickbagError(f"--top-k must be >= 1, got {top_k}")
     files = expand_inputs(inputs)
     recipe, model, _, data = model_from_checkpoint(checkpoint_of(path), trust_code=trust_code)
     tables = [f for f in files if f.suffix.lower() == ".csv"]
-    names, x = _table_inputs(data, tables) if tables else _image_inputs(data, files)
+    if id_column is not None and not tables:
+        raise TrickbagError("--id-column names a column of CSV inputs; these inputs are images")
+    names, x = _table_inputs(data, tables, id_column, skipped) if tables else _image_inputs(data, files, skipped)
+    if x is None:
+        reasons = "; ".join(reason for _, reason in (skipped or [])[:3])
+        raise TrickbagError(f"no input could be read: {reasons}")
     forward = _forward(model, recipe, data.input_shape, plain, tricks)
     outs = []
     with torch.inference_mode():

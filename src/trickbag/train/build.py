@@ -351,6 +351,7 @@ def _context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: torc
     cls, kwargs = ctx.optimizer_spec
     ctx.optimizer_factory = lambda groups: cls(groups, **kwargs)
     ctx.checkpoint_extra["task"] = task.metadata()
+    ctx.checkpoint_extra["preprocess"] = data.fitted  # the fitted preprocessing: predict/eval/export need no data
     ctx.monitor, ctx.mode = resolve_monitor(recipe, task, ctx.val_loader is not None)
     return ctx
 
@@ -461,11 +462,30 @@ def wrap_ddp(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     return DDP(model)
 
 
+def _data_of(recipe: Recipe, ckpt: dict[str, Any], ckpt_path: Path, splits: bool) -> DataSplits:
+    """The checkpoint's stored preprocessing (no data read), or with ``splits`` the recipe's data encoded with
+    it; a checkpoint from before the state was stored rebuilds it from the data, which must then be there."""
+    from trickbag.data.sources import restore
+
+    state = ckpt.get("preprocess")
+    if isinstance(state, dict) and not splits:
+        return restore(state)
+    try:
+        return build_data(recipe.data, recipe.task, fitted=state if isinstance(state, dict) else None)
+    except DataError as exc:
+        if isinstance(state, dict):
+            raise
+        raise DataError(f"checkpoint {str(ckpt_path)!r} predates the stored preprocessing, so it needs its training "
+                        f"data to rebuild it: {exc}") from None
+
+
 def model_from_checkpoint(
-    ckpt_path: Path, *, trust_code: bool = False
+    ckpt_path: Path, *, trust_code: bool = False, splits: bool = False
 ) -> tuple[Recipe, torch.nn.Module, dict[str, Any], DataSplits]:
     """Rebuild the model a run checkpoint names and load its evaluated weights (EMA/SWA if the run had them).
 
+    The data come from the checkpoint's stored preprocessing (``"preprocess"``), without reading the
+    training files; ``splits=True`` (evaluation on a split) builds the recipe's datasets, encoded with it.
     The checkpoint's recipe is data from a file that may come from anywhere: a
     ``package.module:function`` model name in it would import and run code, so it is refused unless
     ``trust_code`` (``--trust-model-code`` on the command line) says the user trusts the file.
@@ -481,7 +501,7 @@ def model_from_checkpoint(
             f"checkpoint {str(ckpt_path)!r} names model code {recipe.model.name!r}; building it would import and run "
             "that code, so it is refused: pass --trust-model-code only if you trust where the file came from"
         )
-    data = build_data(recipe.data, recipe.task)
+    data = _data_of(recipe, ckpt, Path(ckpt_path), splits)
     model = model_for(recipe, data)
     weights = ckpt.get("eval_model") or ckpt["model"]
     check_state_fits(model, weights, f"checkpoint {str(ckpt_path)!r}")

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from trickbag.cli import main
-from trickbag.data.sources.table import MAX_CATEGORIES, _encoder, _features, _vocabularies, csv_table
+from trickbag.data.sources.table import MAX_CATEGORIES, _column_specs, _encoder, csv_table
+from trickbag.data.sources.table_state import read_cells
 from trickbag.errors import DataError
 from trickbag.recipe import load_recipe
 
@@ -32,9 +33,10 @@ def test_text_columns_become_categories_and_missing_cells_nan(tmp_path):
     rows = [r + [str(i % 2)] for i, r in enumerate(ROWS)]
     cfg = _cfg(_write(tmp_path / "t.csv", HEADER, rows))
     feats = HEADER[:3]
-    vocab = _vocabularies(cfg, HEADER, rows, feats)
-    assert vocab == {1: ["blue", "green", "red"]}  # the empty cell is missing, not a category
-    x = _features(cfg, HEADER, rows, feats, vocab)[:, 0]
+    columns = _column_specs(cfg, HEADER, rows, feats)
+    assert [c["type"] for c in columns] == ["number", "category", "number"]
+    assert columns[1]["categories"] == ["blue", "green", "red"]  # the empty cell is missing, not a category
+    x = read_cells(columns, HEADER, rows, "t.csv")
     want = [[1, 2, 3], [2, 0, math.nan], [math.nan, 2, 5], [4, 1, math.nan], [5, math.nan, 7]]
     assert torch.equal(torch.isnan(x), torch.isnan(torch.tensor(want)))
     assert torch.equal(torch.nan_to_num(x), torch.nan_to_num(torch.tensor(want, dtype=torch.float32)))
@@ -44,10 +46,10 @@ def test_encoder_one_hot_fill_with_training_mean_and_indicator_against_a_naive_e
     rows = [r + [str(i % 2)] for i, r in enumerate(ROWS)]
     cfg = _cfg(_write(tmp_path / "t.csv", HEADER, rows))
     feats = HEADER[:3]
-    vocab = _vocabularies(cfg, HEADER, rows, feats)
-    x = _features(cfg, HEADER, rows, feats, vocab)
+    columns = _column_specs(cfg, HEADER, rows, feats)
+    x = read_cells(columns, HEADER, rows, "t.csv").unsqueeze(1)
     train = np.array([0, 1, 2, 4])  # row 3 is "held out": its weight is not in the fill value
-    got = _encoder(x, torch.tensor([0, 1, 0, 1, 0]), cfg, feats, vocab)(train)(x)[:, 0]
+    got = _encoder(x, torch.tensor([0, 1, 0, 1, 0]), cfg, columns)(train)(x)[:, 0]
 
     def naive(row):
         size, colour, weight = row
@@ -70,7 +72,7 @@ def test_unseen_category_and_missing_at_predict_time_stay_bounded(tmp_path):
         rows.append([f"{a:.3f}", colour, "yes" if colour == "red" or a > 0.8 else "no"])
     path = _write(tmp_path / "c.csv", ["a", "colour", "label"], rows)
     splits = csv_table(_cfg(path))
-    raw = splits.read_rows(["a", "colour", "label"], [["0.5", "purple", "?"], ["", "red", "?"]])
+    raw = splits.read_rows(["a", "colour", "label"], [["0.5", "purple", "?"], ["", "red", "?"]], "q.csv")
     x = splits.prepare(raw)
     assert torch.isfinite(x).all() and x.abs().max() < 10  # the never-seen slot is centred, not divided by ~0
 
@@ -89,7 +91,7 @@ def test_other_delimiters_read_as_the_comma_file(tmp_path, sep):
 def test_a_text_column_with_too_many_values_is_refused_naming_it(tmp_path, capsys):
     rows = [[f"name{i}", f"{i / 10}", str(i % 2)] for i in range(2 * MAX_CATEGORIES + 10)]
     path = _write(tmp_path / "n.csv", ["name", "a", "label"], rows)
-    with pytest.raises(DataError, match=r"feature column 'name' .* holds text with 110 distinct values .*"
+    with pytest.raises(DataError, match=r"feature column 'name' holds text with 110 distinct values .*"
                                         r"data.feature_columns=\[a\]"):
         csv_table(_cfg(path))
     code = main(["train", "tabular", f"data.root={path}", "data.label_column=label", f"run.dir={tmp_path / 'r'}"])

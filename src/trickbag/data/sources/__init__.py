@@ -16,6 +16,7 @@ from typing import Any
 from trickbag.data.sources.custom import custom
 from trickbag.data.sources.digits import digits
 from trickbag.data.sources.fake import fake
+from trickbag.data.sources.fitted import describe, restore
 from trickbag.data.sources.images import imagefolder
 from trickbag.data.sources.memory import BatchGather, Collated, TensorDataset, collate, random_shift
 from trickbag.data.sources.mnist1d import cache_dir, mnist1d
@@ -24,7 +25,7 @@ from trickbag.data.sources.table import csv_table
 from trickbag.errors import DataError
 
 __all__ = ["DataSplits", "build_data", "TensorDataset", "BatchGather", "Collated", "collate", "random_shift",
-           "cache_dir", "SOURCES", "TASK_AWARE"]
+           "cache_dir", "SOURCES", "TASK_AWARE", "restore"]
 
 #: ``data.name`` -> source function ``source(data_config) -> DataSplits`` (classification data)
 SOURCES: dict[str, Callable[[Any], DataSplits]] = {
@@ -48,6 +49,8 @@ def build_data(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None)
     kind = getattr(task, "type", "classification")
     if ":" in cfg.name:
         splits = custom(cfg, task)
+    elif cfg.name == "csv":
+        splits = csv_table(cfg, task, fitted)
     elif cfg.name in TASK_AWARE:
         splits = TASK_AWARE[cfg.name](cfg, task)
     elif cfg.name in SOURCES:
@@ -56,7 +59,7 @@ def build_data(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None)
                             "own package.module:function source")
         if cfg.root and cfg.name in ("digits", "mnist1d", "fake"):
             raise DataError(f"data.root is not used by data.name={cfg.name!r}; remove it or pick imagefolder/csv")
-        splits = SOURCES[cfg.name](cfg)
+        splits = imagefolder(cfg, fitted) if cfg.name == "imagefolder" else SOURCES[cfg.name](cfg)
     else:
         raise DataError(f"data.name={cfg.name!r} is not a data source; allowed: {', '.join(SOURCES)}, "
                         "or package.module:function")
@@ -68,6 +71,9 @@ def build_data(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None)
         )
     if kind == "classification" and splits.num_classes < 2:
         raise DataError(f"data {cfg.name!r} has {splits.num_classes} class; classification needs at least 2")
+    if fitted is not None:  # the model's outputs are the run's, whatever classes these files hold
+        splits.num_classes, splits.classes = int(fitted["num_classes"]), list(fitted["classes"])
+    splits.fitted = dict(fitted) if fitted is not None else describe(splits, cfg, task)
     return splits
 
 

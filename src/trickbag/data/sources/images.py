@@ -15,7 +15,7 @@ from trickbag.data.sources.memory import split_indices
 from trickbag.data.sources.splits import DataSplits
 from trickbag.errors import DataError, TrickbagError
 
-__all__ = ["imagefolder", "MAX_IMAGE_PIXELS"]
+__all__ = ["imagefolder", "MAX_IMAGE_PIXELS", "eval_image_state", "image_transform", "image_predict", "labelled_folder"]
 
 #: largest image (in pixels) the image sources and ``trickbag predict`` read (PIL's own default is ~89 M)
 MAX_IMAGE_PIXELS = 64_000_000
@@ -88,21 +88,49 @@ class _ImageSplit(Subset):
         return [self[i] for i in indices]
 
 
+def eval_image_state(cfg: Any) -> dict[str, Any]:
+    """The evaluation preprocessing of an image recipe as plain data (stored in the run's checkpoints):
+    the colour mode, the training ``size``, the short side ``resize`` (bilinear, antialiased) and the
+    centre ``crop`` of :func:`~trickbag.data.transforms.eval_transforms`, and the normalisation."""
+    size = cfg.image_size or 224
+    crop = cfg.eval_image_size or size
+    mean = [float(v) for v in (cfg.mean or [0.485, 0.456, 0.406])]
+    std = [float(v) for v in (cfg.std or [0.229, 0.224, 0.225])]
+    if len(mean) != len(std):
+        raise DataError(f"data.mean has {len(mean)} values but data.std has {len(std)}; give one per channel")
+    return {"mode": "RGB" if len(mean) == 3 else "L", "size": size, "resize": int(crop / 0.875), "crop": crop,
+            "interpolation": "bilinear", "antialias": True, "mean": mean, "std": std}
+
+
+def image_transform(state: dict[str, Any]) -> Any:
+    """The evaluation transform an :func:`eval_image_state` describes (PIL image or uint8 ``[C, H, W]`` ->
+    float ``[C, crop, crop]``): the same steps as :func:`~trickbag.data.transforms.eval_transforms`."""
+    from torchvision.transforms import v2
+
+    from trickbag.data.transforms import _tail
+
+    return v2.Compose([v2.ToImage(), v2.Resize(int(state["resize"]), antialias=bool(state["antialias"])),
+                       v2.CenterCrop(int(state["crop"])), *_tail(list(state["mean"]), list(state["std"]))])
+
+
+def image_predict(state: dict[str, Any]) -> Any:
+    """One PIL image (any mode) -> the model's input, as :func:`image_transform` after the colour conversion."""
+    t, mode = image_transform(state), state["mode"]
+    return lambda img: t(_to_mode(img, mode))
+
+
 class _Folders:
     """Builds ImageFolder datasets of one recipe: its transforms, its colour mode, its error messages."""
 
-    def __init__(self, cfg: Any) -> None:
+    def __init__(self, cfg: Any, stored: dict[str, Any] | None = None) -> None:
         from trickbag.data.transforms import eval_transforms, train_transforms
 
-        self.size = cfg.image_size or 224
-        self.mean = cfg.mean or [0.485, 0.456, 0.406]
-        std = cfg.std or [0.229, 0.224, 0.225]
-        if len(self.mean) != len(std):
-            raise DataError(f"data.mean has {len(self.mean)} values but data.std has {len(std)}; give one per channel")
-        self.t_eval = eval_transforms(cfg.eval_image_size or self.size, mean=self.mean, std=std)
+        self.state = dict(stored) if stored is not None else eval_image_state(cfg)
+        self.size, self.mean, std = self.state["size"], self.state["mean"], self.state["std"]
+        self.t_eval = image_transform(self.state)
         self.t_train = train_transforms(self.size, mean=self.mean, std=std) if cfg.augment else \
             eval_transforms(self.size, mean=self.mean, std=std)
-        self.mode = "RGB" if len(self.mean) == 3 else "L"
+        self.mode = self.state["mode"]
 
     def load(self, path: str) -> Any:
         from PIL import Image
@@ -148,21 +176,26 @@ def _one_folder(f: _Folders, root: Path, cfg: Any) -> tuple[Any, ...]:
     return Subset(train_full, tr.tolist()), Subset(eval_full, tr.tolist()), val, test, tr, ys
 
 
-def imagefolder(cfg: Any) -> DataSplits:
+def imagefolder(cfg: Any, fitted: dict[str, Any] | None = None) -> DataSplits:
     """Images read with PIL from ``data.root``: ``train/`` (``val/``, ``test/``) folders of class
-    sub-folders, or one folder of class sub-folders split by the recipe's fractions."""
+    sub-folders, or one folder of class sub-folders split by the recipe's fractions.
+
+    ``fitted``: a run's stored state: its evaluation transform and class names are used (a folder whose
+    classes differ is refused in one line)."""
     if not cfg.root:
         raise DataError("data.root must name a folder of class sub-folders for data.name=imagefolder")
     root = Path(cfg.root).expanduser()
     if not root.is_dir():
         raise DataError(f"data.root={cfg.root!r} does not exist or is not a folder")
-    f = _Folders(cfg)
+    f = _Folders(cfg, fitted.get("image") if fitted else None)
     train, eval_train, val, test, tr, ys = (_split_folders if (root / "train").is_dir() else _one_folder)(f, root, cfg)
     classes = list(train.dataset.classes if isinstance(train, Subset) else train.classes)  # type: ignore[attr-defined]
     if len(train) == 0:
         raise DataError(f"data.root={cfg.root!r}: the training split is empty")
-    mode = f.mode
-    return DataSplits(
+    if fitted is not None and classes != list(fitted["classes"]):
+        raise DataError(f"data.root={cfg.root!r} has the class folders {classes}, the run was trained on "
+                        f"{list(fitted['classes'])}")
+    splits = DataSplits(
         train=_ImageSplit.of(train, "train"),  # type: ignore[arg-type]
         val=_ImageSplit.of(val, "val"),
         test=_ImageSplit.of(test, "test"),
@@ -170,6 +203,33 @@ def imagefolder(cfg: Any) -> DataSplits:
         input_shape=(len(f.mean), f.size, f.size),
         class_counts=np.bincount(ys[tr], minlength=len(classes)).tolist(),
         classes=classes,
-        predict_transform=lambda img: f.t_eval(_to_mode(img, mode)),
+        predict_transform=image_predict(f.state),
         eval_train=_ImageSplit.of(eval_train, "train"),
+        fitted={"source": "imagefolder", "image": f.state},
     )
+    return splits
+
+
+def labelled_folder(state: dict[str, Any], classes: list[str], path: str | Path) -> Dataset:
+    """A folder of class sub-folders (``eval --data``) under a run's stored evaluation transform; each
+    sub-folder must be one of the run's ``classes`` (a subset is fine), its label that class's index."""
+    from torchvision.datasets import ImageFolder
+
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise DataError(f"--data {str(path)!r} is not a folder of class sub-folders")
+    f = _Folders.__new__(_Folders)
+    f.state, f.mode, f.t_eval = dict(state), state["mode"], image_transform(state)
+    try:
+        folder = ImageFolder(str(root), transform=f.t_eval, loader=f.load)
+    except (FileNotFoundError, RuntimeError) as exc:
+        raise DataError(f"--data {str(path)!r} holds no images in class sub-folders: {str(exc).splitlines()[0]}") \
+            from None
+    unknown = [c for c in folder.classes if c not in classes]
+    if unknown:
+        raise DataError(f"--data {str(path)!r} has the class folder {unknown[0]!r}, which is not a class of the run "
+                        f"({', '.join(classes[:10])}{', ...' if len(classes) > 10 else ''})")
+    remap = [classes.index(c) for c in folder.classes]
+    folder.target_transform = lambda k: remap[k]
+    folder.targets = [remap[k] for k in folder.targets]
+    return _ImageSplit(folder, range(len(folder)), "--data")

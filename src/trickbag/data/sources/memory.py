@@ -136,13 +136,21 @@ def split_indices(y: np.ndarray, fraction: float, seed: int, key: str = "the spl
     return np.sort(rest), np.sort(held)
 
 
-def _standardiser(t: torch.Tensor, dims: list[int]) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``(v - mean) / std`` with the statistics of ``t``; a column constant in ``t`` (std ~ 0, e.g. a
-    category never seen in training) is only centred, so a value it never had stays a small number."""
+def _standardiser(t: torch.Tensor, dims: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, std)`` of ``t`` over ``dims`` for ``(v - mean) / std``; a column constant in ``t`` (std ~ 0, e.g.
+    a category never seen in training) is only centred, so a value it never had stays a small number."""
     mean = t.mean(dim=dims, keepdim=True)[0]
     std = t.std(dim=dims, keepdim=True)[0] if len(t) > 1 else torch.ones_like(mean)
     std = torch.where(std > 1e-6 * mean.abs().clamp_min(1e-12), std, torch.ones_like(std))
-    return lambda v: (v - mean) / std
+    return mean, std
+
+
+def _target_scale(y_tr: torch.Tensor, stats: dict[str, Any] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Regression targets' (mean, std): the stored ones, or the training split's (std at least 1e-8)."""
+    if stats is not None and stats.get("target_mean") is not None:
+        return torch.tensor(stats["target_mean"]), torch.tensor(stats["target_std"])
+    std = y_tr.std(0) if len(y_tr) > 1 else torch.ones(y_tr.shape[1])
+    return y_tr.mean(0), std.clamp_min(1e-8)
 
 
 def tensor_splits(
@@ -157,6 +165,7 @@ def tensor_splits(
     encode: Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]] | None = None,
     per_feature: bool = False,
     standardise_targets: bool = False,
+    stats: dict[str, Any] | None = None,
 ) -> DataSplits:
     """Split ``x [N, ...]`` / ``y`` (stratified for class labels), normalise with training statistics, wrap.
 
@@ -165,6 +174,9 @@ def tensor_splits(
     training mean and std, kept in ``target_mean`` / ``target_std``). ``encode(train_rows)``
     returns a row-wise input transform fitted on the training rows only (e.g. bin edges); it is
     applied to every split before normalisation.
+
+    ``stats``: a run's stored statistics (``mean``/``std`` as nested lists, ``target_mean``/``target_std``)
+    used instead of the training split's; the ones used are kept in ``fitted["normalise"]``.
     """
     yn = y.numpy()
     if test is None:
@@ -180,11 +192,15 @@ def tensor_splits(
         x, x_test = transform(x), transform(x_test)
     x_tr, y_tr = x[tr], y[tr]
     # statistics of the training part only: per channel, or per feature (tabular columns)
-    norm = _standardiser(x_tr, [0] if per_feature else [0] + list(range(2, x.dim()))) if normalise else (lambda t: t)
-    target_mean = target_std = None
-    if standardise_targets:
-        target_mean, target_std = y_tr.mean(0), (y_tr.std(0) if len(y_tr) > 1 else torch.ones(y.shape[1]))
-        target_std = target_std.clamp_min(1e-8)
+    if stats is not None:
+        mean, std = torch.tensor(stats["mean"], dtype=x.dtype), torch.tensor(stats["std"], dtype=x.dtype)
+    elif normalise:
+        mean, std = _standardiser(x_tr, [0] if per_feature else [0] + list(range(2, x.dim())))
+    else:
+        mean, std = torch.zeros(()), torch.ones(())
+    norm = lambda t: (t - mean) / std  # noqa: E731
+    target_mean, target_std = _target_scale(y_tr, stats) if standardise_targets else (None, None)
+    if target_mean is not None and target_std is not None:
         y, y_test = (y - target_mean) / target_std, (y_test - target_mean) / target_std
         y_tr = y[tr]
     if y.is_floating_point():
@@ -206,4 +222,5 @@ def tensor_splits(
         target_mean=None if target_mean is None else target_mean.tolist(),
         target_std=None if target_std is None else target_std.tolist(),
         prepare=lambda raw: norm(transform(raw)),
+        fitted={"normalise": {"mean": mean.tolist(), "std": std.tolist()}},
     )

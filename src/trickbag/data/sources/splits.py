@@ -30,6 +30,9 @@ class DataSplits:
     target_std: list[float] | None = None
     #: raw inputs (e.g. a table's feature rows ``[n, 1, F]``) -> model inputs, as the source prepared its own
     prepare: Callable[[torch.Tensor], torch.Tensor] | None = None
-    #: a table's rows (header, rows) -> raw feature tensor, for ``trickbag predict`` on a CSV
-    read_rows: Callable[[list[str], list[list[str]]], torch.Tensor] | None = None
+    #: a table's rows (header, rows, the file's name for errors) -> raw feature tensor, for ``predict`` on a CSV
+    read_rows: Callable[[list[str], list[list[str]], str], torch.Tensor] | None = None
     kind: str = "image"  # "image" [C, H, W], "signal" [C, L] or "tabular" [1, F]: what model.name=auto picks for
+    #: the fitted preprocessing as plain data (lists, numbers, strings): stored in a run's checkpoints and turned
+    #: back into transforms by :func:`trickbag.data.sources.fitted.restore` (see that module)
+    fitted: dict[str, Any] | None = None

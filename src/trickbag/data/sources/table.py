@@ -5,8 +5,11 @@ a column holding text is a category, one-hot encoded (its values in the file, pl
 missing or unseen value; at most :data:`MAX_CATEGORIES` values, else it is refused, naming it); an
 empty cell or ``NA``/``N/A``/``nan``/``null``/``?``/``-`` in a numeric column is a missing value,
 filled with the column's training mean, and a column that has any gets a 0/1 "missing" indicator
-beside it. Every encoding is fitted on the training rows only. The delimiter (``,``, ``;``, tab or
-``|``) is detected from the header line.
+beside it. A column of ISO dates (``2024-03-05``, ``2024/03/05``, optionally with a time) becomes four
+numbers: days since 1970-01-01, month, day of the week (Monday 0) and day of the year. Every encoding
+is fitted on the training rows only, once: it is stored in the run's checkpoints as plain data
+(:mod:`~trickbag.data.sources.table_state`) and reused by predict, eval and a resume, never re-fitted
+from the file. The delimiter (``,``, ``;``, tab or ``|``) is detected from the header line.
 
 The task decides what the label columns hold (``task.type``):
 
@@ -22,9 +25,7 @@ is almost always a regression target, and 539 classes of one sample each train t
 from __future__ import annotations
 
 import csv as _csv
-import dataclasses
 import difflib
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,23 +35,24 @@ import torch
 
 from trickbag.data.sources.memory import tensor_splits
 from trickbag.data.sources.splits import DataSplits
+from trickbag.data.sources.table_state import DATE_PARTS, MISSING, TableEncoder, is_date, read_cells
 from trickbag.errors import DataError
 
 __all__ = ["csv_table", "looks_continuous", "MAX_CATEGORIES"]
 
 #: a text feature column with more distinct values than this (or, past 10, more than half the rows) is not a category
 MAX_CATEGORIES = 50
-#: cells that mean "no value" in a numeric column (compared in lower case, after stripping)
-MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?", "-"})
 
 
-def _read(cfg: Any) -> tuple[list[str], list[list[str]]]:
-    """(header, data rows) of ``data.root``; a UTF-8 BOM (as Excel writes it) is not part of the header."""
-    if not cfg.root:
-        raise DataError("data.root must name a CSV file for data.name=csv")
-    path = Path(cfg.root).expanduser()
+def read_csv(path: str | Path, what: str) -> tuple[list[str], list[list[str]]]:
+    """(header, data rows) of a CSV file; ``what`` names it in errors (e.g. ``data.root='t.csv'``).
+
+    The delimiter is detected from the header line (:func:`_delimiter`); a UTF-8 BOM (as Excel writes
+    it) is not part of the header; blank lines are skipped.
+    """
+    path = Path(path).expanduser()
     if not path.is_file():
-        raise DataError(f"data.root={cfg.root!r}: CSV file does not exist")
+        raise DataError(f"{what}: CSV file does not exist")
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
             first = fh.readline()
@@ -59,11 +61,18 @@ def _read(cfg: Any) -> tuple[list[str], list[list[str]]]:
                 fh.read(1)
             rows = list(_csv.reader(fh, delimiter=_delimiter(first)))
     except (OSError, UnicodeDecodeError, _csv.Error) as exc:
-        raise DataError(f"data.root={cfg.root!r} cannot be read as CSV: {exc}") from None
+        raise DataError(f"{what} cannot be read as CSV: {exc}") from None
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if len(rows) < 2:
-        raise DataError(f"data.root={cfg.root!r} has no data rows (a header and at least one row expected)")
+        raise DataError(f"{what} has no data rows (a header and at least one row expected)")
     return [h.strip() for h in rows[0]], rows[1:]
+
+
+def _read(cfg: Any) -> tuple[list[str], list[list[str]]]:
+    """(header, data rows) of ``data.root``."""
+    if not cfg.root:
+        raise DataError("data.root must name a CSV file for data.name=csv")
+    return read_csv(cfg.root, f"data.root={cfg.root!r}")
 
 
 def _delimiter(header_line: str) -> str:
@@ -111,57 +120,48 @@ def _is_number(cell: str) -> bool:
         return False
 
 
-def _vocabularies(cfg: Any, header: list[str], rows: list[list[str]], feats: list[str]) -> dict[int, list[str]]:
-    """Text feature columns (a cell that is neither a number nor a missing value) -> their sorted values."""
-    vocab: dict[int, list[str]] = {}
-    for j, name in enumerate(feats):
+def _text_problem(cfg: Any, name: str, values: list[str], text: list[str], n_rows: int) -> str | None:
+    """Why a text feature column cannot be used as a category (bins on it, too many values), or None."""
+    if name in cfg.bins:
+        return f"data.bins names {name!r}, a text column (e.g. {text[0]!r}); bins are for numeric columns"
+    if len(values) > MAX_CATEGORIES or (len(values) > 10 and len(values) > n_rows / 2):  # names, ids
+        return (f"feature column {name!r} holds text with {len(values)} distinct values (e.g. {text[0]!r}): too many "
+                f"to one-hot as categories (at most {MAX_CATEGORIES}, and not one per row like a name or an id)")
+    return None
+
+
+def _column_specs(cfg: Any, header: list[str], rows: list[list[str]], feats: list[str]) -> list[dict[str, Any]]:
+    """The raw columns of the feature columns (:mod:`~trickbag.data.sources.table_state`): a column of numbers
+    is a number, one of ISO dates becomes :data:`DATE_PARTS` numbers, any other text a category (its
+    sorted values). Every column that cannot be used is named in one :class:`DataError`."""
+    specs: list[dict[str, Any]] = []
+    problems, bad = [], []
+    for name in feats:
         i = header.index(name)
         cells = [row[i].strip() for row in rows if len(row) == len(header)]
-        text = sorted({c for c in cells if c.lower() not in MISSING and not _is_number(c)})
+        known = [c for c in cells if c.lower() not in MISSING]
+        text = sorted({c for c in known if not _is_number(c)})
+        number = {"column": name, "type": "number", "part": None, "fill": 0.0, "missing_flag": False, "bins": None}
         if not text:
-            continue
-        if name in cfg.bins:
-            raise DataError(f"data.bins names {name!r}, a text column of {cfg.root!r} (e.g. {text[0]!r}); bins are "
-                            "for numeric columns")
-        values = sorted({c for c in cells if c.lower() not in MISSING})
-        if len(values) > MAX_CATEGORIES or (len(values) > 10 and len(values) > len(rows) / 2):  # names, ids
-            others = [f for f in feats if f != name]
-            raise DataError(
-                f"feature column {name!r} of {cfg.root!r} holds text with {len(values)} distinct values (e.g. "
-                f"{text[0]!r}): too many to one-hot as categories (at most {MAX_CATEGORIES}, and not one per row "
-                f"like a name or an id); leave it out: data.feature_columns=[{', '.join(others)}]"
-            )
-        vocab[j] = values
-    return vocab
-
-
-def _cell(cfg: Any, r: int, name: str, cell: str, codes: dict[str, int] | None) -> float:
-    """One feature cell: a category's code, a number, or NaN (missing; an unseen category)."""
-    if codes is not None:
-        return float(codes[cell]) if cell in codes else math.nan
-    if cell.lower() in MISSING:
-        return math.nan
-    try:
-        v = float(cell)
-    except ValueError:
-        raise DataError(f"{cfg.root!r} line {r}: column {name!r} holds {cell!r}; it is a numeric column (numbers "
-                        "or an empty cell)") from None
-    if math.isinf(v):
-        raise DataError(f"{cfg.root!r} line {r}: feature {name!r} is infinite; clean it or leave the cell empty")
-    return v
-
-
-def _features(cfg: Any, header: list[str], rows: list[list[str]], feats: list[str],
-              vocab: dict[int, list[str]]) -> torch.Tensor:
-    """``[N, 1, F]`` raw features: numbers, category codes (see :func:`_vocabularies`), NaN where missing."""
-    fi = [header.index(f) for f in feats]
-    codes = {j: {v: k for k, v in enumerate(values)} for j, values in vocab.items()}
-    xs = []
-    for r, row in enumerate(rows, start=2):
-        if len(row) != len(header):
-            raise DataError(f"{cfg.root!r} line {r}: {len(row)} fields, expected {len(header)}")
-        xs.append([_cell(cfg, r, feats[j], row[i].strip(), codes.get(j)) for j, i in enumerate(fi)])
-    return torch.tensor(xs, dtype=torch.float32).unsqueeze(1)
+            specs.append({"name": name, **number})
+        elif all(is_date(c) for c in known):
+            if name in cfg.bins:
+                problems.append(f"data.bins names {name!r}, a date column; bins are for numeric columns")
+                bad.append(name)
+            specs += [{**number, "name": f"{name}.{part}", "part": part} for part in DATE_PARTS]
+        else:
+            values = sorted(set(known))
+            why = _text_problem(cfg, name, values, text, len(rows))
+            if why:
+                problems.append(why)
+                bad.append(name)
+            specs.append({"name": name, "column": name, "type": "category", "categories": values})
+    if problems:
+        keep = [f for f in feats if f not in bad]
+        fix = f"; leave {'it' if len(bad) == 1 else 'them'} out: data.feature_columns=[{', '.join(keep)}]" if keep \
+            else ""
+        raise DataError(f"data.root={cfg.root!r}: " + "; ".join(problems) + fix)
+    return specs
 
 
 def looks_continuous(values: list[str]) -> str | None:
@@ -184,6 +184,17 @@ def looks_continuous(values: list[str]) -> str | None:
     return None
 
 
+def _check_labels_present(where: str, labels: list[str], table: list[list[str]], kind: str) -> None:
+    """One line naming the first row whose label cell is empty (any missing-value mark, for numbers)."""
+    empty = {""} if kind == "classification" else MISSING
+    lines = [r for r, t in enumerate(table, start=2) if any(c.lower() in empty for c in t)]
+    if lines:
+        more = f" (and {len(lines) - 1} more rows)" if len(lines) > 1 else ""
+        cols = ", ".join(map(repr, labels))
+        raise DataError(f"{where}: the label column {cols} is empty on line {lines[0]}{more}; every row needs a "
+                        "label: fill it in or remove the row")
+
+
 def _class_targets(cfg: Any, column: str, values: list[str], explicit: bool) -> tuple[torch.Tensor, list[str]]:
     why = None if explicit else looks_continuous(values)
     if why:
@@ -204,58 +215,113 @@ def _class_targets(cfg: Any, column: str, values: list[str], explicit: bool) -> 
     return y, classes
 
 
-def _number_targets(cfg: Any, columns: list[str], table: list[list[str]], task: str) -> torch.Tensor:
-    try:
-        y = torch.tensor([[float(v) for v in row] for row in table], dtype=torch.float32)
-    except ValueError:
-        raise DataError(f"{cfg.root!r}: task.type={task} needs numbers in the label column(s) {columns}") from None
+def stored_classes(where: str, column: str, values: list[str], classes: list[str]) -> torch.Tensor:
+    """Class indices of ``values`` under a run's stored ``classes``; one line for a label the run never had."""
+    index = {c: i for i, c in enumerate(classes)}
+    out = []
+    for r, v in enumerate(values, start=2):
+        k = index.get(v)
+        if k is None and _is_int(v):
+            k = index.get(str(int(v)))
+        if k is None:
+            shown = ", ".join(classes[:10]) + (", ..." if len(classes) > 10 else "")
+            raise DataError(f"{where} line {r}: label {v!r} in column {column!r} is not a class of the run "
+                            f"(its classes: {shown})")
+        out.append(k)
+    return torch.tensor(out, dtype=torch.long)
+
+
+def number_targets(where: str, columns: list[str], table: list[list[str]], task: str) -> torch.Tensor:
+    """``[N, T]`` float labels of a regression or multi-label table; one line for a cell that is not a number."""
+    for r, row in enumerate(table, start=2):
+        for c, v in zip(columns, row):
+            if not _is_number(v):
+                raise DataError(f"{where}: task.type={task} needs numbers in the label column(s) {columns}; line {r} "
+                                f"holds {v!r} in {c!r}")
+    y = torch.tensor([[float(v) for v in row] for row in table], dtype=torch.float32)
     if not torch.isfinite(y).all():
-        raise DataError(f"{cfg.root!r}: a label in {columns} is NaN or infinite; clean the targets first")
+        raise DataError(f"{where}: a label in {columns} is NaN or infinite; clean the targets first")
     if task == "multilabel" and not ((y == 0) | (y == 1)).all():
-        raise DataError(f"{cfg.root!r}: task.type=multilabel needs 0/1 label columns; {columns} hold other values")
+        raise DataError(f"{where}: task.type=multilabel needs 0/1 label columns; {columns} hold other values")
     return y
 
 
-def csv_table(cfg: Any, task: Any = None) -> DataSplits:
-    """A CSV table as train / val / test tensors; see the module docstring for the label columns."""
+def label_table(header: list[str], rows: list[list[str]], labels: list[str], where: str) -> list[list[str]]:
+    """The label cells of every row (stripped); one line when the file lacks a label column."""
+    lacking = [c for c in labels if c not in header]
+    if lacking:
+        raise DataError(f"{where} lacks the label column {lacking[0]!r}; its columns: {', '.join(header)}")
+    return [[row[header.index(c)].strip() if len(row) == len(header) else "" for c in labels] for row in rows]
+
+
+def _targets(cfg: Any, kind: str, labels: list[str], table: list[list[str]], explicit: bool,
+             fitted: dict[str, Any] | None) -> tuple[torch.Tensor, list[str]]:
+    where = f"data.root={cfg.root!r}"
+    _check_labels_present(where, labels, table, kind)
+    if kind != "classification":
+        return number_targets(where, labels, table, kind), labels
+    if len(labels) != 1:
+        raise DataError(f"data.label_column lists {len(labels)} columns; classification takes one "
+                        "(task.type=multilabel for several 0/1 columns, regression for several numbers)")
+    if fitted is not None:
+        return stored_classes(where, labels[0], [t[0] for t in table], fitted["classes"]), list(fitted["classes"])
+    return _class_targets(cfg, labels[0], [t[0] for t in table], explicit)
+
+
+def csv_table(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) -> DataSplits:
+    """A CSV table as train / val / test tensors; see the module docstring for the label columns.
+
+    ``fitted``: a run's stored state (:attr:`DataSplits.fitted`): its columns, categories, fill values,
+    bins, scaling and classes are used as they are, nothing is fitted on the file."""
     kind = getattr(task, "type", "classification")
     explicit = task is not None and "type" in task.model_fields_set
     header, rows = _read(cfg)
-    labels, feats = _columns(cfg, header)
-    vocab = _vocabularies(cfg, header, rows, feats)
-    x = _features(cfg, header, rows, feats, vocab)
-    table = [[row[header.index(c)].strip() for c in labels] for row in rows]
-    if kind == "classification":
-        if len(labels) != 1:
-            raise DataError(f"data.label_column lists {len(labels)} columns; classification takes one "
-                            "(task.type=multilabel for several 0/1 columns, regression for several numbers)")
-        y, classes = _class_targets(cfg, labels[0], [t[0] for t in table], explicit)
+    if fitted is None:
+        labels, feats = _columns(cfg, header)
+        columns = _column_specs(cfg, header, rows, feats)
     else:
-        y, classes = _number_targets(cfg, labels, table, kind), labels
-        if any(spec.method == "tree" for spec in cfg.bins.values()):
-            raise DataError("data.bins method 'tree' splits on class labels; with task.type="
-                            f"{kind} use method width or quantile")
-    encode = _encoder(x, y, cfg, feats, vocab)
+        labels, columns = list(fitted["table"]["labels"]), [dict(c) for c in fitted["table"]["columns"]]
+    x = read_cells(columns, header, rows, str(cfg.root)).unsqueeze(1)
+    y, classes = _targets(cfg, kind, labels, label_table(header, rows, labels, f"data.root={cfg.root!r}"),
+                          explicit, fitted)
+    if any(spec.method == "tree" for spec in cfg.bins.values()) and kind != "classification":
+        raise DataError(f"data.bins method 'tree' splits on class labels; with task.type={kind} use method width "
+                        "or quantile")
+    if fitted is None:
+        encode, stats = _encoder(x, y, cfg, columns), None
+    else:
+        encoder = TableEncoder(columns)
+        encode = lambda train_rows: encoder  # noqa: E731 (fitted: nothing to fit)
+        t = fitted["table"]
+        stats = {"mean": [t["mean"]], "std": [t["std"]], "target_mean": fitted.get("target_mean"),
+                 "target_std": fitted.get("target_std")}
     # columns have their own units: standardise each one with its training mean and std
     splits = tensor_splits(x, y, cfg, augment=None, classes=classes, encode=encode, per_feature=True,
-                           standardise_targets=kind == "regression")
+                           standardise_targets=kind == "regression", stats=stats)
+    norm = (splits.fitted or {})["normalise"]
+    mean, std = torch.tensor(norm["mean"]).flatten().tolist(), torch.tensor(norm["std"]).flatten().tolist()
+    feats = list(dict.fromkeys(c["column"] for c in columns))
+    splits.fitted = {"source": "csv", "table": {"features": feats, "labels": labels, "columns": columns,
+                                                "mean": mean, "std": std}}
     splits.kind = "tabular"
-    splits.read_rows = lambda head, body: _features(cfg, [h.strip() for h in head], body, feats, vocab)
+    splits.prepare = TableEncoder(columns, mean, std)
+    splits.read_rows = lambda head, body, where: read_cells(columns, head, body, where)
     return splits
 
 
-def _fit_bins(x: torch.Tensor, y: torch.Tensor, cfg: Any, feats: list[str], train_rows: np.ndarray) -> dict[int, Any]:
-    """``data.bins``: each binned column's :class:`~trickbag.data.binning.Binning`, fitted on the training rows.
+def _fit_bins(x: torch.Tensor, y: torch.Tensor, cfg: Any, columns: list[dict[str, Any]],
+              train_rows: np.ndarray) -> None:
+    """``data.bins``: each binned column's edges (``columns[j]["bins"]``), fitted on the training rows.
 
     ``method: tree`` splits on the label with a ``DecisionTreeClassifier(max_leaf_nodes=n_bins)``, which
-    handles any number of classes.
+    handles any number of classes; the other methods are :func:`~trickbag.data.binning.bin_feature`'s.
     """
     from trickbag.data import binning
 
-    fitted: dict[int, Any] = {}
     y_tr = y[train_rows].numpy()
+    names = [c["name"] for c in columns]
     for name, spec in cfg.bins.items():
-        j = feats.index(name)
+        j = names.index(name)
         v = x[train_rows, 0, j].double().numpy()
         known = ~np.isnan(v)
         if not known.any():
@@ -263,49 +329,27 @@ def _fit_bins(x: torch.Tensor, y: torch.Tensor, cfg: Any, feats: list[str], trai
                             "in or remove it from data.bins")
         if spec.method == "tree":  # binning.bin_feature(target=) takes a binary label only (for WoE)
             edges = binning._tree_edges(v[known], y_tr[known], spec.n_bins, 1, 0)
-            b = binning.Binning("tree", edges, codes=np.empty(0, dtype=np.int64))
-            fitted[j] = dataclasses.replace(b, codes=b.transform(v))
         else:
-            fitted[j] = binning.bin_feature(v, spec.method, spec.n_bins)
-    return fitted
+            edges = binning.bin_feature(v, spec.method, spec.n_bins).edges
+        columns[j]["bins"] = [float(e) for e in edges]
 
 
-def _encoder(
-    x: torch.Tensor, y: torch.Tensor, cfg: Any, feats: list[str], vocab: dict[int, list[str]]
-) -> Callable[[np.ndarray], Callable[[torch.Tensor], torch.Tensor]]:
-    """``encode(train_rows)`` for :func:`tensor_splits`: a transform of ``[n, 1, F]`` raw features to
-    ``[n, 1, F']``, fitted on the training rows. Column by column: a binned column becomes ``n_bins + 1``
-    indicators (one per bin of ``Binning.transform``, values outside the training range in the first or
-    last bin, and one for a missing value); a text column one indicator per category plus one for a
-    missing or unseen value; a numeric column its value, missing ones filled with the training mean, and
-    with a 0/1 missing indicator after it when the file has a missing value in it."""
-    from torch.nn.functional import one_hot
+def _encoder(x: torch.Tensor, y: torch.Tensor, cfg: Any,
+             columns: list[dict[str, Any]]) -> Callable[[np.ndarray], TableEncoder]:
+    """``encode(train_rows)`` for :func:`tensor_splits`: fits the raw ``columns`` on the training rows (in
+    place: the fill values, the missing indicators, the bin edges) and returns their
+    :class:`~trickbag.data.sources.table_state.TableEncoder` (without scaling: ``tensor_splits`` standardises).
+    A number column's missing indicator is kept when the file has a missing value in it."""
 
-    flagged = {j for j in range(len(feats)) if j not in vocab and torch.isnan(x[:, 0, j]).any()}
-
-    def encode(train_rows: np.ndarray) -> Callable[[torch.Tensor], torch.Tensor]:
-        bins = _fit_bins(x, y, cfg, feats, train_rows)
+    def encode(train_rows: np.ndarray) -> TableEncoder:
         tr = x[train_rows, 0]
-        fill = {j: float(tr[:, j].nanmean()) if not torch.isnan(tr[:, j]).all() else 0.0 for j in range(len(feats))}
-
-        def transform(t: torch.Tensor) -> torch.Tensor:
-            parts = []
-            for j in range(t.shape[-1]):
-                col = t[:, 0, j]
-                if j in bins:
-                    codes = torch.from_numpy(bins[j].transform(col.double().numpy()))
-                    parts.append(one_hot(codes, bins[j].n_bins + 1).to(t.dtype))
-                elif j in vocab:
-                    codes = torch.where(torch.isnan(col), float(len(vocab[j])), col).long()
-                    parts.append(one_hot(codes, len(vocab[j]) + 1).to(t.dtype))
-                else:
-                    missing = torch.isnan(col)
-                    parts.append(torch.where(missing, fill[j], col)[:, None])
-                    if j in flagged:
-                        parts.append(missing.to(t.dtype)[:, None])
-            return torch.cat(parts, dim=1).unsqueeze(1)
-
-        return transform
+        for j, col in enumerate(columns):
+            if col["type"] != "number":
+                continue
+            col["missing_flag"] = bool(torch.isnan(x[:, 0, j]).any())
+            col["fill"] = float(tr[:, j].nanmean()) if not torch.isnan(tr[:, j]).all() else 0.0
+        _fit_bins(x, y, cfg, columns, train_rows)
+        return TableEncoder(columns)
 
     return encode
 
