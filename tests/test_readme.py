@@ -41,3 +41,24 @@ def test_readme_recipe_example_validates():
     recipe = recipe_from_dict(yaml.safe_load(_block("yaml", "tricks:")))
     assert recipe.tricks.label_smoothing.enabled and recipe.tricks.ema.enabled
     assert recipe.train.epochs == 15
+
+
+def test_readme_loop_pasted_as_is_gives_averaged_weights_as_good_as_the_raw_ones():
+    """The EMA of the README (its defaults) follows a short run: its weights are not left near the random start."""
+    torch.manual_seed(0)
+    x = torch.randn(256, 3, 8, 8)
+    y = x.mean(dim=(1, 2, 3)).gt(0).long() + 2 * x[:, 0].mean(dim=(1, 2)).gt(0).long()  # 4 learnable classes
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(192, 10))
+    acc = {}
+
+    def evaluate(m):
+        with torch.no_grad():
+            acc["ema"] = float((m(x).argmax(1) == y).float().mean())
+
+    env = {"model": model, "loader": DataLoader(TensorDataset(x, y), batch_size=32), "epochs": 5,
+           "evaluate": evaluate}
+    exec(compile(_block("python", "MixupCutmix"), "README.md", "exec"), env)
+    with torch.no_grad():
+        raw = float((model(x).argmax(1) == y).float().mean())
+    assert raw > 0.6, raw  # the set-up learns
+    assert acc["ema"] > raw - 0.1, (acc, raw)  # 40 updates: without warm-up a 0.999 average stays near chance

@@ -40,7 +40,7 @@ def test_k_updates_match_closed_form():
     model = make_model()
     e0 = {n: p.detach().clone().double() for n, p in model.named_parameters()}
     d = 0.7
-    ema = EMA(model, decay=d)
+    ema = EMA(model, decay=d, warmup=False)
     g = torch.Generator().manual_seed(1)
     seq = []
     for _ in range(5):
@@ -58,7 +58,7 @@ def test_frozen_parameters_are_averaged_like_trainable_ones():
     model = make_model()
     model[0].requires_grad_(False)
     e0 = model[0].weight.detach().clone()
-    ema = EMA(model, decay=0.5)
+    ema = EMA(model, decay=0.5, warmup=False)
     with torch.no_grad():
         model[0].weight.add_(4.0)
     ema.update(model)
@@ -70,7 +70,7 @@ def test_frozen_parameters_are_averaged_like_trainable_ones():
 def test_every_averages_only_every_kth_call():
     model = make_model()
     e0 = {n: p.detach().clone().double() for n, p in model.named_parameters()}
-    ema = EMA(model, decay=0.6, every=3)
+    ema = EMA(model, decay=0.6, warmup=False, every=3)
     g = torch.Generator().manual_seed(2)
     averaged = []
     for call in range(1, 8):
@@ -127,8 +127,8 @@ def _bn_step(model: nn.Module, g: torch.Generator) -> None:
 def test_buffers_copy_and_average():
     g = torch.Generator().manual_seed(5)
     model = make_model()
-    copy_ema = EMA(model, decay=0.5, buffers="copy")
-    avg_ema = EMA(model, decay=0.5, buffers="average")
+    copy_ema = EMA(model, decay=0.5, buffers="copy", warmup=False)
+    avg_ema = EMA(model, decay=0.5, buffers="average", warmup=False)
     rm0 = model[1].running_mean.clone()
     _bn_step(model, g)
     _bn_step(model, g)
@@ -233,7 +233,7 @@ def test_state_dict_round_trip_continues_identically():
 def test_unwraps_compile_and_dataparallel():
     model = make_model()
     for wrapped in (torch.compile(model), nn.DataParallel(model)):
-        ema = EMA(wrapped, decay=0.5)
+        ema = EMA(wrapped, decay=0.5, warmup=False)
         assert all(not n.startswith(("_orig_mod", "module")) for n in ema.module.state_dict())
         with torch.no_grad():
             model[0].weight.add_(2.0)
@@ -252,7 +252,7 @@ def test_unwraps_ddp(tmp_path):
     try:
         model = make_model()
         ddp = nn.parallel.DistributedDataParallel(model)
-        ema = EMA(ddp, decay=0.5)
+        ema = EMA(ddp, decay=0.5, warmup=False)
         assert "0.weight" in ema.module.state_dict()
         with torch.no_grad():
             model[0].weight.add_(2.0)
@@ -285,3 +285,17 @@ def test_invalid_arguments(kwargs, match):
         EMA(make_model(), **kwargs)
     with pytest.raises(TypeError, match="model"):
         EMA("not a model")  # type: ignore[arg-type]
+
+
+def test_the_default_warms_up_like_the_recipes():
+    """One default in the library and the recipe key tricks.ema.warmup: on (TensorFlow's rule)."""
+    from trickbag.train.tricks.ema import EMAConfig
+
+    model = make_model()
+    e0 = {n: p.detach().clone().double() for n, p in model.named_parameters()}
+    ema = EMA(model, decay=0.999)
+    assert ema.warmup is True and EMAConfig().warmup is True
+    w = set_random_weights(model, torch.Generator().manual_seed(5))
+    ema.update(model)  # first decay min(0.999, 1 / 10) = 0.1
+    for name, p in ema.module.named_parameters():
+        torch.testing.assert_close(p.double(), 0.1 * e0[name] + 0.9 * w[name], rtol=1e-5, atol=1e-6)

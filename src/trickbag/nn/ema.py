@@ -33,12 +33,13 @@ class EMA:
     ``torch._foreach_lerp_`` over all floating parameters (no Python loop over
     parameters in the math); the tensor lists are built once and cached.
 
-    **Decay warm-up.** With ``n`` the number of averaging updates already done
-    (0 for the first):
+    **Decay warm-up** (on by default, as in the recipes' ``tricks.ema.warmup``). With ``n`` the
+    number of averaging updates already done (0 for the first):
 
-    - ``warmup=False``: ``d_n = decay``;
-    - ``warmup=True``: ``d_n = min(decay, (1 + n) / (10 + n))`` (TensorFlow's ``num_updates``
-      rule: early averages forget the random initialisation quickly);
+    - ``warmup=True`` (default): ``d_n = min(decay, (1 + n) / (10 + n))`` (TensorFlow's
+      ``num_updates`` rule: early averages forget the random initialisation quickly; without it a
+      0.999 average is still 90 % the random start after 100 updates, and evaluates near chance);
+    - ``warmup=False``: ``d_n = decay`` (the plain exponential average of every update);
     - ``warmup=W`` (int > 0): ``d_n = decay * (1 - exp(-n / W))`` (YOLOv5's ``ModelEMA``,
       time constant ``W`` averaging updates; the first update copies the weights).
 
@@ -58,18 +59,18 @@ class EMA:
         model: the live model; it is deep-copied (``ema.module``: eval mode,
             ``requires_grad=False``).
         decay: ``d`` in ``[0, 1]``; 0.999 to 0.9999 are usual (time constant ``1/(1-d)`` updates).
-        warmup: ``False``, ``True`` or an int ``W > 0`` (see above).
+        warmup: ``True`` (default), ``False`` or an int ``W > 0`` (see above).
         every: average on every ``every``-th call of :meth:`update` (``decay`` is per averaging update).
         buffers: ``"copy"`` or ``"average"``.
         device: keep ``ema.module`` on this device (e.g. ``"cpu"`` to save accelerator memory);
             ``None`` keeps the model's device.
 
     >>> model = torch.nn.Linear(2, 1)
-    >>> ema = EMA(model, decay=0.5)
+    >>> ema = EMA(model, decay=0.5, warmup=False)
     >>> with torch.no_grad():
     ...     _ = model.weight.add_(2.0)
     >>> ema.update(model)
-    >>> torch.allclose(ema.module.weight, model.weight - 1.0)
+    >>> torch.allclose(ema.module.weight, model.weight - 1.0)     # 0.5 * old + 0.5 * new
     True
     >>> with ema.swapped(model):
     ...     torch.equal(model.weight, ema.module.weight)
@@ -83,7 +84,7 @@ class EMA:
         model: nn.Module,
         decay: float = 0.9999,
         *,
-        warmup: bool | int = False,
+        warmup: bool | int = True,
         every: int = 1,
         buffers: BufferMode = "copy",
         device: torch.device | str | None = None,

@@ -63,6 +63,30 @@ def _monitored(r: RunResult, mode: str) -> list[str]:
     return [f"{split} {name:<6} best {top:.4f} (epoch {best_epoch}), final {vals[-1][1]:.4f}"]
 
 
+def _better(a: float, b: float, mode: str) -> bool:
+    return a > b if mode == "max" else a < b
+
+
+def _averaging_lines(r: RunResult, mode: str) -> list[str]:
+    """When averaged weights (EMA, SWA: ``<monitor>_raw`` is logged) evaluate worse than the raw ones at the
+    end, say so and which weights best.pt holds (``val/kept_averaged``, logged when a plug-in chooses)."""
+    split, _, name = r.monitor.partition("/")
+    final, raw_key = r.final, f"{r.monitor}_raw"
+    if split != "val" or name.endswith("_raw") or raw_key not in final:
+        return []
+    averaged = final.get(f"{r.monitor}_ema", final.get(r.monitor))
+    raw = final[raw_key]
+    kept = [h.get(f"{split}/kept_averaged", 1.0) for h in r.history if r.monitor in h]
+    vals = [h[r.monitor] for h in r.history if r.monitor in h]
+    best_at = max(i for i, v in enumerate(vals) if v == (max if mode == "max" else min)(vals))  # as best.pt
+    holds = "the averaged weights" if kept[best_at] else "the raw weights"
+    if averaged is None or not _better(raw, averaged, mode):
+        return [f"weights    best.pt holds {holds}"] if not kept[best_at] else []
+    fix = "" if f"{r.monitor}_ema" in final else " (with EMA, tricks.ema.select=best keeps whichever is better)"
+    return [f"weights    at the end the averaged weights evaluate worse than the raw weights ({r.monitor} "
+            f"{averaged:.4f} averaged, {raw:.4f} raw); best.pt holds {holds}{fix}"]
+
+
 def _test_lines(test: dict[str, Any], names: list[str]) -> list[str]:
     if not test:
         return []
@@ -93,7 +117,7 @@ def format_bytes(n: int) -> str:
 
 def format_summary(r: RunResult, *, mode: str, metric_names: list[str], wall_note: str = "") -> str:
     """The text of ``summary.txt``: best / final monitored metric, test metrics, time, why it stopped."""
-    lines = [f"run        {r.run_dir}"] + _monitored(r, mode)
+    lines = [f"run        {r.run_dir}"] + _monitored(r, mode) + _averaging_lines(r, mode)
     if "train/loss" in r.final:
         lines.append(f"train loss final {r.final['train/loss']:.4f}")
     lines += _test_lines(r.test, metric_names)

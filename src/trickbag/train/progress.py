@@ -117,7 +117,8 @@ class ProgressBar(Plugin):
                 self.best is None or (value > self.best if self.mode == "max" else value < self.best)):
             self.best = float(value)
         shown = [f"loss {m.get('train/loss', float('nan')):.4f}"]
-        shown += [f"{k} {v:.4f}" for k, v in m.items() if k.startswith("val/") and k != "val/n" and "_raw" not in k]
+        shown += [f"{k} {v:.4f}" for k, v in m.items()
+                  if k.startswith("val/") and k not in ("val/n", "val/kept_averaged") and not k.endswith(("_raw", "_ema"))]
         if self.bar is not None:
             self.bar.set_postfix_str("  ".join(shown))
             self.bar.close()

@@ -115,3 +115,69 @@ def test_ema_best_checkpoint_and_test_use_the_averaged_weights(tmp_path):
     assert result.test["test/loss"] == pytest.approx(loss, rel=1e-5)
     assert result.test["test/acc"] == pytest.approx(acc)
     assert evaluate_run(result.run_dir)["loss"] == pytest.approx(loss, rel=1e-5)
+
+
+# a decay this slow, without warm-up, keeps the average at the initial weights: worse than the raw ones
+SLOW = ["train.epochs=3", "tricks.ema.enabled=true", "tricks.ema.decay=0.9999", "tricks.ema.warmup=false"]
+
+
+def _slow_run(tmp_path, *extra):
+    from trickbag.runs.run import run_recipe
+
+    recipe = load_recipe("digits", [*BASE, *SLOW, *extra, f"run.dir={tmp_path}", "run.name=slow"])
+    return recipe, run_recipe(recipe, quiet=True)
+
+
+def _val_eval(recipe, weights):
+    from trickbag.data.sources import build_data
+
+    data = build_data(recipe.data)
+    model = model_for(recipe, data)
+    model.load_state_dict(weights)
+    return _naive_eval(model.eval(), data.val)
+
+
+def test_the_summary_says_when_the_averaged_weights_end_worse_and_what_best_pt_holds(tmp_path):
+    from trickbag.train.checkpoint import load_checkpoint
+
+    recipe, result = _slow_run(tmp_path)
+    final = result.history[-1]
+    assert final["val/acc"] < final["val/acc_raw"] - 0.1, final  # the set-up: the average is far behind
+    summary = (result.run_dir / "summary.txt").read_text()
+    assert "evaluate worse than the raw weights" in summary and "best.pt holds the averaged weights" in summary
+    assert "tricks.ema.select=best" in summary
+    best = load_checkpoint(result.run_dir / "checkpoints" / "best.pt")
+    assert not torch.equal(best["eval_model"]["head.weight"], best["model"]["head.weight"])
+
+
+@pytest.mark.parametrize("select", ["best", "raw"])
+def test_select_keeps_the_better_or_the_raw_weights_in_best_pt(tmp_path, select):
+    from trickbag.train.checkpoint import load_checkpoint
+
+    recipe, result = _slow_run(tmp_path, f"tricks.ema.select={select}")
+    for h in result.history:  # val/acc: the kept weights'; val/acc_ema and val/acc_raw: each set's own
+        raw_better = h["val/acc_raw"] > h["val/acc_ema"] or select == "raw"
+        assert h["val/acc"] == (h["val/acc_raw"] if raw_better else h["val/acc_ema"])
+        assert h["val/kept_averaged"] == (0.0 if raw_better else 1.0)
+    assert result.history[-1]["val/kept_averaged"] == 0.0  # the raw weights win here
+    best = load_checkpoint(result.run_dir / "checkpoints" / "best.pt")
+    for k, v in best["model"].items():
+        assert torch.equal(best["eval_model"][k], v), k
+    best_epoch = int(best["counters"]["epoch"]) - 1
+    loss, acc = _val_eval(recipe, best["eval_model"])
+    assert result.history[best_epoch]["val/acc"] == pytest.approx(acc)
+    assert result.history[best_epoch]["val/loss"] == pytest.approx(loss, rel=1e-5)
+    assert "best.pt holds the raw weights" in (result.run_dir / "summary.txt").read_text()
+
+
+def test_select_best_keeps_the_average_when_it_is_better(tmp_path):
+    from trickbag.train.checkpoint import load_checkpoint
+
+    recipe, result = _slow_run(tmp_path, "tricks.ema.select=best", "tricks.ema.decay=0.5")
+    kept = [h["val/kept_averaged"] for h in result.history]
+    for h in result.history:
+        assert h["val/acc"] == (h["val/acc_ema"] if h["val/acc_ema"] >= h["val/acc_raw"] else h["val/acc_raw"])
+    best = load_checkpoint(result.run_dir / "checkpoints" / "best.pt")
+    held_average = kept[int(best["counters"]["epoch"]) - 1] == 1.0
+    same = all(torch.equal(best["eval_model"][k], v) for k, v in best["model"].items())
+    assert same != held_average
