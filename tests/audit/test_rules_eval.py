@@ -1,6 +1,8 @@
 """Evaluation rules (TB2xx): eval() set and undone, evaluation without gradients, losses kept with
 their graph; each with a firing and a non-firing snippet."""
 
+import textwrap
+
 import pytest
 
 from .helpers import fires, found
@@ -17,7 +19,10 @@ def test_tb201_method_named_validate_without_eval():
             return hits
     """
     right = wrong.replace("            hits = 0", "            self.model.eval()\n            hits = 0")
-    fires("TB201", wrong, [7], right)
+    fires("TB201", wrong, [7], right, show_all=True)
+    assert found(wrong, "TB201") == []  # run from another module only: its caller may call eval()
+    called = wrong + "    def fit(self):\n            self.model.train()\n            self.validate()\n"
+    assert found(called, "TB201") == [7]  # the caller leaves the model training
 
 
 def test_tb201_caller_switches_to_eval_before_calling():
@@ -507,3 +512,139 @@ def fit(net, loader, opt):
     assert found(src, "TB202") == []
     really = src.replace("def freeze_bn(net):\n", "def freeze_bn(net):\n    net.eval()\n")
     assert found(really, "TB202") == [16]
+
+
+def test_tb201_tb203_tests_and_shape_checks_are_not_evaluations():
+    shape_check = """
+    import torch
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x
+    def test():
+        net = Net()
+        y = net(torch.randn(2, 3, 32, 32))
+        print(y.size())
+    if __name__ == "__main__":
+        model = Net()
+        with torch.no_grad():
+            for _ in range(3):
+                print(model(torch.randn(1, 3)).shape)
+    """
+    for code in ("TB201", "TB203"):
+        assert found(shape_check, code, show_all=True) == []
+    unit_test = """
+    import torch
+    @torch.inference_mode()
+    def test_forward_matches(loader):
+        model = build()
+        for x, y in loader:
+            assert model(x).shape == y.shape
+    class TestModel:
+        def test_eval(self, model, loader):
+            with torch.no_grad():
+                for x, y in loader:
+                    model(x)
+    """
+    assert found(unit_test, "TB201", show_all=True) == [] and found(unit_test, "TB203", show_all=True) == []
+    loaded = """
+    import torch
+    def test():
+        net = Net()
+        net.load_state_dict(torch.load("w.pt", weights_only=True))
+        with torch.no_grad():
+            for x, y in test_loader:
+                print(net(x))
+    """
+    assert found(loaded, "TB201") == [8]  # a loaded model evaluated on data: an evaluation
+
+
+def test_tb201_tb203_module_named_tests_only_with_a_test_framework(tmp_path):
+    from trickbag.audit.lint import lint_file
+
+    src = textwrap.dedent("""
+    import torch
+    def evaluate(model, loader):
+        with torch.no_grad():
+            return [model(x) for x, _ in loader]
+    def main(model, loader, opt):
+        model.train()
+        evaluate(model, loader)
+    """)
+    for name, quiet in [("test_model.py", True), ("model_test.py", False), ("tests/check.py", False)]:
+        path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(src)
+        assert ([f.rule for f in lint_file(path)] == []) == quiet, name
+        path.write_text("import pytest\n" + src)
+        assert [f.rule for f in lint_file(path)] == [], name
+
+
+def test_tb201_constructors_are_not_forwards_and_pretrained_models_are_in_eval_mode():
+    src = """
+    import torch, timm
+    from transformers import AutoModel, AutoTokenizer
+    @torch.no_grad()
+    def evaluate(args, loader, Model, accelerator):
+        tokenizer = AutoTokenizer.from_pretrained(args.name)
+        model = AutoModel.from_pretrained(args.name)
+        other = timm.create_model(args.arch, pretrained=True)
+        agent = Model(args.envs)
+        for batch in loader:
+            out = model(**tokenizer(batch["text"], return_tensors="pt"))
+            accelerator.unwrap_model(model)
+    """
+    assert found(src, "TB201", show_all=True) == [] and found(src, "TB203", show_all=True) == []
+    from_config = src.replace("AutoModel.from_pretrained(args.name)", "AutoModel.from_config(args.config)")
+    assert found(from_config, "TB201") == [11]  # a new model, in train mode
+
+
+def test_tb201_nested_helpers_and_chained_mode_switches():
+    nested = """
+    import torch
+    def run(model, loader, opt):
+        model.train()
+        for x, y in loader:
+            opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+        model.eval()
+        with torch.no_grad():
+            def score(batch):
+                return model(batch).argmax(1)
+            return [score(x) for x, _ in loader]
+    """
+    assert found(nested, "TB201", show_all=True) == [] and found(nested, "TB203", show_all=True) == []
+    chained = """
+    import torch
+    def evaluate(model, loader):
+        with torch.no_grad():
+            for x, y in loader:
+                print(model(x))
+    def main(model, loader, opt, dev):
+        for epoch in range(3):
+            model.to(dev).train()
+            for x, y in loader:
+                opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+            model.to(dev).eval()
+            evaluate(model, loader)
+    """
+    assert found(chained, "TB201") == [] and found(chained, "TB202") == []
+    assert found(chained.replace("model.to(dev).eval()", "pass"), "TB201") == [6]
+
+
+def test_tb203_projects_own_decorator_that_disables_gradients():
+    src = """
+    import torch
+    def smart_inference_mode():
+        def decorate(fn):
+            return (torch.inference_mode if torch.__version__ >= "1.9" else torch.no_grad)()(fn)
+        return decorate
+    @smart_inference_mode()
+    def run(model, dataloader):
+        model.eval()
+        for im, targets in dataloader:
+            preds = model(im)
+    """
+    assert found(src, "TB203", show_all=True) == []
+    imported = src.replace("@smart_inference_mode()", "@utils.smart_inference_mode()").replace(
+        "def smart_inference_mode", "def unused")
+    assert found(imported, "TB203", show_all=True) == []
+    assert found(src.replace("    @smart_inference_mode()\n", ""), "TB203") == [10]

@@ -44,6 +44,8 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, d
         return [(STEP, dotted(call.args[0]), {})]  # a framework's hook; a local helper is followed instead
     simple = _simple_kind(fm, call, name, recv, role)
     if simple:
+        if simple in (EVAL, TRAIN) and recv is None:
+            recv = chain_receiver(call)  # ``model.to(dev).train()``
         return [(simple, recv, {})]
     return _forward_or_call(fm, call, name, recv, role)
 
@@ -90,6 +92,14 @@ def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: str | None,
     return None
 
 
+def chain_receiver(call: ast.Call) -> str | None:
+    """The object at the root of a method chain: ``model`` for ``model.to(dev).train()``."""
+    node = call.func.value if isinstance(call.func, ast.Attribute) else None
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    return dotted(node) if node is not None else None
+
+
 def _mode_kind(call: ast.Call, name: str, recv: str | None) -> str | None:
     if name == "eval":
         return EVAL if not call.args and not call.keywords else None
@@ -100,6 +110,22 @@ def _mode_kind(call: ast.Call, name: str, recv: str | None) -> str | None:
     return EVAL if arg is not None and const_value(arg) is False else TRAIN
 
 
+#: calls that make, fetch or wrap a model rather than run it: ``create_model(...)``, ``Net.from_pretrained(...)``,
+#: ``accelerator.unwrap_model(model)``
+CONSTRUCTOR = re.compile(r"^_?(create|build|make|get|load|init|initialize|unwrap|prepare|setup|wrap|instantiate|"
+                         r"construct|convert|export|compile|freeze|to|copy|deepcopy|clone|register|from)(_|$)|"
+                         r"^from_|_from_")
+
+
+def _constructs(fm: FunctionModel, func: str) -> bool:
+    """``Model(envs)`` (a class: a capitalised name whose parameters no optimizer takes, unlike a GAN's
+    ``G``), ``timm.create_model(...)``, ``X.from_pretrained(...)``: not a forward."""
+    last = func.split(".")[-1].replace("[]", "")
+    if last[:1].isupper() and len(last) > 2 and func not in fm.file.optimized():
+        return True
+    return bool(CONSTRUCTOR.search(last))
+
+
 def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: str | None,
                      role: str | None) -> list[tuple[str, str | None, dict]]:
     helper = fm.file.resolve(call, fm)
@@ -108,7 +134,7 @@ def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: str | N
         return [(EMA_UPDATE, first or recv, {})]
     func = dotted(call.func)
     if func and (call.args or call.keywords) and fm.role(func) in (R.MODEL, R.EMA) \
-            and helper is None and not _module_path(fm, func):
+            and helper is None and not _module_path(fm, func) and not _constructs(fm, func):
         return [(FORWARD, func, {})]
     if name in ("forward", "module") and role in (R.MODEL, R.EMA):
         return [(FORWARD, recv, {})]

@@ -223,10 +223,19 @@ class FunctionModel:
         self.assigns: list[Assignment] = []
         self.nested: dict[str, FunctionModel] = {}
         self.roles: dict[str, str] = {}
-        self.grad_disabled = any(_decorator_kind(d, file.imports) == "nograd"
-                                 for d in getattr(node, "decorator_list", []))
+        self._grad_disabled: bool | None = None
         self._accum: dict[int, Accumulation | None] = {}
         self._nodes: list[ast.AST] | None = None
+        self._call_assigns: dict[str, list[ast.Call]] | None = None
+
+    @property
+    def grad_disabled(self) -> bool:
+        """Decorated with ``no_grad`` / ``inference_mode``, or with a decorator that wraps one (the project's
+        own ``@smart_inference_mode()``: named so, or a function of this file whose body uses one)."""
+        if self._grad_disabled is None:
+            self._grad_disabled = any(_decorator_kind(d, self.file) == "nograd"
+                                      for d in getattr(self.node, "decorator_list", []))
+        return self._grad_disabled
 
     # ------------------------------------------------------------------ roles
     def body(self) -> list[ast.stmt]:
@@ -293,6 +302,16 @@ class FunctionModel:
                 or _helper_accumulation(self, loop) or _split_batch_accumulation(self, loop)
         return self._accum[key]
 
+    def call_assignments(self) -> dict[str, list[ast.Call]]:
+        """``name = f(...)`` statements of the body: name -> the calls assigned to it (computed once)."""
+        if self._call_assigns is None:
+            self._call_assigns = {}
+            for n in self.nodes:
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                        and isinstance(n.value, ast.Call):
+                    self._call_assigns.setdefault(n.targets[0].id, []).append(n.value)
+        return self._call_assigns
+
     def call_sites(self) -> list[Event]:
         """The calls of this function from the file (as a local helper)."""
         return self.file.memo("call_sites", self.file.call_table).get(id(self), [])
@@ -309,9 +328,16 @@ def _plain_data(value: ast.AST) -> bool:
     return isinstance(value, ast.Call) and call_name(value) in ("dict", "OrderedDict", "list", "str", "defaultdict")
 
 
-def _decorator_kind(dec: ast.AST, imports: Imports) -> str | None:
-    name = imports.qualname(dec).split(".")[-1]
-    return "nograd" if name in _GRAD_OFF else None
+def _decorator_kind(dec: ast.AST, file: FileModel) -> str | None:
+    name = file.imports.qualname(dec).split(".")[-1]
+    if name in _GRAD_OFF or any(g in name for g in _GRAD_OFF):
+        return "nograd"
+    local = file.top.get(name)
+    if local is not None and any((isinstance(n, ast.Name) and n.id in _GRAD_OFF)
+                                 or (isinstance(n, ast.Attribute) and n.attr in _GRAD_OFF)
+                                 for n in ast.walk(local.node)):
+        return "nograd"
+    return None
 
 
 def _is_batch_loop(fm: FunctionModel, loop: Loop) -> bool:
@@ -571,14 +597,12 @@ class FileModel:
             scopes.append(scope)
             scope = scope.parent
         for scope in scopes + ([self.module] if self.module not in scopes else []):
-            for n in scope.nodes:
-                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                        and n.targets[0].id == name and isinstance(n.value, ast.Call):
-                    factory = self.resolve(n.value, scope)
-                    product = _returned_nested(factory) if factory is not None else None
-                    if product is not None:
-                        table[key] = product
-                        return product
+            for value in scope.call_assignments().get(name, ()):
+                factory = self.resolve(value, scope)
+                product = _returned_nested(factory) if factory is not None else None
+                if product is not None:
+                    table[key] = product
+                    return product
         return None
 
     def call_table(self) -> dict[int, list[Event]]:

@@ -87,15 +87,17 @@ def torch_support(path: str | Path) -> str | None:
     return None
 
 
-_TEST_FILE = re.compile(r"^(test_.*|.*_test|conftest|tests?)\.py$")
+_TEST_FILE = re.compile(r"^(test_.*|conftest|tests?)\.py$")
+_MAYBE_TEST_FILE = re.compile(r"^.*_test\.py$")
 _TEST_FOLDERS = {"tests", "test", "testing", "unittests", "unit_tests"}
 
 
 def is_test_path(path: str) -> bool:
-    """A file named like a test module: ``test_*.py``, ``*_test.py``, ``conftest.py``."""
+    """A file named like a test module: ``test_*.py``, ``conftest.py``."""
     return bool(_TEST_FILE.match(Path(path).name))
 
 
 def in_test_folder(path: str) -> bool:
-    """A file under a ``tests`` / ``test`` folder (a test suite when it also imports pytest or unittest)."""
-    return any(p in _TEST_FOLDERS for p in Path(path).parts[:-1])
+    """A file under a ``tests`` / ``test`` folder, or named ``*_test.py``: a test module when it also imports
+    pytest or unittest."""
+    return any(p in _TEST_FOLDERS for p in Path(path).parts[:-1]) or bool(_MAYBE_TEST_FILE.match(Path(path).name))

@@ -152,8 +152,16 @@ def role_by_constructor(value: ast.AST | None, imports: Imports, module_classes:
     return _role_of_class(last, qual, module_classes)
 
 
+#: what ``X.from_pretrained(...)`` builds when ``X`` is not a model: tokenizers, processors, configs, pipelines
+_NOT_MODEL_PRETRAINED = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|ImageProcessor|"
+                                   r"tokenizer|processor|config|pipeline|pipe\b")
+
+
 def _role_of_class(last: str, qual: str, module_classes: set[str]) -> str | None:
     low = last.lower()
+    if last in ("from_pretrained", "from_config", "from_single_file") \
+            and _NOT_MODEL_PRETRAINED.search(qual.rpartition(".")[0]):
+        return NOT_AN_OBJECT
     if last in _SCALER_CLASSES:
         return SCALER
     if last in _EMA_CLASSES:

@@ -4,6 +4,7 @@ losses kept with their graph (codes TB2xx)."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
@@ -34,20 +35,63 @@ def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     return modes[-1][1] if modes else None
 
 
-def _callers_set_eval(fm: FunctionModel) -> bool | None:
-    """True/False when every/some call site of ``fm`` switched to eval before the call, None if uncalled."""
-    sites = fm.call_sites()
-    if not sites:
-        return None
-    return all(any(kind == EVAL for _, kind in mode_events(s.fm, [e for e in s.fm.events if e.order < s.order]))
-               for s in sites)
+EVAL_CONTEXT, TRAIN_CONTEXT, UNKNOWN_CONTEXT = "eval", "train", "unknown"
 
 
-def _callers_disable_grad(fm: FunctionModel) -> bool | None:
+def _caller_mode(fm: FunctionModel, depth: int = 0) -> str:
+    """The mode the callers leave the model in when they run ``fm``: 'eval' when every call site (followed up
+    through its own callers, three levels) switched to eval before the call, 'train' when one left it
+    training, 'unknown' when the callers are not in this file.  A nested function that is not called by name
+    (a callback) runs in its enclosing function's context."""
     sites = fm.call_sites()
+    if not sites and fm.parent is not None and depth < 3:
+        if any(kind == EVAL for _, kind in mode_events(fm.parent, fm.parent.events)):
+            return EVAL_CONTEXT
+        return _caller_mode(fm.parent, depth + 1)
+    if not sites:
+        return UNKNOWN_CONTEXT
+    verdicts = set()
+    for s in sites:
+        modes = mode_events(s.fm, [e for e in s.fm.events if e.order < s.order and not e.exclusive(s)])
+        if modes:
+            verdicts.add(EVAL_CONTEXT if modes[-1][1] == EVAL else TRAIN_CONTEXT)
+        else:
+            verdicts.add(_caller_mode(s.fm, depth + 1) if depth < 3 else UNKNOWN_CONTEXT)
+    if verdicts == {EVAL_CONTEXT}:
+        return EVAL_CONTEXT
+    return TRAIN_CONTEXT if TRAIN_CONTEXT in verdicts else UNKNOWN_CONTEXT
+
+
+def _callers_disable_grad(fm: FunctionModel, depth: int = 0) -> bool | None:
+    """True when every call of ``fm`` runs without gradients (followed up through the callers, and for a
+    nested function not called by name, its enclosing function's context); None when the callers are not
+    in this file."""
+    sites = fm.call_sites()
+    if not sites and fm.parent is not None and depth < 3:
+        if fm.parent.grad_disabled or _grad_off_statement(fm.parent) or _defined_without_grad(fm):
+            return True
+        return _callers_disable_grad(fm.parent, depth + 1)
     if not sites:
         return None
-    return all(s.grad_disabled or _grad_off_statement(s.fm) for s in sites)
+    verdicts = []
+    for s in sites:
+        if s.grad_disabled or _grad_off_statement(s.fm):
+            verdicts.append(True)
+        else:
+            verdicts.append(_callers_disable_grad(s.fm, depth + 1) if depth < 3 else None)
+    return False if False in verdicts else (None if None in verdicts else True)
+
+
+def _defined_without_grad(fm: FunctionModel) -> bool:
+    """A nested ``def`` written inside a ``with torch.no_grad():`` block of its enclosing function."""
+    parent = fm.parent
+    if parent is None:
+        return False
+    for n in parent.nodes:
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(fm.node in ast.walk(st) for st in n.body):
+            return any(isinstance(i.context_expr, ast.Call)
+                       and call_name(i.context_expr) in ("no_grad", "inference_mode") for i in n.items)
+    return False
 
 
 def _grad_off_statement(fm: FunctionModel) -> bool:
@@ -140,6 +184,13 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     ``no_grad`` / ``inference_mode``, on inputs named like validation data and next to labels named alike
     (``loss_fn(model(X_valid), y_valid)``, ``model(x_val).argmax(1) == y_val``).
 
+    The mode is followed from the callers into the evaluation function (three levels up, and into nested
+    functions from the function that defines them).  Not evaluations: tests (test modules, ``test_*``
+    functions, ``TestCase`` methods), shape checks (a forward on random inputs, or of a model built right
+    there from its class and never loaded or trained) and a model just made by ``from_pretrained`` (Hugging
+    Face returns it in eval mode).  A function run only from another module, on a model passed in, is a
+    low-confidence finding (``--all``) when nothing in the file calls ``eval()``: its caller may.
+
     Wrong::
 
         @torch.no_grad()
@@ -148,6 +199,10 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
             for x, y in loader:
                 correct += (model(x).argmax(1) == y).sum().item()
             return correct
+
+        for epoch in range(epochs):
+            train_one_epoch(model, train_loader, optimizer)
+            print(evaluate(model, val_loader))
 
     Right::
 
@@ -159,18 +214,91 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                 correct += (model(x).argmax(1) == y).sum().item()
             model.train()
             return correct
+
+        for epoch in range(epochs):
+            train_one_epoch(model, train_loader, optimizer)
+            print(evaluate(model, val_loader))
     """
     for fm in file.functions:
+        if _test_code(fm):
+            continue
         for fwd, scope in _eval_forwards(fm):
             mode = _mode_before(fm, fwd)
             if mode == EVAL or (mode == TRAIN and scope == "function"):  # train() on purpose: update_bn & co.
                 continue
-            if mode is None:
-                callers = _callers_set_eval(fm)
-                if callers or (callers is None and any(e.kind == EVAL for f in file.functions for e in f.events)):
+            if _smoke_check(fm, fwd) or _pretrained_here(fm, fwd):
+                continue
+            sure = "high"
+            if mode is None and not _made_here(fm, fwd):
+                callers = _caller_mode(fm)
+                if callers == EVAL_CONTEXT:
                     continue
+                if callers == UNKNOWN_CONTEXT:
+                    if any(e.kind == EVAL for f in file.functions for e in f.events):
+                        continue
+                    sure = "low"  # run from another module, which may well call eval() first
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
-                                f"batch statistics): call {fwd.recv.split('(')[0]}.eval() first")
+                                f"batch statistics): call {fwd.recv.split('(')[0]}.eval() first", confidence=sure)
+
+
+_RANDOM = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randn_like", "rand_like", "zeros_like",
+           "ones_like", "arange", "randperm", "normal", "Tensor", "tensor"}
+_LOADS = re.compile(r"load|restore|from_pretrained|resume|checkpoint|ckpt")
+
+
+def _test_code(fm: FunctionModel) -> bool:
+    """A test: in a test module, a ``test_*`` function, or a method of a ``Test*`` / ``TestCase`` class."""
+    if fm.file.test_file or fm.name.startswith("test_"):
+        return True
+    cls = fm.cls
+    return cls is not None and (cls.name.startswith("Test") or any(
+        (dotted(b) or "").split(".")[-1] == "TestCase" for b in cls.bases))
+
+
+def _random_input(fm: FunctionModel, node: ast.AST) -> bool:
+    """``torch.randn(2, 3, 32, 32)`` (or a name assigned one in this function, moved with ``.to(dev)``)."""
+    while isinstance(node, ast.Call) and call_name(node) in ("to", "cuda", "float", "half", "cpu"):
+        if not isinstance(node.func, ast.Attribute):
+            break
+        node = node.func.value
+    if isinstance(node, ast.Call):
+        return call_name(node) in _RANDOM
+    name = dotted(node)
+    return bool(name) and any(_random_input(fm, a.value) for a in fm.assigns
+                              if a.names == [name] and a.value is not None and a.op is None)
+
+
+def _smoke_check(fm: FunctionModel, fwd: Event) -> bool:
+    """A shape check, not an evaluation: the forward runs on random inputs, or runs a model built right here
+    from its class and never loaded (``net = ResNet18(); y = net(torch.randn(1, 3, 32, 32))``)."""
+    call = fwd.node
+    args = [*call.args, *(k.value for k in call.keywords)] if isinstance(call, ast.Call) else []
+    if args and all(_random_input(fm, a) for a in args):
+        return True
+    built = [a for a in fm.assigns if a.names == [fwd.recv] and a.op is None and isinstance(a.value, ast.Call)]
+    fresh = bool(built) and all(
+        R.role_by_constructor(a.value, fm.file.imports, fm.file.class_names) == R.MODEL
+        and not _LOADS.search(call_name(R.innermost_call(a.value) or a.value)) for a in built)
+    loaded = any(isinstance(n, ast.Call) and _LOADS.search(call_name(n)) for n in fm.nodes)
+    trained = bool(fm.kind_events(BACKWARD)) or short_name(fwd.recv or "") in _trained_models(fm.file)
+    return fresh and not loaded and not trained
+
+
+def _made_here(fm: FunctionModel, fwd: Event) -> bool:
+    """The model is made (or loaded) in this function: its callers cannot have switched it to eval."""
+    base = (fwd.recv or "").split(".")[0]
+    return bool(base) and base not in ("self", "cls") and any(
+        a.names == [fwd.recv] and a.op is None and a.value is not None and a.order < fwd.order for a in fm.assigns)
+
+
+def _pretrained_here(fm: FunctionModel, fwd: Event) -> bool:
+    """A model made here by ``from_pretrained(...)`` (Hugging Face returns it in eval mode) and not switched back
+    to train mode."""
+    made = [a for a in fm.assigns if a.names == [fwd.recv] and a.op is None and a.order < fwd.order]
+    if not made or not isinstance(made[-1].value, ast.Call):
+        return False
+    inner = R.innermost_call(made[-1].value) or made[-1].value
+    return call_name(inner) == "from_pretrained" and call_name(made[-1].value) != "train"
 
 
 _FROZEN_WORDS = {"teacher", "target", "ref", "reference", "frozen", "pretrained", "vae", "clip", "critic_target",
@@ -319,17 +447,20 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
             return total
     """
     for fm in file.functions:
-        if fm.grad_disabled or _grad_off_statement(fm):
+        if fm.grad_disabled or _grad_off_statement(fm) or _test_code(fm):
             continue
         for fwd, scope in _eval_forwards(fm):
-            if fwd.grad_disabled or fwd.in_context("grad") is not None:
+            if fwd.grad_disabled or fwd.in_context("grad") is not None or _smoke_check(fm, fwd):
                 continue
             if scope == "function" and fm.kind_events(BACKWARD):
                 continue
-            if _callers_disable_grad(fm):
+            callers = _callers_disable_grad(fm)
+            if callers:
                 continue
+            # run from another module: a caller may disable gradients, unless this function set eval() itself
+            sure = "low" if callers is None and _mode_before(fm, fwd) != EVAL else "high"
             yield Hit(fwd.node, "evaluation forward with gradients enabled: the graph of every batch is built "
-                                "and kept")
+                                "and kept", confidence=sure)
 
 
 def _defined_before(fm: FunctionModel, name: str, loop: Loop) -> bool:
