@@ -39,6 +39,29 @@ def test_a_bar_on_a_terminal_shows_the_monitored_metric(tiny_recipe):
     assert "\r" in text and "epoch 3/3" in text and "val/loss" in text
 
 
+def _last_render_per_epoch(text):
+    last = {}
+    for part in text.replace("\r", "\n").splitlines():
+        if part.startswith("epoch "):
+            last[part.split()[1].rstrip(":")] = part
+    return last
+
+
+def test_the_bar_ends_each_epoch_at_every_batch_whatever_the_refresh_and_accumulation(tiny_recipe):
+    from trickbag.train.build import build
+
+    for every, accumulate in ((10, 1), (3, 1), (2, 4)):  # refresh interval not a divisor; a short last update
+        out = FakeTerminal()
+        trainer, ctx = build(tiny_recipe("train.epochs=2", f"train.accumulate={accumulate}"))
+        trainer.add_plugin(ProgressBar(file=out, every_steps=every))
+        trainer.fit()
+        n = len(ctx.train_loader)
+        last = _last_render_per_epoch(out.getvalue())
+        assert sorted(last) == ["1/2", "2/2"], out.getvalue()
+        for line in last.values():
+            assert "100%" in line and f" {n}/{n} " in line, (every, accumulate, line)
+
+
 def test_format_duration():
     assert [format_duration(s) for s in (0, 59.4, 60, 3599, 3600)] == ["0s", "59s", "1m00s", "59m59s", "1h00m"]
 

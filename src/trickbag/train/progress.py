@@ -56,7 +56,6 @@ class ProgressBar(Plugin):
         self.best: float | None = None
         self._epoch_times: list[float] = []
         self._t0 = self._last_line = 0.0
-        self._n = 0
 
     def _out(self) -> Any:
         return self.file or sys.stderr
@@ -78,19 +77,22 @@ class ProgressBar(Plugin):
 
     def on_epoch_start(self, state: State) -> None:
         self._t0 = self._last_line = time.perf_counter()
-        self._n = 0
         if self._bar_wanted():
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=state.batches_per_epoch or None, desc=f"epoch {state.epoch + 1}/{state.max_epochs}",
                             unit="batch", leave=True, dynamic_ncols=True, file=self._out())
 
+    def _catch_up(self, done: int) -> None:
+        """Move the bar to ``done`` batches of the epoch (counted by batch index, so a short last update
+        with accumulation, or a resume inside the epoch, lands exactly)."""
+        if self.bar is not None and done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
     def on_step(self, state: State) -> None:
-        self._n += state.accumulate
         if self.bar is not None:
             if state.step % self.every_steps == 0:
-                self.bar.update(self._n)
-                self._n = 0
+                self._catch_up(state.batch_idx + 1)
                 post = {"loss": f"{float(state.loss.detach()):.4f}" if state.loss is not None else "-"}
                 if self.best is not None:
                     post[self.monitor] = f"{self.best:.4f}"
@@ -117,9 +119,12 @@ class ProgressBar(Plugin):
                 self.best is None or (value > self.best if self.mode == "max" else value < self.best)):
             self.best = float(value)
         shown = [f"loss {m.get('train/loss', float('nan')):.4f}"]
+        hidden = ("val/n", "val/kept_averaged")
         shown += [f"{k} {v:.4f}" for k, v in m.items()
-                  if k.startswith("val/") and k not in ("val/n", "val/kept_averaged") and not k.endswith(("_raw", "_ema"))]
+                  if k.startswith("val/") and k not in hidden and not k.endswith(("_raw", "_ema"))]
         if self.bar is not None:
+            # the refresh runs every `every_steps` updates: the batches after the last one are counted here
+            self._catch_up(state.batches_per_epoch)
             self.bar.set_postfix_str("  ".join(shown))
             self.bar.close()
             self.bar = None
