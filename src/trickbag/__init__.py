@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     # recipes and runtime
     "Recipe": "trickbag.recipe",
     "load_recipe": "trickbag.recipe",
+    "load": "trickbag.runs.export",
     "seed_everything": "trickbag.runtime",
     "seed_worker": "trickbag.runtime",
     "select_device": "trickbag.runtime",

@@ -1,4 +1,4 @@
-"""``trickbag eval`` and ``trickbag predict``: use a trained run."""
+"""``trickbag eval``, ``trickbag predict`` and ``trickbag export``: use a trained run."""
 
 from __future__ import annotations
 
@@ -89,6 +89,20 @@ def _write_rows(header: list[str], rows: list[list[Any]], out: str | None) -> No
         print(f"{len(rows)} rows written to {out}")
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from trickbag.runs.export import export_run
+
+    tricks: list[str] = []
+    out = export_run(Path(args.run), args.format, Path(args.out) if args.out else None, plain=args.plain,
+                     trust_code=args.trust_model_code, tricks=tricks)
+    print(f"exported {args.run} as {args.format} to {out} (model file, preprocess.json, README.md, recipe.yaml)")
+    if tricks and args.format != "safetensors":
+        print(f"  inside the model: {'; '.join(tricks)} (--plain leaves them out)")
+    elif tricks:
+        print(f"  safetensors holds the weights only: apply {'; '.join(tricks)} yourself (see README.md)")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("eval", help="metrics of a run's best.pt (or a checkpoint file)")
     e.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT")
@@ -117,3 +131,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--trust-model-code", action="store_true", help=_TRUST_HELP)
     pr.add_argument("--plain", action="store_true", help=_PLAIN_HELP)
     pr.set_defaults(func=cmd_predict)
+
+    ex = sub.add_parser("export", help="a run's model as a file that loads without trickbag, with preprocess.json",
+                        description="Export a run's best.pt (or a checkpoint file) to a folder: the model file, "
+                        "preprocess.json (input preparation, classes, output), README.md (how to load it) and the "
+                        "recipe. torchscript / exported / onnx hold the whole prediction (table encoding, evaluation "
+                        "tricks, softmax); safetensors holds the weights only (rebuild the architecture).")
+    ex.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT")
+    ex.add_argument("--format", required=True, choices=["torchscript", "onnx", "exported", "safetensors"],
+                    help="torchscript: torch.jit.load; onnx: onnxruntime (pip install 'trickbag[export]'); exported: "
+                    "torch.export.load; safetensors: weights only")
+    ex.add_argument("--out", metavar="DIR", help="the folder to write (default: RUN_DIR/export-FORMAT); must not exist "
+                    "or be empty")
+    ex.add_argument("--trust-model-code", action="store_true", help=_TRUST_HELP)
+    ex.add_argument("--plain", action="store_true", help=_PLAIN_HELP)
+    ex.set_defaults(func=cmd_export)
