@@ -78,3 +78,89 @@ def test_eval_and_predict_apply_the_recipes_tta_and_test_size_like_the_run(tmp_p
         ranked = predict_image(result.run_dir / "checkpoints" / "best.pt", png, top=10, plain=plain)
         for c, prob in ranked:
             assert prob == pytest.approx(float(want[int(c)]), abs=1e-5)
+
+
+def _quiet_run(tmp_path, *overrides):
+    from trickbag.runs.run import run_recipe
+
+    return run_recipe(load_recipe("digits", ["run.progress=false", "run.plots=false", "log.tensorboard=false",
+                                             f"run.dir={tmp_path / 'runs'}", "run.name=p", *overrides]), quiet=True)
+
+
+def _rows(path, header, rows):
+    path.write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def table_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("predict-table")
+    rows = [[f"id{i}", f"{(i * 7) % 10 / 3:.3f}", ["cash", "card"][i % 2], ["no", "yes"][(i // 2) % 2]]
+            for i in range(60)]
+    data = _rows(tmp / "train.csv", ["customer", "amount", "payment_method", "label"], rows)
+    result = _quiet_run(tmp, "data.name=csv", f"data.root={data}", "data.label_column=label",
+                        "data.feature_columns=[amount, payment_method]", "train.epochs=1")
+    return tmp, data, result.run_dir
+
+
+def test_predict_time_bad_cells_and_missing_columns_name_the_predicted_file(table_run, tmp_path, capsys):
+    from trickbag.cli import main
+
+    _, data, run = table_run
+    bad = _rows(tmp_path / "new.csv", ["customer", "amount", "payment_method"],
+                [["a", "1.5", "cash"], ["b", "lots", "card"], ["c", "?", "card"], ["d", "many", "cash"]])
+    assert main(["predict", str(run), str(bad), "--strict"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(bad) in err and str(data) not in err and "'amount' holds 'lots' on line 3 (and 1 more cells)" in err
+    lacking = _rows(tmp_path / "lacking.csv", ["customer", "amount"], [["a", "1.5"]])
+    assert main(["predict", str(run), str(lacking), "--strict"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lacks the run's feature column 'payment_method'" in err[0] and "not in list" not in err[0]
+
+
+def test_predict_carries_an_id_column_through(table_run, tmp_path):
+    import csv
+
+    from trickbag.cli import main
+
+    _, _, run = table_run
+    new = _rows(tmp_path / "new.csv", ["payment_method", "customer", "amount"],
+                [["cash", "x-17", "1.0"], ["card", "x-03", ""], ["cash", "x-99", "3.3"]])
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(run), str(new), "--id-column", "customer", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["customer"] for r in rows] == ["x-17", "x-03", "x-99"]
+    assert {r["prediction"] for r in rows} <= {"no", "yes"}
+    assert main(["predict", str(run), str(new), "--id-column", "nope"]) == 2
+
+
+def test_predict_skips_unreadable_images_lists_them_and_exits_1(tmp_path, capsys):
+    import csv
+
+    import numpy as np
+    from PIL import Image
+
+    from trickbag.cli import main
+
+    rng = np.random.default_rng(0)
+    for cls, base in (("a", 40), ("b", 210)):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(6):
+            img = np.clip(base + rng.normal(0, 30, (10, 10)), 0, 255).astype(np.uint8)
+            Image.fromarray(img, mode="L").convert("RGB").save(tmp_path / "imgs" / cls / f"{i}.png")
+    run = _quiet_run(tmp_path, "data.name=imagefolder", f"data.root={tmp_path / 'imgs'}", "data.image_size=8",
+                     "train.epochs=1", "data.batch_size=4", "data.test_fraction=0.25", "data.val_fraction=0.2").run_dir
+    queries = tmp_path / "q"
+    queries.mkdir()
+    for name in ("1.png", "3.png"):
+        (queries / name).write_bytes((tmp_path / "imgs" / "a" / name).read_bytes())
+    (queries / "2.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    out = tmp_path / "p.csv"
+    capsys.readouterr()
+    assert main(["predict", str(run), str(queries), "--out", str(out)]) == 1
+    rows = list(csv.DictReader(out.open()))
+    assert [r["input"] for r in rows] == [str(queries / "1.png"), str(queries / "3.png"), str(queries / "2.png")]
+    assert [bool(r["skipped"]) for r in rows] == [False, False, True] and rows[0]["prediction"] in ("a", "b")
+    assert str(queries / "2.png") in capsys.readouterr().err
+    strict = tmp_path / "strict.csv"
+    assert main(["predict", str(run), str(queries), "--out", str(strict), "--strict"]) == 2 and not strict.exists()

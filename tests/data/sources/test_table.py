@@ -114,3 +114,42 @@ def test_a_table_with_text_and_missing_values_trains_to_its_rule(tmp_path):
                                                  f"run.dir={tmp_path}", "run.name=t", "run.plots=false",
                                                  "log.tensorboard=false", "run.progress=false"]), quiet=True)
     assert result.test["test/acc"] > 0.85  # colour alone gives 0.75 + ...; ignoring it, about 0.65
+
+
+def test_a_date_column_becomes_days_month_weekday_and_yearday(tmp_path):
+    import datetime
+
+    rng = random.Random(2)
+    days = [datetime.date(2020, 1, 1) + datetime.timedelta(days=rng.randrange(900)) for _ in range(80)]
+    rows = [[d.isoformat() if i % 9 else "", f"{rng.random():.3f}", str(i % 2)] for i, d in enumerate(days)]
+    cfg = _cfg(_write(tmp_path / "d.csv", ["when", "a", "label"], rows))
+    columns = _column_specs(cfg, ["when", "a", "label"], rows, ["when", "a"])
+    assert [c["name"] for c in columns] == ["when.days", "when.month", "when.weekday", "when.yearday", "a"]
+    x = read_cells(columns, ["when", "a", "label"], rows, "d.csv")
+    for i, d in enumerate(days):
+        if i % 9 == 0:
+            assert torch.isnan(x[i, :4]).all()
+            continue
+        want = [(d - datetime.date(1970, 1, 1)).days, d.month, d.weekday(), d.timetuple().tm_yday]
+        assert x[i, :4].tolist() == [float(v) for v in want]
+    splits = csv_table(cfg)  # trains: 4 date numbers, each with a missing indicator, and a
+    assert splits.input_shape == (1, 4 * 2 + 1)
+
+
+def test_every_unusable_column_is_named_in_one_message(tmp_path):
+    rows = [[f"name{i}", f"id-{i}", f"{i / 10}", str(i % 2)] for i in range(120)]
+    path = _write(tmp_path / "n.csv", ["name", "code", "a", "label"], rows)
+    with pytest.raises(DataError) as err:
+        csv_table(_cfg(path))
+    msg = str(err.value)
+    assert "'name'" in msg and "'code'" in msg and "data.feature_columns=[a]" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_an_empty_label_cell_is_named_as_empty(tmp_path, task):
+    rows = [[f"{i / 10}", str(i % 2)] for i in range(40)]
+    rows[6][1] = ""
+    rows[20][1] = ""
+    path = _write(tmp_path / "e.csv", ["a", "label"], rows)
+    with pytest.raises(DataError, match=r"the label column 'label' is empty on line 8 \(and 1 more rows\)"):
+        csv_table(_cfg(path, f"task.type={task}"), load_recipe("tabular", [f"task.type={task}"]).task)
