@@ -5,12 +5,22 @@
 ``mobilenet_v3_small``, ...; random init or local weights via ``model.weights``), or
 ``package.module:function`` — your own code, which is imported and called, so only name code you
 trust.
+
+Your own function is called as ``fn(num_classes=K, **kwargs)``: ``input_shape=`` (the per-sample
+shape, e.g. ``(13,)`` for a CSV of 13 feature columns, ``(3, 64, 64)`` for images) is passed when its
+signature names it, and the recipe's ``model.kwargs`` only those it declares (all of them with
+``**kwargs``), so a built-in recipe's settings for its own model (``dropout``, ``hidden``) do not
+reach it. The module is found like ``python -m`` finds it: on ``sys.path``, then in the current
+folder. Lazy modules (``nn.LazyLinear``, ...) are initialised by one dry forward on a zero batch.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +30,7 @@ from torch import nn
 from trickbag.errors import RecipeError
 
 __all__ = ["SmallCNN", "SignalCNN", "FastSignalCNN", "MLP", "build_model", "BUILTIN_MODELS", "import_callable",
-           "is_callable_spec"]
+           "is_callable_spec", "undeclared_kwargs"]
 
 
 def _conv_bn(cin: int, cout: int, conv: type[nn.Module], bn: type[nn.Module]) -> nn.Sequential:
@@ -182,26 +192,93 @@ def is_callable_spec(spec: str) -> bool:
     return bool(_CALLABLE.match(spec))
 
 
+def _import_module(mod_name: str) -> Any:
+    """``importlib.import_module``, then, when the top-level package is not on ``sys.path``, again with the
+    current folder first on it, as ``python -m`` has it (the ``trickbag`` console script does not)."""
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        top = mod_name.split(".")[0]
+        if exc.name != top or any(os.path.abspath(p or ".") == cwd for p in sys.path):
+            raise
+        if not any(os.path.exists(os.path.join(cwd, top + ext)) for ext in ("", ".py")):
+            raise
+        sys.path.insert(0, cwd)
+        return importlib.import_module(mod_name)
+
+
 def import_callable(spec: str, key: str) -> Callable[..., Any]:
-    """The function ``package.module:function`` names (imported: it runs that module's code); ``key``
-    names the recipe key in the one-line :class:`RecipeError` for a bad spec."""
+    """The function ``package.module:function`` names (imported: it runs that module's code), found on
+    ``sys.path`` or in the current folder; ``key`` names the recipe key in the one-line
+    :class:`RecipeError` for a bad spec."""
     if not _CALLABLE.match(spec):
         raise RecipeError(f"{key}={spec!r} is not of the form package.module:function")
     mod_name, fn_name = spec.split(":")
     try:
-        mod = importlib.import_module(mod_name)
+        mod = _import_module(mod_name)
     except ImportError as exc:
-        raise RecipeError(f"{key}={spec!r}: cannot import {mod_name!r} ({exc})") from None
+        raise RecipeError(f"{key}={spec!r}: cannot import {mod_name!r} ({exc}); it is looked for on sys.path "
+                          f"(PYTHONPATH) and in the current folder {os.getcwd()}") from None
     fn = getattr(mod, fn_name, None)
     if not callable(fn):
         raise RecipeError(f"{key}={spec!r}: {mod_name!r} has no callable {fn_name!r}")
     return fn
 
 
-def _user_model(name: str, num_classes: int, kwargs: dict[str, Any]) -> nn.Module:
-    model = import_callable(name, "model.name")(num_classes=num_classes, **kwargs)
+def _declared(fn: Callable[..., Any]) -> tuple[set[str], bool]:
+    """The keyword names ``fn`` declares, and whether it takes ``**kwargs``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: pass everything
+        return set(), True
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def undeclared_kwargs(name: str, kwargs: dict[str, Any]) -> list[str]:
+    """The ``model.kwargs`` keys that your own ``model.name=package.module:function`` does not declare (they
+    are not passed to it); ``[]`` for a built-in or torchvision model."""
+    if ":" not in name or not kwargs:
+        return []
+    names, any_kw = _declared(import_callable(name, "model.name"))
+    return [] if any_kw else [k for k in kwargs if k not in names]
+
+
+def _user_model(name: str, num_classes: int, kwargs: dict[str, Any], input_shape: tuple[int, ...]) -> nn.Module:
+    fn = import_callable(name, "model.name")
+    names, any_kw = _declared(fn)
+    passed = dict(kwargs) if any_kw else {k: v for k, v in kwargs.items() if k in names}
+    if "input_shape" in names and "input_shape" not in passed:
+        passed["input_shape"] = tuple(input_shape)
+    model = fn(num_classes=num_classes, **passed)
     if not isinstance(model, nn.Module):
         raise RecipeError(f"model.name={name!r} returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _init_lazy(model: nn.Module, name: str, input_shape: tuple[int, ...]) -> nn.Module:
+    """Initialise lazy modules (``nn.LazyLinear``, ...) with one dry forward on a zero batch of two samples, in
+    eval mode and without gradients, before an optimizer sees the parameters; one :class:`RecipeError` when
+    that forward fails."""
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    lazy = sorted({type(m).__name__ for m in model.modules() if isinstance(m, LazyModuleMixin)
+                   and m.has_uninitialized_params()})
+    if not lazy:
+        return model
+    was = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros((2, *input_shape)))
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise RecipeError(f"model.name={name!r} has lazy modules ({', '.join(lazy)}) that one dry forward on "
+                          f"samples of shape {list(input_shape)} could not initialise: {type(exc).__name__}: "
+                          f"{first}; give the layers their input sizes (the function may take input_shape=)"
+                          ) from None
+    finally:
+        model.train(was)
     return model
 
 
@@ -221,7 +298,7 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **kwa
         if name in BUILTIN_MODELS:
             return BUILTIN_MODELS[name](tuple(input_shape), num_classes, **kwargs)
         if ":" in name:
-            return _user_model(name, num_classes, kwargs)
+            return _init_lazy(_user_model(name, num_classes, kwargs, tuple(input_shape)), name, tuple(input_shape))
         model = _torchvision_model(name, num_classes, kwargs)
         if model is not None:
             return model

@@ -4,6 +4,7 @@ a package.module:function data set; the task decides the loss and the metrics.""
 from __future__ import annotations
 
 import csv
+import io
 
 import numpy as np
 import pytest
@@ -166,3 +167,85 @@ def test_a_csv_saved_by_excel_with_bom_and_crlf_reads_as_the_plain_file(tmp_path
     )
     moved = csv_table(load_recipe("digits", ["data.name=csv", f"data.root={first}", "data.label_column=target"]).data)
     assert moved.classes == splits[0].classes and len(moved.train) == len(splits[0].train)
+
+
+OWN_MODELS = '''
+import torch
+from torch import nn
+SEEN = {}
+def takes_shape(num_classes, input_shape):
+    SEEN["shape"] = input_shape
+    return nn.Sequential(nn.Flatten(), nn.Linear(int(torch.tensor(input_shape).prod()), num_classes))
+def plain(num_classes):
+    return nn.Sequential(nn.Flatten(), nn.LazyLinear(num_classes))
+def with_dropout(num_classes, dropout=0.5):
+    SEEN["dropout"] = dropout
+    return nn.Sequential(nn.Flatten(), nn.Dropout(dropout), nn.LazyLinear(num_classes))
+def takes_all(num_classes, **kwargs):
+    SEEN["kwargs"] = kwargs
+    return nn.Sequential(nn.Flatten(), nn.LazyLinear(num_classes))
+def lazy_that_fails(num_classes):
+    return nn.Sequential(nn.LazyLinear(num_classes), nn.Linear(3, num_classes))
+'''
+
+
+@pytest.fixture
+def own_models(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    name = f"own_models_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(OWN_MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name, importlib.import_module(name)
+    sys.modules.pop(name, None)
+
+
+def test_an_own_model_gets_the_input_shape_when_it_asks_and_only_the_kwargs_it_declares(tmp_path, own_models):
+    name, mod = own_models
+    wine = _csv(tmp_path / "wine.csv", "wine")
+    csv_data = ["data.name=csv", f"data.root={wine}", "data.label_column=target", "train.epochs=1"]
+    result = _train(tmp_path, *csv_data, f"model.name={name}:takes_shape", name="shape")
+    assert mod.SEEN["shape"] == (1, 13) and result.test  # wine: 13 feature columns; CSV samples are [1, F]
+    # the tabular recipe's model.kwargs {hidden, dropout} reach only a function that declares them
+    recipe = load_recipe("tabular", [*QUIET, *csv_data, f"run.dir={tmp_path}", "run.name=kw",
+                                     f"model.name={name}:with_dropout"])
+    run_recipe(recipe, quiet=True)
+    assert mod.SEEN["dropout"] == 0.5 and recipe.model.kwargs["dropout"] == 0.5
+    run_recipe(load_recipe("tabular", [*QUIET, *csv_data, f"run.dir={tmp_path}", "run.name=all",
+                                       f"model.name={name}:takes_all"]), quiet=True)
+    assert mod.SEEN["kwargs"] == {"hidden": [64], "dropout": 0.5}
+    said = io.StringIO()
+    out = run_recipe(load_recipe("tabular", [*QUIET, *csv_data, f"run.dir={tmp_path}", "run.name=plain",
+                                             "model.kwargs={hidden: [8], dropout: 0.3}",
+                                             f"model.name={name}:plain"]), out=said)
+    assert out.test  # LazyLinear: initialised by one dry forward before the optimizer is built
+    assert f"model.kwargs hidden, dropout are not passed to {name}:plain" in said.getvalue()
+
+
+def test_an_own_lazy_model_that_cannot_be_initialised_is_one_line(tmp_path, own_models, capsys):
+    name, _ = own_models
+    code = main(["train", *QUIET, "data.name=fake", "data.num_samples=60", f"model.name={name}:lazy_that_fails",
+                 f"run.dir={tmp_path}", "run.name=lazy"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "lazy" in err.lower(), err
+    assert not (tmp_path / "lazy").exists()
+
+
+def test_the_console_script_imports_an_own_model_from_the_current_folder(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "cwd_model.py").write_text(OWN_MODELS)
+    script = Path(sys.executable).with_name("trickbag")
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    train = subprocess.run([str(script), "train", *QUIET, "data.name=fake", "data.num_samples=60", "train.epochs=1",
+                            "model.name=cwd_model:plain", "run.dir=runs", "run.name=own"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert train.returncode == 0, train.stderr[-2000:]
+    ev = subprocess.run([str(script), "eval", "runs/own", "--trust-model-code"], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=300, env=env)
+    assert ev.returncode == 0, ev.stderr[-2000:]
+    assert os.path.isdir(tmp_path / "runs" / "own" / "checkpoints")

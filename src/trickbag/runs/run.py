@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from trickbag import runtime
 from trickbag._files import WriteError, atomic_write_text
 from trickbag.errors import CheckpointError, TrickbagError
+from trickbag.models import undeclared_kwargs
 from trickbag.nn import unwrap
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
 from trickbag.runs.artifacts import write_test_details
@@ -215,6 +216,10 @@ class _Session:
                 self.say(f"  {line}")
         for note in ctx.notes:
             self.say(f"  {note}")
+        name = resolve_model_name(r, ctx.data)
+        dropped = undeclared_kwargs(name, dict(r.model.kwargs))
+        if dropped:
+            self.say(f"  model.kwargs {', '.join(dropped)} are not passed to {name}: it does not declare them")
 
     # ------------------------------------------------------------------ training and after
     def fit(self) -> float:
