@@ -34,7 +34,7 @@ from typing import Any
 # dense bf16 tensor-core peak in TFLOP/s, by a substring of torch.cuda.get_device_name() (first match wins)
 PEAK_BF16_TFLOPS = (
     ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4),
-    ("B200", 2250.0), ("A100", 312.0), ("L40S", 362.0), ("L4", 121.0), ("A10G", 70.0), ("A10", 125.0),
+    ("B200", 2250.0), ("A100", 312.0), ("L40S", 362.0), ("L40", 181.0), ("L4", 121.0), ("A10G", 70.0), ("A10", 125.0),
     ("RTX 4090", 165.2), ("RTX 3090", 71.0),
 )
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from trickbag import runtime
 from trickbag.errors import TrickbagError
 from trickbag.optim import SAM
 from trickbag.recipe import load_recipe
@@ -64,6 +65,7 @@ def _hand_fp16(model, data, overflow_at: int) -> tuple[float, int, int]:
 
 
 def test_fp16_trainer_matches_torchs_grad_scaler_loop_and_an_overflowed_step_changes_nothing():
+    runtime.configure_determinism(True)  # the same kernels in both loops (the conftest switches it back)
     data = batches(n=96, bs=16)
     ref_model = fresh_net()
     ref_scale, ref_skipped, ref_sched = _hand_fp16(ref_model, data, overflow_at=2)

@@ -101,3 +101,27 @@ def test_a_run_trained_on_cuda_evaluates_the_same_on_the_cpu_from_its_folder(tmp
     for key in ("loss", "acc"):
         ran = result.test[f"test/{key}"]
         assert abs(on_cpu[key] - ran) < 1e-4 and abs(on_gpu[key] - ran) < 1e-4, (key, on_cpu[key], on_gpu[key], ran)
+
+
+def test_a_checkpoint_saved_by_a_process_that_saw_more_gpus_resumes_here_bit_identically(tmp_path):
+    """A run on a node with more GPUs (each visible to the process, as without CUDA_VISIBLE_DEVICES) resumed on a
+    machine with fewer: the RNG states of the GPUs this process has are restored, the others are not needed.
+    ``runtime.set_rng_state`` hands every saved state to ``torch.cuda.set_rng_state_all``, whose per-device call
+    indexes ``torch.cuda.default_generators`` and fails (IndexError) for a device that is not here."""
+    runtime.configure_determinism(True)
+    runtime.seed_everything(0)
+    full = _trainer("32")
+    full.fit()
+    runtime.seed_everything(0)
+    first = _trainer("32")
+    first.state.max_epochs = 1  # the full run's schedule, stopped after one epoch
+    first.fit()
+    ckpt = load_checkpoint(first.save_checkpoint(tmp_path / "one.pt"))
+    saved = list(ckpt["rng"]["cuda"])
+    assert len(saved) == torch.cuda.device_count()
+    ckpt["rng"]["cuda"] = saved + [saved[0].clone()]  # as written by a process that saw one more GPU
+    resumed = _trainer("32")
+    runtime.seed_everything(99)
+    resumed.load_state_dict(ckpt)
+    resumed.fit()
+    assert_identical(weights(full.model), weights(resumed.model))
