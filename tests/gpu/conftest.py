@@ -13,7 +13,8 @@ import os
 import pytest
 import torch
 
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+if torch.cuda.is_available():  # (a CPU-only test session keeps its environment as it is)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
 @pytest.fixture(autouse=True)
