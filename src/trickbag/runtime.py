@@ -138,7 +138,10 @@ def set_rng_state(state: dict[str, Any]) -> None:
     )
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        # one state per GPU the saving process saw: restore those this process has (a checkpoint written on
+        # an 8-GPU node resumes on a 1-GPU machine; set_rng_state_all would index past the last device)
+        for index, cuda_state in enumerate(list(state["cuda"])[: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, index)
 
 
 def trick_generator(seed: int, trick: str, rank: int = 0) -> torch.Generator:
