@@ -201,3 +201,28 @@ def test_a_run_without_a_checkpoint_yet_resumes_from_the_beginning(tmp_path, cap
     a, b = load_checkpoint(ref.run_dir / "checkpoints" / "last.pt"), load_checkpoint(d / "checkpoints" / "last.pt")
     for k, v in a["model"].items():
         assert torch.equal(v, b["model"][k]), k
+
+
+def test_a_run_of_the_default_recipe_on_other_data_is_named_after_the_data(tmp_path, capsys):
+    import numpy as np
+    from PIL import Image
+
+    from trickbag.cli import main
+
+    pets = tmp_path / "pets"
+    rng = np.random.default_rng(0)
+    for cls, base in (("cat", 40), ("dog", 210)):
+        (pets / cls).mkdir(parents=True)
+        for i in range(6):
+            img = np.clip(base + rng.normal(0, 20, (12, 12)), 0, 255).astype(np.uint8)
+            Image.fromarray(img, mode="L").convert("RGB").save(pets / cls / f"{i}.png")
+    (tmp_path / "my wine.csv").write_text("a,b,label\n" + "".join(f"{i % 7},{i % 3},{i % 2}\n" for i in range(40)))
+    quiet = ["run.progress=false", "run.plots=false", "log.tensorboard=false", "train.epochs=1", "--quiet"]
+    runs = tmp_path / "runs"
+    assert main(["train", "data.name=imagefolder", f"data.root={pets}", "data.image_size=12", f"run.dir={runs}",
+                 *quiet]) == 0
+    assert main(["train", "data.name=csv", f"data.root={tmp_path / 'my wine.csv'}", "data.label_column=label",
+                 f"run.dir={runs}", *quiet]) == 0
+    assert main(["train", "digits", "data.name=fake", f"run.dir={runs}", *quiet]) == 0  # a recipe named: its name
+    names = sorted(p.name.rsplit("-", 2)[0] for p in runs.iterdir())
+    assert names == ["digits", "my_wine", "pets"], names

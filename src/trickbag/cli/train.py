@@ -29,6 +29,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         recipe = load_run_recipe(Path(args.resume), overrides)
     else:
         recipe = load_recipe(recipe_name, overrides)  # bad input fails here, before the heavy imports
+        if recipe_name is None and recipe.run.name is None and recipe.data.name != load_recipe().data.name:
+            # the default recipe on the user's data: the run is named after the data, not after 'digits'
+            from trickbag.runs.directory import default_run_name
+
+            recipe.run.name = default_run_name(recipe, after_data=True)
+            overrides = [*overrides, f"run.name={recipe.run.name}"]  # the launcher names its workers' run so
     if recipe.dist.nproc > 1 and "LOCAL_RANK" not in os.environ:
         from trickbag.launch import launch_torchrun
 

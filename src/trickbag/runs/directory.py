@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import errno
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,6 +22,7 @@ __all__ = [
     "new_run_dir",
     "refuse_taken",
     "default_run_name",
+    "data_run_stem",
     "find_resume_checkpoint",
     "remove_stale_temporaries",
     "is_run_dir",
@@ -87,8 +89,25 @@ def _existing_parent(path: Path) -> Path:
     return path.parent
 
 
-def default_run_name(recipe: Any) -> str:
-    return f"{recipe.name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+def data_run_stem(recipe: Any) -> str:
+    """A run-name stem for the recipe's data: the file or folder name of ``data.root`` (``wine.csv`` ->
+    ``wine``, ``~/pets`` -> ``pets``), else ``data.name``; characters other than letters, digits, ``_.`` -> ``_``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> csv, own = NS(data=NS(name="csv", root="/data/my wine.csv")), NS(data=NS(name="a.b:c", root=None))
+    >>> data_run_stem(csv), data_run_stem(own)
+    ('my_wine', 'a.b_c')
+    """
+    root = getattr(recipe.data, "root", None)
+    stem = (Path(str(root)).expanduser().stem or Path(str(root)).name) if root else str(recipe.data.name)
+    return re.sub(r"[^\w.]+", "_", stem).strip("_.") or "run"
+
+
+def default_run_name(recipe: Any, *, after_data: bool = False) -> str:
+    """``<recipe name>-<date>-<time>``; ``after_data``: ``<data stem>-...`` (:func:`data_run_stem`), for a run
+    of the default recipe on other data, which the recipe's name would misdescribe."""
+    stem = data_run_stem(recipe) if after_data else recipe.name
+    return f"{stem}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
 def _contents(run_dir: Path) -> list[Path]:
