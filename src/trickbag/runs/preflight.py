@@ -74,7 +74,14 @@ def preflight(trainer: Any, ctx: Any) -> None:
             else model_hint(data.kind, shape))
     batch = first_batch(data.train, ctx.recipe.data.batch_size)
     seen: list[Any] = []
-    handle = unwrap(trainer.state.model).register_forward_hook(lambda m, i, o: seen.append(o) if not seen else None)
+    inputs: list[Any] = []
+
+    def hook(module: Any, args: Any, output: Any) -> None:
+        if not seen:
+            seen.append(output)
+            inputs.append(args[0] if args else None)
+
+    handle = unwrap(trainer.state.model).register_forward_hook(hook)
     try:
         out = trainer.try_batch(batch)
     except TrickbagError:
@@ -90,3 +97,34 @@ def preflight(trainer: Any, ctx: Any) -> None:
     problem = _output_problem(out, ctx.num_outputs, ctx.task.name)
     if problem:
         raise PreflightError(f"{where} {problem}")
+    _check_sizes(ctx, inputs)
+
+
+def _eval_size(ctx: Any) -> tuple[int, ...] | None:
+    """Spatial size of what the model sees at evaluation: a held-out sample through the evaluation wrappers."""
+    import torch
+
+    from trickbag.train.tricks import eval_wrappers
+
+    ds = ctx.data.val if ctx.data.val is not None and len(ctx.data.val) else ctx.data.test
+    if ds is None or not len(ds):
+        return None
+    seen: list[tuple[int, ...]] = []
+    forward: Any = lambda x: seen.append(tuple(x.shape[2:])) or torch.zeros(x.shape[0], ctx.num_outputs)  # noqa: E731
+    for _, wrap in eval_wrappers(ctx.recipe, tuple(ctx.data.input_shape)):
+        forward = wrap(forward)
+    forward(ds[0][0].unsqueeze(0).float())
+    return seen[0] if seen else None
+
+
+def _check_sizes(ctx: Any, inputs: list[Any]) -> None:
+    """Image training batches larger than the evaluation inputs: upsampled training, never FixRes (one note)."""
+    if ctx.data.kind != "image" or not inputs or getattr(inputs[0], "dim", lambda: 0)() != 4:
+        return
+    train, test = tuple(inputs[0].shape[2:]), _eval_size(ctx)
+    if test is not None and len(test) == 2 and train[0] * train[1] > test[0] * test[1]:
+        ctx.notes.append(
+            f"warning: the first training batch is {train[0]}x{train[1]} (after the recipe's tricks) but evaluation "
+            f"inputs are {test[0]}x{test[1]}: training images are resized above the evaluation size (e.g. by "
+            "tricks.multiscale.train_sizes made for larger images), the opposite of FixRes, which trains below it; "
+            "set the training sizes below the evaluation size")

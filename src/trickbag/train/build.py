@@ -352,6 +352,7 @@ def _context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: torc
     ctx.optimizer_factory = lambda groups: cls(groups, **kwargs)
     ctx.checkpoint_extra["task"] = task.metadata()
     ctx.checkpoint_extra["preprocess"] = data.fitted  # the fitted preprocessing: predict/eval/export need no data
+    ctx.notes += data.notes
     ctx.monitor, ctx.mode = resolve_monitor(recipe, task, ctx.val_loader is not None)
     return ctx
 

@@ -123,3 +123,36 @@ def test_mixed_modes_and_sizes_load(tmp_path, grey):
     r, g, b = 200 / 255, 100 / 255, 10 / 255  # palette entry 1 of class b
     want = torch.tensor([0.299 * r + 0.587 * g + 0.114 * b] if grey else [r, g, b])  # ITU-R 601 luma for L
     assert torch.allclose(loaded["b/4_p.png"], want.view(-1, 1, 1).expand(channels, 8, 8), atol=1 / 255)
+
+
+def _size_notes(tmp_path, *overrides):
+    from trickbag.recipe import load_recipe
+    from trickbag.runs.preflight import preflight
+    from trickbag.train.build import build
+
+    rng = np.random.default_rng(0)
+    for cls, base in (("a", 40), ("b", 210)):
+        (tmp_path / "imgs" / cls).mkdir(parents=True, exist_ok=True)
+        for i in range(6):
+            img = np.clip(base + rng.normal(0, 30, (20, 20, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(img, mode="RGB").save(tmp_path / "imgs" / cls / f"{i}.png")
+    recipe = load_recipe("imagefolder-finetune", [f"data.root={tmp_path / 'imgs'}", "model.name=small_cnn",
+                                                  "tricks.freeze.enabled=false", "tricks.param_groups.enabled=false",
+                                                  "data.batch_size=4", "train.epochs=3", *overrides])
+    trainer, ctx = build(recipe, device="cpu")
+    preflight(trainer, ctx)
+    return [n for n in ctx.notes if n.startswith("warning:")]
+
+
+def test_training_above_the_evaluation_size_is_a_one_line_warning(tmp_path):
+    """imagefolder-finetune at 64 px: its multiscale train size 176 upsamples training images above the
+    evaluation size (FixRes trains below it); said in one line with the sizes."""
+    notes = _size_notes(tmp_path, "data.image_size=64", "data.eval_image_size=64")
+    assert len(notes) == 1 and "176x176" in notes[0] and "64x64" in notes[0]
+    assert _size_notes(tmp_path, "data.image_size=64", "data.eval_image_size=64",
+                       "tricks.multiscale.train_sizes=[48]") == []  # FixRes: train below the test size
+
+
+def test_an_evaluation_size_other_than_the_training_size_is_a_one_line_warning(tmp_path):
+    notes = _size_notes(tmp_path, "data.image_size=64", "tricks.multiscale.enabled=false")  # eval stays 224
+    assert len(notes) == 1 and "data.eval_image_size=224" in notes[0] and "data.image_size=64" in notes[0]

@@ -207,6 +207,11 @@ def imagefolder(cfg: Any, fitted: dict[str, Any] | None = None) -> DataSplits:
         eval_train=_ImageSplit.of(eval_train, "train"),
         fitted={"source": "imagefolder", "image": f.state},
     )
+    if f.state["crop"] != f.size:
+        splits.notes.append(
+            f"warning: data.eval_image_size={f.state['crop']} differs from data.image_size={f.size}: the model is "
+            "evaluated at another size than it trains at, which costs accuracy; FixRes (a larger test size with "
+            "fine-tuning at it) is the only intended case: otherwise set both to the same size")
     return splits
 
 

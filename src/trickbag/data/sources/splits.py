@@ -36,3 +36,5 @@ class DataSplits:
     #: the fitted preprocessing as plain data (lists, numbers, strings): stored in a run's checkpoints and turned
     #: back into transforms by :func:`trickbag.data.sources.fitted.restore` (see that module)
     fitted: dict[str, Any] | None = None
+    #: one-line warnings about the data the run prints when it starts
+    notes: list[str] = dataclasses.field(default_factory=list)
