@@ -401,3 +401,26 @@ def test_tb304_bound_method_as_factor():
             return min(1.0, step / self.ramp)
     """
     fires("TB304", wrong, [9], wrong.replace("step / self.ramp", "(step + 1) / self.ramp"))
+
+
+def test_tb303_self_call_of_a_model_class_whose_forward_returns_probabilities():
+    wrong = """
+    import torch.nn.functional as F
+    from torch import nn
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(8, 3)
+            self.criterion = nn.CrossEntropyLoss()
+        def forward(self, x):
+            return F.softmax(self.linear(x), dim=-1)
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return self.criterion(self.linear(x), y)
+        def validation_step(self, batch, batch_idx):
+            x, y = batch
+            return self.criterion(self(x), y)
+        def predict(self, x):
+            return self(x).argmax(-1)
+    """
+    fires("TB303", wrong, [16], wrong.replace("return F.softmax(self.linear(x), dim=-1)", "return self.linear(x)"))

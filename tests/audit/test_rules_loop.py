@@ -690,3 +690,63 @@ def test_tb103_zero_grad_in_per_batch_step_function_with_accumulation_guard():
             micro_update(net, opt, x, y, j, 8)
     """
     fires("TB103", wrong, [3], right)
+
+
+ACCELERATE_LOOP = """
+from accelerate import Accelerator
+def train(model, ema, optimizer, scheduler, loader):
+    accelerator = Accelerator(gradient_accumulation_steps=4)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for batch in loader:
+        with accelerator.accumulate(model):
+            optimizer.zero_grad()
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+        ema.update(model)
+"""
+
+
+def test_accelerate_accumulate_blocks_what_runs_per_micro_batch():
+    # the prepared optimizer's step/zero_grad and accelerator.backward's division are accelerate's job
+    assert found(ACCELERATE_LOOP, "TB103") == [] and found(ACCELERATE_LOOP, "TB105") == []
+    assert found(ACCELERATE_LOOP, "TB109") == [11]  # clipping a partial sum of micro-batch gradients
+    assert found(ACCELERATE_LOOP, "TB106") == []  # accelerator.clip_grad_norm_ unscales first
+    assert found(ACCELERATE_LOOP, "TB102") == [13]  # the scheduler was not prepared
+    assert found(ACCELERATE_LOOP, "TB108") == [14]  # the EMA outside accumulate() runs per micro-batch
+    right = ACCELERATE_LOOP.replace("model, optimizer, loader = accelerator.prepare(model, optimizer, loader)",
+                                    "model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, "
+                                    "loader, scheduler)")
+    right = right.replace("            accelerator.clip_grad_norm_", "            if accelerator.sync_gradients:\n"
+                                                                   "                accelerator.clip_grad_norm_")
+    right = right.replace("        ema.update(model)", "        if accelerator.sync_gradients:\n"
+                                                        "            ema.update(model)")
+    for code in ("TB102", "TB103", "TB105", "TB106", "TB108", "TB109"):
+        assert found(right, code, show_all=True) == [], code
+
+
+def test_tb112_plain_step_after_scaler_step_steps_twice():
+    wrong = """
+    def train(model, opt, scaler, loader):
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(loss_fn(model(x), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.step()
+    """
+    branches = """
+    def train(model, opt, scaler, loader, use_amp):
+        for x, y in loader:
+            opt.zero_grad()
+            if use_amp:
+                scaler.scale(loss_fn(model(x), y)).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss_fn(model(x), y).backward()
+                opt.step()
+    """
+    fires("TB112", wrong, [8], branches)

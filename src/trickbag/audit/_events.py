@@ -77,8 +77,8 @@ def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: str | None,
     qual = fm.file.imports.qualname(call.func)  # ``from torch.nn.utils import clip_grad_norm_ as clip``
     if name in _CLIP_FUNCTIONS or qual.split(".")[-1] in _CLIP_FUNCTIONS:
         last = fm.file.imports.resolve(recv or "").split(".")[-1]
-        if recv is None or last in {"utils", "clip_grad", "nn", "torch"}:
-            return CLIP
+        if recv is None or last in {"utils", "clip_grad", "nn", "torch"} or _BACKWARD_DRIVERS.search(last.lower()):
+            return CLIP  # ``accelerator.clip_grad_norm_`` / ``fabric.clip_gradients`` too (they unscale first)
     if name in ("clip_gradients", "adaptive_clip_gradients") and qual.startswith("trickbag"):
         return CLIP
     if role == R.SCALER and name in ("scale", "update"):

@@ -175,6 +175,11 @@ class Accumulation:
     inner: Loop | None
     counter: set[str]
     updates: tuple[Event, ...] = ()
+    #: a framework runs the accumulation (``with accelerator.accumulate(model):``): its prepared optimizer skips
+    #: ``step()`` / ``zero_grad()`` on the micro-batches and ``accelerator.backward`` divides the loss; what runs
+    #: outside those objects (an EMA, clipping, an unprepared scheduler) still runs on every micro-batch unless
+    #: it tests ``accelerator.sync_gradients``
+    managed: bool = False
 
     def is_micro(self, ev: Event) -> bool:
         if self.inner is not None:
@@ -298,8 +303,9 @@ class FunctionModel:
         """How ``loop`` accumulates gradients (None when each iteration is one update)."""
         key = id(loop)
         if key not in self._accum:
-            self._accum[key] = _guarded_accumulation(self, loop) or _nested_accumulation(self, loop) \
-                or _helper_accumulation(self, loop) or _split_batch_accumulation(self, loop)
+            self._accum[key] = _managed_accumulation(self, loop) or _guarded_accumulation(self, loop) \
+                or _nested_accumulation(self, loop) or _helper_accumulation(self, loop) \
+                or _split_batch_accumulation(self, loop)
         return self._accum[key]
 
     def call_assignments(self) -> dict[str, list[ast.Call]]:
@@ -369,6 +375,14 @@ def _own_events(fm: FunctionModel, loop: Loop, test) -> list[Event]:
         if not any(_is_batch_loop(fm, lp) for lp in inner):
             out.append(e)
     return out
+
+
+def _managed_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
+    """Each iteration runs its backward inside ``with accelerator.accumulate(model):``."""
+    backs = _own_events(fm, loop, backward_like)
+    if backs and all(b.in_context("accumulate") is not None for b in backs):
+        return Accumulation(loop, None, None, set(), managed=True)
+    return None
 
 
 def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:

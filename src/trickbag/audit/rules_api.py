@@ -333,7 +333,8 @@ def _softmaxed(fm: FunctionModel, node: ast.AST | None, line: int, probs: set[st
         return False
     if _is_softmax_call(node) or (sigmoid and isinstance(node, ast.Call) and call_name(node) == "sigmoid"):
         return True
-    if isinstance(node, ast.Call) and (dotted(node.func) in probs or _model_argument(fm, node, probs)):
+    if isinstance(node, ast.Call) and (dotted(node.func) in probs or _model_argument(fm, node, probs)
+                                       or _own_forward(fm, node)):
         return True
     if isinstance(node, ast.Call) and call_name(node) in _RESHAPES:  # p.view(-1, p.size(-1)), p.float()
         return _softmaxed(fm, _call_source(fm, node), line, probs, depth + 1, sigmoid)
@@ -352,11 +353,20 @@ _RESHAPES = {"view", "reshape", "flatten", "permute", "transpose", "contiguous",
              "swapdims", "clone", "cuda", "cpu", "t"}
 
 
+def _own_forward(fm: FunctionModel, call: ast.Call) -> bool:
+    """``self(x)`` / ``self.forward(x)`` in a method of a model class whose forward returns probabilities."""
+    if fm.cls is None or fm.name == "forward" or dotted(call.func) not in ("self", "self.forward"):
+        return False
+    return fm.cls.name in fm.file.memo("probability_classes", lambda: _probability_classes(fm.file)[0])
+
+
 def _model_argument(fm: FunctionModel, call: ast.Call, probs: set[str]) -> bool:
     """``model(x)`` on a model argument when every model class of the file returns probabilities."""
     name = dotted(call.func)
     if PROB_MODEL not in probs or not name or name in probs or not (call.args or call.keywords):
         return False
+    if name.startswith("self.") and fm.cls is not None and (fm.cls.name, "forward") in fm.file.methods:
+        return False  # a layer of the model class itself (``self.linear(h)``), not a model
     return fm.role(name) == R.MODEL and fm.file.resolve(call, fm) is None and name not in fm.file.class_names
 
 

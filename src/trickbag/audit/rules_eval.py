@@ -236,7 +236,8 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                 if callers == UNKNOWN_CONTEXT:
                     if any(e.kind == EVAL for f in file.functions for e in f.events):
                         continue
-                    sure = "low"  # run from another module, which may well call eval() first
+                    # run from another module, which may call eval() first: unless this file trains the model
+                    sure = "high" if _file_trains(file) else "low"
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
                                 f"batch statistics): call {fwd.recv.split('(')[0]}.eval() first", confidence=sure)
 
@@ -255,7 +256,7 @@ def _test_code(fm: FunctionModel) -> bool:
         (dotted(b) or "").split(".")[-1] == "TestCase" for b in cls.bases))
 
 
-def _random_input(fm: FunctionModel, node: ast.AST) -> bool:
+def _random_input(fm: FunctionModel, node: ast.AST, depth: int = 0) -> bool:
     """``torch.randn(2, 3, 32, 32)`` (or a name assigned one in this function, moved with ``.to(dev)``)."""
     while isinstance(node, ast.Call) and call_name(node) in ("to", "cuda", "float", "half", "cpu"):
         if not isinstance(node.func, ast.Attribute):
@@ -264,8 +265,10 @@ def _random_input(fm: FunctionModel, node: ast.AST) -> bool:
     if isinstance(node, ast.Call):
         return call_name(node) in _RANDOM
     name = dotted(node)
-    return bool(name) and any(_random_input(fm, a.value) for a in fm.assigns
-                              if a.names == [name] and a.value is not None and a.op is None)
+    if not name or depth > 3:
+        return False
+    values = [a.value for a in fm.assigns if a.names == [name] and a.op is None]
+    return bool(values) and all(v is not None and _random_input(fm, v, depth + 1) for v in values)
 
 
 def _smoke_check(fm: FunctionModel, fwd: Event) -> bool:
@@ -282,6 +285,11 @@ def _smoke_check(fm: FunctionModel, fwd: Event) -> bool:
     loaded = any(isinstance(n, ast.Call) and _LOADS.search(call_name(n)) for n in fm.nodes)
     trained = bool(fm.kind_events(BACKWARD)) or short_name(fwd.recv or "") in _trained_models(fm.file)
     return fresh and not loaded and not trained
+
+
+def _file_trains(file: FileModel) -> bool:
+    """The file has a training step of its own (a backward): a trainer, whose evaluation we see whole."""
+    return any(f.kind_events(BACKWARD) for f in file.functions)
 
 
 def _made_here(fm: FunctionModel, fwd: Event) -> bool:
@@ -458,7 +466,7 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
             if callers:
                 continue
             # run from another module: a caller may disable gradients, unless this function set eval() itself
-            sure = "low" if callers is None and _mode_before(fm, fwd) != EVAL else "high"
+            sure = "low" if callers is None and _mode_before(fm, fwd) != EVAL and not _file_trains(file) else "high"
             yield Hit(fwd.node, "evaluation forward with gradients enabled: the graph of every batch is built "
                                 "and kept", confidence=sure)
 

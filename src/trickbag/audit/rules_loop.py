@@ -4,6 +4,7 @@ clipping and the GradScaler, EMA, autocast and DDP ``no_sync`` (codes TB1xx)."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
@@ -26,6 +27,26 @@ from trickbag.audit._query import at_level, loops_of, scaled_loss, short_name, s
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
+
+
+def _managed(ev: Event) -> bool:
+    """``ev`` is in a loop whose accumulation a framework runs (``accelerator.accumulate``)."""
+    return any((acc := ev.fm.accumulation(lp)) is not None and acc.managed for lp in ev.loops)
+
+
+def _prepared(file: FileModel, name: str) -> bool:
+    """``name`` was passed through ``accelerator.prepare(...)`` (assigned from it, or handed to it)."""
+    table = file.memo("prepared", lambda: {
+        d for n in file.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+        and call_name(n.value) == "prepare" for t in n.targets for e in ast.walk(t) if (d := dotted(e))} | {
+        d for n in file.nodes if isinstance(n, ast.Call) and call_name(n) == "prepare" for a in n.args
+        if (d := dotted(a))})
+    return name in table or short_name(name) in {short_name(x) for x in table}
+
+
+def _sure_unprepared(file: FileModel) -> str:
+    """High when the file prepares its objects itself (and left this one out), low when that is done elsewhere."""
+    return "high" if any(isinstance(n, ast.Call) and call_name(n) == "prepare" for n in file.nodes) else "low"
 
 
 def _micro(ev: Event, depth: int = 0) -> bool:
@@ -200,9 +221,14 @@ def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
     """
     for fm in file.functions:
         for e in fm.kind_events(SCHED):
-            if _micro(e):
+            if not _micro(e):
+                continue
+            if not _managed(e):
                 yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch, the optimizer once per "
                                   f"accumulated update")
+            elif not _prepared(file, e.recv or ""):  # accelerate steps a prepared scheduler with the optimizer
+                yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch of accelerator.accumulate(): it was "
+                                  f"not passed to accelerator.prepare()", confidence=_sure_unprepared(file))
 
 
 def _zero_between(fm, s: Event) -> Iterator[Event]:
@@ -253,9 +279,10 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
     """
     for fm in file.functions:
         for z in fm.events:
-            if z.kind == ZERO and not _pure_helper(fm) and (_micro(z) or _step_fn_accumulates(fm, z)):
+            if z.kind == ZERO and not _pure_helper(fm) and not _managed(z) \
+                    and (_micro(z) or _step_fn_accumulates(fm, z)):
                 yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
-            elif _pure_call(z, ZERO) and _micro(z):
+            elif _pure_call(z, ZERO) and _micro(z) and not _managed(z):
                 yield Hit(z.node, f"{_helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
                                   f"the gradients being accumulated")
         for s in fm.kind_events(STEP):
@@ -406,7 +433,7 @@ def accumulated_loss_not_divided(file: FileModel) -> Iterator[Hit]:
     """
     for fm, loop in loops_of(file):
         acc = fm.accumulation(loop)
-        if acc is None:
+        if acc is None or acc.managed:  # accelerator.backward divides the loss itself
             continue
         scope = acc.inner or acc.loop
         for b in scope.events:
@@ -415,6 +442,14 @@ def accumulated_loss_not_divided(file: FileModel) -> Iterator[Hit]:
             if scaled_loss(fm, b.extra.get("loss"), b.order, acc.counter) is False:
                 yield Hit(b.node, "the micro-batch loss is not divided by the accumulation count: the update "
                                   "is the sum of the gradients, not their mean")
+
+
+_SELF_UNSCALING = re.compile(r"accelerator|fabric|trainer|engine")
+
+
+def _unscales_itself(c: Event) -> bool:
+    """``accelerator.clip_grad_norm_(...)`` / ``fabric.clip_gradients(...)`` unscale the gradients before clipping."""
+    return c.kind == CLIP and bool(c.recv) and bool(_SELF_UNSCALING.search(c.recv.split(".")[-1].lower()))
 
 
 def _scaler_in_use(fm, c: Event) -> bool:
@@ -460,7 +495,7 @@ def clip_before_unscale(file: FileModel) -> Iterator[Hit]:
     """
     for fm in file.functions:
         for c in fm.events:
-            if not (c.kind == CLIP or _pure_call(c, CLIP)) or not _scaler_in_use(fm, c):
+            if not (c.kind == CLIP or _pure_call(c, CLIP)) or not _scaler_in_use(fm, c) or _unscales_itself(c):
                 continue
             loop = train_loop(c)
             unscaled = [u for u in fm.events if UNSCALE in u.kinds() and u.order < c.order and not u.exclusive(c)
@@ -682,7 +717,9 @@ def scaler_bypassed(file: FileModel) -> Iterator[Hit]:
 
     ``scaler.scale(loss).backward()`` followed by a plain ``optimizer.step()`` applies gradients
     that are still multiplied by the loss scale (65536x too large, and steps with inf gradients are
-    not skipped).  A plain ``loss.backward()`` followed by ``scaler.step(optimizer)`` divides
+    not skipped).  A plain ``optimizer.step()`` after ``scaler.step(optimizer)`` on the same path steps it
+    twice on the same gradients (the AMP and non-AMP updates merged by mistake).  A plain
+    ``loss.backward()`` followed by ``scaler.step(optimizer)`` divides
     unscaled gradients by the scale: the model barely moves.
 
     Wrong::
@@ -703,12 +740,26 @@ def scaler_bypassed(file: FileModel) -> Iterator[Hit]:
             loop = train_loop(s)
             mine = [b for b in backs if b.order < s.order and not b.exclusive(s) and (loop is None or loop in b.loops)]
             scaled = [b for b in mine if _scaled_by_scaler(fm, b.extra.get("loss"), b.order)]
-            if not s.extra.get("scaler") and scaled and not _scaler_step_near(fm, s, loop):
+            twice = _scaler_stepped_before(fm, s, loop)
+            if not s.extra.get("scaler") and twice is not None:
+                yield Hit(s.node, f"{s.recv}.step() after {twice}.step({s.recv}) steps the optimizer a second time "
+                                  f"on the same gradients")
+            elif not s.extra.get("scaler") and scaled and not _scaler_step_near(fm, s, loop):
                 yield Hit(s.node, f"{s.recv}.step() applies gradients still multiplied by the loss scale; "
                                   f"use scaler.step({s.recv})")
             elif s.extra.get("scaler") and mine and not scaled:
                 yield Hit(mine[-1].node, "backward() of an unscaled loss, then scaler.step(): the step divides "
                                          "these gradients by the loss scale")
+
+
+def _scaler_stepped_before(fm, s: Event, loop) -> str | None:
+    """The scaler whose ``scaler.step(opt)`` already ran before the plain ``opt.step()`` ``s`` on the same path
+    (in the same iteration): the optimizer steps twice per update."""
+    for x in fm.events:
+        if x.kind == STEP and x.extra.get("scaler") and x.recv == s.recv and x.order < s.order \
+                and not x.exclusive(s) and (loop is None or loop in x.loops):
+            return x.extra["scaler"]
+    return None
 
 
 def _scaler_step_near(fm, s: Event, loop) -> bool:
