@@ -76,6 +76,8 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
     stop = f"stopped early ({res.stop_reason})" if res.stop_reason else "ran all steps"
     print(f"lr-find: {len(res.lrs)} steps from {res.lrs[0]:.3g} to {res.lrs[-1]:.3g}; {stop}")
     print(f"suggested lr {res.suggestion:.3g}  (rule: {res.rule_text})")
+    if res.warning:
+        print(f"trickbag: warning: the suggestion is unreliable: {res.warning}; look at the plot", file=sys.stderr)
     print("written: " + ", ".join(str(p) for p in files))
     return 0
 
@@ -165,8 +167,9 @@ def _add_lr_find(sub: argparse._SubParsersAction) -> None:
     lf.add_argument("--beta", type=float, default=0.9, help="loss smoothing factor of the EMA (default 0.9)")
     lf.add_argument("--diverge", type=positive_float, default=4.0,
                     help="stop when the smoothed loss exceeds this many times its minimum (default 4)")
-    lf.add_argument("--rule", choices=["steepest", "min10"], default="steepest",
-                    help="steepest: steepest descent of the smoothed loss vs log LR; min10: LR at the minimum / 10")
+    lf.add_argument("--rule", choices=["valley", "steepest", "min10"], default="valley",
+                    help="valley (fastai's default): two thirds down the longest falling stretch of the smoothed loss; "
+                    "steepest: steepest descent of the smoothed loss vs log LR; min10: LR at the minimum / 10")
     lf.add_argument("--out", help="folder for lr_find.png / lr_find.csv (default ./lr-find-<recipe>)")
 
 

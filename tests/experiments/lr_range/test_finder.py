@@ -113,3 +113,36 @@ def test_command_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["lr-find", *TINY, "--out", str(tmp_path / "file")]) == 2
     assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def _steepest_region(lrs, losses):
+    """The plot's steepest-descent region, read independently of the rules: the raw losses averaged over a
+    window of +-5 % of the points, their slope against log10(lr) before the minimum, and the LRs where it
+    falls at least half as fast as at its steepest."""
+    x, y = np.log10(np.asarray(lrs)), np.asarray(losses, dtype=float)
+    w = max(2, len(y) // 20)
+    ys = np.array([y[max(0, i - w): i + w + 1].mean() for i in range(len(y))])
+    i_min = int(np.argmin(ys))
+    g = np.gradient(ys[: i_min + 1], x[: i_min + 1])
+    k = lo = hi = int(np.argmin(g))
+    while lo > 0 and g[lo - 1] <= 0.5 * g[k]:
+        lo -= 1
+    while hi < i_min and g[hi + 1] <= 0.5 * g[k]:
+        hi += 1
+    return lrs[lo], lrs[hi]
+
+
+@pytest.mark.parametrize("recipe, overrides", [
+    ("digits", []),
+    ("tabular", ["data.label_column=target"]),  # breast cancer: the first steps' noise once gave 1e-06
+])
+def test_the_default_suggestion_lands_within_10x_of_the_plots_steepest_descent(tmp_path, recipe, overrides):
+    from sklearn import datasets
+
+    if recipe == "tabular":
+        datasets.load_breast_cancer(as_frame=True).frame.to_csv(tmp_path / "bc.csv", index=False)
+        overrides = [*overrides, f"data.root={tmp_path / 'bc.csv'}"]
+    res, _ = lr_find_recipe(recipe, overrides, steps=200, out=tmp_path / "out")
+    lo, hi = _steepest_region(res.lrs, res.losses)
+    assert res.rule == "valley" and lo / 10 <= res.suggestion <= hi * 10, (res.suggestion, lo, hi)
+    assert res.warning is None

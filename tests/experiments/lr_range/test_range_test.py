@@ -80,3 +80,42 @@ def test_group_lrs_keep_their_ratios_and_groups_added_later_join():
     groups.append({"lr": 0.8})  # e.g. unfrozen layers: its base is its own lr, recorded before it is changed
     set_group_lrs(groups, 1e-2, bases)
     assert bases == [0.4, 0.1, 0.8] and [g["lr"] for g in groups] == pytest.approx([1e-2, 2.5e-3, 2e-2])
+
+
+def _naive_valley(y):
+    """fastai's valley rule written out: the longest strictly decreasing subsequence, two thirds down it."""
+    best_len, best_end, lds = 0, 0, []
+    for i, v in enumerate(y):
+        lds.append(1 + max([lds[j] for j in range(i) if y[j] > v], default=0))
+        if lds[i] > best_len:
+            best_len, best_end = lds[i], i
+    start = max(0, best_end - best_len)
+    third = (best_end - start) / 3
+    return start + int(third) + int(third / 2)
+
+
+def test_the_default_rule_is_the_valley_and_skips_the_noisy_start():
+    rng = np.random.default_rng(0)
+    lrs = np.geomspace(1e-6, 10, 200)
+    u = np.log10(lrs)
+    # a drop of 0.5 over the first 4 points (noise of a few batches), then the real descent around 1e-2
+    curve = 2.0 - np.tanh(1.5 * (u + 2)) + np.where(u > -0.5, 8 * (u + 0.5) ** 2, 0.0)
+    curve[:4] += np.array([0.5, 0.2, 0.05, 0.0])
+    curve = curve + rng.normal(0, 0.002, curve.shape)
+    lr, rule = suggest_lr(lrs.tolist(), curve.tolist())
+    skip = 20  # the first tenth
+    assert rule == "valley" and lr == lrs[skip + _naive_valley(curve[skip:].tolist())]
+    assert 1e-3 <= lr <= 1e-1  # the descent around 1e-2, not the start of the range
+    assert suggest_lr(lrs.tolist(), curve.tolist(), "steepest")[0] > 1e-4  # the skip helps steepest too
+
+
+def test_a_suggestion_at_an_end_of_the_range_or_on_a_flat_curve_is_unreliable():
+    from trickbag.experiments.lr_range.range_test import unreliable
+
+    lrs = np.geomspace(1e-6, 10, 100).tolist()
+    falling = np.linspace(3.0, 1.0, 100).tolist()
+    assert "end of the range" in unreliable(lrs, falling, 10.0) and "--end" in unreliable(lrs, falling, 10.0)
+    assert "start of the range" in unreliable(lrs, falling, 1e-6) and "--steps" in unreliable(lrs, falling, 1e-6)
+    flat = (2.0 + 0.01 * np.sin(np.arange(100))).tolist()
+    assert "never fell" in unreliable(lrs, flat, 1e-3) and "wider range" in unreliable(lrs, flat, 1e-3)
+    assert unreliable(lrs, falling, 1e-3) is None

@@ -121,7 +121,7 @@ def lr_find_recipe(
     end: float = 10.0,
     beta: float = 0.9,
     diverge: float = 4.0,
-    rule: Rule = "steepest",
+    rule: Rule = "valley",
     out: str | Path | None = None,
     plugins: Sequence[Plugin] = (),
 ) -> tuple[LRFindResult, list[Path]]:

@@ -70,7 +70,7 @@ def lr_find(
     end: float = 10.0,
     beta: float = 0.9,
     diverge: float = 4.0,
-    rule: Rule = "steepest",
+    rule: Rule = "valley",
 ) -> LRFindResult:
     """Run an LR range test (Smith 2017, section 3.3) on ``model`` with ``optimizer``; both are restored afterwards.
 
@@ -90,7 +90,7 @@ def lr_find(
         start, end: first and last LR, ``0 < start < end``.
         beta: smoothing factor of the loss EMA, in [0, 1).
         diverge: stop when the smoothed loss exceeds ``diverge`` x its minimum (> 1).
-        rule: suggestion rule, ``"steepest"`` or ``"min10"`` (:func:`suggest_lr`).
+        rule: suggestion rule, ``"valley"`` (default), ``"steepest"`` or ``"min10"`` (:func:`suggest_lr`).
 
     >>> import torch
     >>> from torch.utils.data import DataLoader, TensorDataset
@@ -99,7 +99,7 @@ def lr_find(
     >>> model = torch.nn.Linear(3, 2); opt = torch.optim.SGD(model.parameters(), lr=0.1)
     >>> before = model.weight.detach().clone()
     >>> res = lr_find(model, opt, DataLoader(TensorDataset(x, y), batch_size=64), steps=60, start=1e-4, end=100)
-    >>> res.rule in ("steepest", "min10"), torch.equal(model.weight, before), opt.param_groups[0]["lr"]
+    >>> res.rule in ("valley", "min10"), torch.equal(model.weight, before), opt.param_groups[0]["lr"]
     (True, True, 0.1)
     """
     import torch

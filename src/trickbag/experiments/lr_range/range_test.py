@@ -19,14 +19,22 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = ["Rule", "RULES", "RULE_TEXT", "RangeTest", "LRFindResult", "smooth_losses", "suggest_lr",
-           "set_group_lrs"]
+           "set_group_lrs", "unreliable"]
 
-Rule = Literal["steepest", "min10"]
-RULES = ("steepest", "min10")
+Rule = Literal["valley", "steepest", "min10"]
+RULES = ("valley", "steepest", "min10")
 RULE_TEXT = {
+    "valley": "the valley: two thirds down the longest stretch over which the smoothed loss keeps falling",
     "steepest": "steepest descent of the smoothed loss against log10(lr), before its minimum",
     "min10": "lr at the minimum of the smoothed loss / 10",
 }
+#: the first tenth of the points is left out of the valley and steepest rules (as fastai's ``lr_find``): the
+#: bias-corrected average there is the mean of a few noisy batches, and its wiggles read as steep descents
+SKIP_START = 0.1
+#: a suggestion closer than this fraction of the range (in log10(lr)) to either end is reported as unreliable
+EDGE = 0.05
+#: a smoothed loss whose minimum is not this fraction below its start "never fell"
+MIN_FALL = 0.05
 
 
 def _check_beta(beta: Any) -> None:
@@ -53,28 +61,55 @@ def smooth_losses(losses: Sequence[float], beta: float = 0.9) -> list[float]:
     return out
 
 
-def suggest_lr(lrs: Sequence[float], smoothed: Sequence[float], rule: Rule = "steepest") -> tuple[float, str]:
-    """The suggested LR of a range test and the rule actually used (``steepest`` falls back to ``min10``).
+def _valley(y: np.ndarray) -> int | None:
+    """Index two thirds down the longest decreasing subsequence of ``y`` (fastai's ``valley``), or None."""
+    n = y.size
+    if n < 3:
+        return None
+    lds = np.ones(n, dtype=np.int64)
+    for i in range(1, n):
+        higher = y[:i] > y[i]
+        if higher.any():
+            lds[i] = int(lds[:i][higher].max()) + 1
+    end = int(np.argmax(lds))  # the first index where the longest run ends
+    start = max(0, end - int(lds[end]))
+    third = (end - start) / 3
+    return start + int(third) + int(third / 2)
 
+
+def suggest_lr(lrs: Sequence[float], smoothed: Sequence[float], rule: Rule = "valley") -> tuple[float, str]:
+    """The suggested LR of a range test and the rule actually used (``valley`` and ``steepest`` fall back to
+    ``min10``).
+
+    * ``valley`` (the default; fastai's default rule, ``fastai.callback.schedule.valley``): the longest
+      stretch over which the smoothed loss keeps falling (its longest decreasing subsequence) and the
+      LR two thirds of the way down it: well inside the falling part, away from its noisy start and
+      from the divergence after the minimum;
     * ``steepest``: the LR where the smoothed loss falls fastest against ``log10(lr)`` (the most
       negative ``np.gradient``), looking only at the part of the curve before its minimum;
     * ``min10``: the LR of the smoothed minimum divided by 10 (the loss still falls there, well
       short of divergence).
 
+    ``valley`` and ``steepest`` leave out the first tenth of the points (:data:`SKIP_START`, as fastai's
+    ``lr_find``): there the bias-corrected average holds a few noisy batches, whose wiggles read as
+    the steepest descent and put the suggestion at the start of the range.
+
     Args:
         lrs: increasing learning rates, one per step.
         smoothed: smoothed loss at each LR (same length).
-        rule: ``"steepest"`` or ``"min10"``.
+        rule: ``"valley"``, ``"steepest"`` or ``"min10"``.
 
     Returns:
         ``(lr, rule_used)``. ``steepest`` needs at least 3 points before the minimum and a falling
-        curve; otherwise ``min10`` is used and returned as the rule.
+        curve, ``valley`` a falling stretch of 3 points; otherwise ``min10`` is used and returned as the rule.
 
     >>> lrs = [1e-3, 1e-2, 1e-1, 1.0, 10.0]
-    >>> suggest_lr(lrs, [1.0, 0.9, 0.3, 0.2, 5.0])  # central differences per decade: -0.1, -0.35, -0.35, -0.1
+    >>> suggest_lr(lrs, [1.0, 0.9, 0.3, 0.2, 5.0], "steepest")  # per decade: -0.1, -0.35, -0.35, -0.1
     (0.01, 'steepest')
     >>> suggest_lr(lrs, [1.0, 0.9, 0.3, 0.2, 5.0], "min10")
     (0.1, 'min10')
+    >>> suggest_lr(lrs, [1.0, 0.9, 0.3, 0.2, 5.0])  # falls over indices 0..3: two thirds down is index 2
+    (0.1, 'valley')
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -88,12 +123,48 @@ def suggest_lr(lrs: Sequence[float], smoothed: Sequence[float], rule: Rule = "st
     if not finite.any():
         raise ValueError("smoothed holds no finite loss")
     i_min = int(np.nanargmin(np.where(finite, y, np.nan)))
-    if rule == "steepest" and i_min >= 2:
-        grad = np.gradient(y[: i_min + 1], np.log10(x[: i_min + 1]))
+    skip = int(x.size * SKIP_START) if x.size >= 20 else 0
+    if rule == "valley":
+        last = int(np.argmin(finite)) if not finite.all() else x.size  # up to the first non-finite loss
+        k = _valley(y[skip:last]) if last - skip >= 3 else None
+        if k is not None:
+            return float(x[skip + k]), "valley"
+    if rule == "steepest" and i_min - skip >= 2:
+        grad = np.gradient(y[skip: i_min + 1], np.log10(x[skip: i_min + 1]))
         k = int(np.argmin(grad))
         if grad[k] < 0:
-            return float(x[k]), "steepest"
+            return float(x[skip + k]), "steepest"
     return float(x[i_min] / 10.0), "min10"
+
+
+def unreliable(lrs: Sequence[float], smoothed: Sequence[float], suggestion: float) -> str | None:
+    """Why a suggestion should not be trusted, with what to try, or None: a curve that never fell (its
+    minimum not :data:`MIN_FALL` below its start), or a suggestion at either end of the range tried
+    (within :data:`EDGE` of it, in log10(lr)).
+
+    >>> print(unreliable([1e-4, 1e-3, 1e-2, 1e-1], [2.0, 1.99, 1.98, 1.99], 1e-3))
+    the smoothed loss never fell (2 -> 1.98 at best): no LR in 0.0001..0.1 trained it; try a wider range
+    (--start/--end) or more --steps
+    >>> print(unreliable([1e-4, 1e-3, 1e-2, 1e-1], [2.0, 1.5, 1.0, 0.5], 0.1))
+    the suggestion 0.1 is at the end of the range 0.0001..0.1 (the loss was still falling there): try a larger --end
+    >>> unreliable([1e-4, 1e-3, 1e-2, 1e-1], [2.0, 1.5, 1.0, 3.0], 1e-3) is None
+    True
+    """
+    x = np.log10(np.asarray(lrs, dtype=np.float64))
+    y = np.asarray(smoothed, dtype=np.float64)
+    span = f"{lrs[0]:.3g}..{lrs[-1]:.3g}"
+    finite = y[np.isfinite(y)]
+    if finite.size and not finite.min() < finite[0] * (1 - MIN_FALL):
+        return (f"the smoothed loss never fell ({finite[0]:.3g} -> {finite.min():.3g} at best): no LR in {span} "
+                f"trained it; try a wider range (--start/--end) or more --steps")
+    where = (np.log10(suggestion) - x[0]) / (x[-1] - x[0]) if x[-1] > x[0] else 0.5
+    if where < EDGE:
+        return (f"the suggestion {suggestion:.3g} is at the start of the range {span}: the curve is too noisy there "
+                f"to read; try more --steps, a smaller --start, or --rule min10")
+    if where > 1 - EDGE:
+        return (f"the suggestion {suggestion:.3g} is at the end of the range {span} (the loss was still falling "
+                f"there): try a larger --end")
+    return None
 
 
 @dataclasses.dataclass
@@ -104,8 +175,9 @@ class LRFindResult:
     losses: list[float]  #: raw loss at each step
     smoothed: list[float]  #: bias-corrected EMA of the losses
     suggestion: float  #: suggested LR
-    rule: str  #: rule used for the suggestion ("steepest" or "min10")
+    rule: str  #: rule used for the suggestion ("valley", "steepest" or "min10")
     stop_reason: str | None  #: why the test ended early, None if it ran all steps
+    warning: str | None = None  #: why the suggestion is unreliable and what to try (:func:`unreliable`), or None
 
     @property
     def rule_text(self) -> str:
@@ -188,13 +260,13 @@ class RangeTest:
             self.stop(f"smoothed loss above {self.diverge:g}x its minimum")
         return self.stop_reason
 
-    def result(self, rule: Rule = "steepest") -> LRFindResult:
-        """The record and the suggestion (ValueError when no finite loss was recorded)."""
+    def result(self, rule: Rule = "valley") -> LRFindResult:
+        """The record, the suggestion and whether it is reliable (ValueError when no finite loss was recorded)."""
         if not self.lrs:
             raise ValueError(f"no update was recorded{f' ({self.stop_reason})' if self.stop_reason else ''}")
         suggestion, used = suggest_lr(self.lrs, self.smoothed, rule)
         return LRFindResult(list(self.lrs), list(self.losses), list(self.smoothed), suggestion, used,
-                            self.stop_reason)
+                            self.stop_reason, unreliable(self.lrs, self.smoothed, suggestion))
 
 
 def set_group_lrs(param_groups: Sequence[dict[str, Any]], lr: float, bases: list[float]) -> None:
