@@ -1,7 +1,8 @@
 """Recall of ``trickbag lint`` on mistakes that people reported and fixed in public projects.
 
 Every ``NN_*.py`` file next to this test reconstructs one reported mistake in its original shape (written
-here, not copied; the header names the public thread).  Markers on the line of the mistake:
+here, not copied; the header names the public thread); ``_*.py`` files are helper modules of a reconstruction
+whose mistake spans two modules (nothing is marked in them).  Markers on the line of the mistake:
 
 * ``# expect: TB106`` — the rule that should report it, on this line (``TB???``: no rule exists yet; it
   counts as a miss until one does);
@@ -25,9 +26,9 @@ import pytest
 from trickbag.audit import lint
 
 #: the recall the linter must keep on these files (found on the marked line / marked mistakes).
-#: Measured on the default output: 22 of 39 (0.56) at d998856 and at ca521dc; raise it with every improvement,
-#: up to the 0.85 target and beyond.
-RECALL_FLOOR = 0.56
+#: Measured on the default output: 22 of 40 (0.55) at d998856 and at a181da2 (the committed linter); raise it
+#: with every improvement, up to the 0.85 target and beyond.
+RECALL_FLOOR = 0.55
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]_*.py"))
