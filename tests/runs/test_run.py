@@ -226,3 +226,31 @@ def test_a_run_of_the_default_recipe_on_other_data_is_named_after_the_data(tmp_p
     assert main(["train", "digits", "data.name=fake", f"run.dir={runs}", *quiet]) == 0  # a recipe named: its name
     names = sorted(p.name.rsplit("-", 2)[0] for p in runs.iterdir())
     assert names == ["digits", "my_wine", "pets"], names
+
+
+def test_a_corrupt_sample_found_mid_run_is_one_line_a_log_and_a_resumable_folder(tmp_path, capsys):
+    import numpy as np
+    from PIL import Image
+
+    from trickbag.cli import main
+
+    pets, rng = tmp_path / "pets", np.random.default_rng(0)
+    for cls, base in (("cat", 40), ("dog", 210)):
+        (pets / cls).mkdir(parents=True)
+        for i in range(20):
+            img = np.clip(base + rng.normal(0, 20, (12, 12)), 0, 255).astype(np.uint8)
+            Image.fromarray(img, mode="L").convert("RGB").save(pets / cls / f"{i}.png")
+    good = (pets / "dog" / "7.png").read_bytes()
+    (pets / "dog" / "7.png").write_bytes(good[:40])  # a truncated file: its header reads, its pixels do not
+    args = ["train", "data.name=imagefolder", f"data.root={pets}", "data.image_size=12", f"run.dir={tmp_path}",
+            "run.name=x", "train.epochs=2", "data.batch_size=4", "run.progress=false", "run.plots=false",
+            "log.tensorboard=false", "--quiet"]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "dog/7.png" in err and f"--resume {tmp_path / 'x'}" in err, err
+    log = (tmp_path / "x" / "error.log").read_text()
+    assert "Traceback" in log and "7.png" in log
+    (pets / "dog" / "7.png").write_bytes(good)  # repaired: the run continues as the message says
+    assert main(["train", "--resume", str(tmp_path / "x"), "--quiet"]) == 0
+    assert (tmp_path / "x" / "summary.txt").is_file()

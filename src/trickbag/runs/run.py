@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from trickbag import runtime
 from trickbag._files import WriteError, atomic_write_text
-from trickbag.errors import CheckpointError, TrickbagError
+from trickbag.errors import CheckpointError, DataError, TrickbagError
 from trickbag.models import undeclared_kwargs
 from trickbag.nn import unwrap
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
@@ -233,23 +233,44 @@ class _Session:
             raise TrainingError(
                 f"{exc}; training stopped, continue with: trickbag train --resume {self.run_dir}"
             ) from None
+        except DataError as exc:  # a sample that cannot be read, found mid-run: one line, a log, a way on
+            raise self._data_failure(exc) from None
         except (TrickbagError, KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:
             raise self._failure(exc) from exc
         return self.clock.total()
 
+    def _write_error_log(self, exc: BaseException) -> Path | None:
+        if not (self.main and self.run_dir is not None and self.run_dir.is_dir()):
+            return None
+        log = self.run_dir / "error.log"
+        try:
+            atomic_write_text(log, "".join(traceback.format_exception(exc)))
+        except WriteError:
+            return None
+        return log
+
+    def _data_failure(self, exc: DataError) -> DataError:
+        """The data error of a sample read mid-run, with the error log and what to do with the run folder."""
+        s = self.trainer.state
+        log = self._write_error_log(exc)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        if self.run_dir is None:
+            return DataError(f"{first} (at epoch {s.epoch + 1}, update {s.step})")
+        held = sorted(self.checkpointing.written) if self.checkpointing else []
+        kept = (f"it keeps {', '.join(held)}" if held else "it has no checkpoint yet")
+        return DataError(f"{first}; training stopped at epoch {s.epoch + 1}, update {s.step}"
+                         f"{f', the traceback is in {log}' if log else ''}; the run folder {self.run_dir} is "
+                         f"resumable ({kept}): repair the file and continue with: trickbag train --resume "
+                         f"{self.run_dir}; or delete the file and the folder and start again (fewer files change "
+                         f"the data splits)")
+
     def _failure(self, exc: Exception) -> TrainingError:
         s = self.trainer.state
         where = f"epoch {s.epoch + 1}, update {s.step}"
         first = (str(exc).strip().splitlines() or [""])[0][:200]
-        log = None
-        if self.main and self.run_dir is not None and self.run_dir.is_dir():
-            log = self.run_dir / "error.log"
-            try:
-                atomic_write_text(log, "".join(traceback.format_exception(exc)))
-            except WriteError:
-                log = None
+        log = self._write_error_log(exc)
         more = f"; the traceback is in {log}" if log else ""
         cont = f"; continue with: trickbag train --resume {self.run_dir}" if self.run_dir else ""
         return TrainingError(f"training failed at {where}: {type(exc).__name__}: {first}{more}{cont}")
