@@ -548,6 +548,8 @@ def test_tb201_tb203_tests_and_shape_checks_are_not_evaluations():
     assert found(unit_test, "TB201", show_all=True) == [] and found(unit_test, "TB203", show_all=True) == []
     loaded = """
     import torch
+    class Net(torch.nn.Module):
+        pass
     def test():
         net = Net()
         net.load_state_dict(torch.load("w.pt", weights_only=True))
@@ -555,7 +557,7 @@ def test_tb201_tb203_tests_and_shape_checks_are_not_evaluations():
             for x, y in test_loader:
                 print(net(x))
     """
-    assert found(loaded, "TB201") == [8]  # a loaded model evaluated on data: an evaluation
+    assert found(loaded, "TB201") == [10]  # a loaded model evaluated on data: an evaluation
 
 
 def test_tb201_tb203_module_named_tests_only_with_a_test_framework(tmp_path):

@@ -30,8 +30,8 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, d
     """The training events one call produces (usually none or one)."""
     name, recv = call_name(call), receiver(call)
     role = fm.role(recv)
-    if name in ("backward", "manual_backward"):
-        return [_backward(call, recv)]
+    if name in ("backward", "manual_backward") and not (recv is None and fm.file.resolve(call, fm) is not None):
+        return [_backward(call, recv)]  # (a local ``def backward(loss, scaler)`` helper is followed instead)
     if name == "step" and recv:
         if role == R.SCALER:
             opt = dotted(call.args[0]) if call.args else None
@@ -60,6 +60,8 @@ def _module_path(fm: FunctionModel, func: str) -> bool:
 
 
 def _backward(call: ast.Call, recv: str | None) -> tuple[str, str | None, dict]:
+    if recv and recv.split(".")[-1] == "dist_autograd":  # gradients kept in the RPC context, not in .grad
+        return BACKWARD, None, {"loss": call.args[1] if len(call.args) > 1 else None, "distributed": True}
     if call.args and (recv is None or _BACKWARD_DRIVERS.search(recv.split(".")[-1].lower())):
         return BACKWARD, None, {"loss": call.args[0]}
     func = call.func
@@ -113,7 +115,8 @@ def _mode_kind(call: ast.Call, name: str, recv: str | None) -> str | None:
 #: calls that make, fetch or wrap a model rather than run it: ``create_model(...)``, ``Net.from_pretrained(...)``,
 #: ``accelerator.unwrap_model(model)``
 CONSTRUCTOR = re.compile(r"^_?(create|build|make|get|load|init|initialize|unwrap|prepare|setup|wrap|instantiate|"
-                         r"construct|convert|export|compile|freeze|to|copy|deepcopy|clone|register|from)(_|$)|"
+                         r"construct|convert|export|compile|freeze|unfreeze|to|copy|deepcopy|clone|register|from|save|"
+                         r"log|push|upload|print|summary|count|describe|show)(_|$)|"
                          r"^from_|_from_")
 
 

@@ -302,6 +302,8 @@ class FunctionModel:
     def accumulation(self, loop: Loop) -> Accumulation | None:
         """How ``loop`` accumulates gradients (None when each iteration is one update)."""
         key = id(loop)
+        if key not in self._accum and any(e.kind == STEP and e.extra.get("closure") for e in loop.events):
+            self._accum[key] = None  # ``optimizer.step(closure)``: the closure recomputes the gradients every step
         if key not in self._accum:
             self._accum[key] = _managed_accumulation(self, loop) or _guarded_accumulation(self, loop) \
                 or _nested_accumulation(self, loop) or _helper_accumulation(self, loop) \

@@ -113,8 +113,8 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
             key = (r.code, line, col)
             if key not in seen:
                 seen.add(key)
-                out.append(Finding(path, line, col, r.code, r.name, hit.message, hit.fix or r.fix, r.severity,
-                                   hit.confidence))
+                sure = "low" if model.test_file and r.quiet_in_tests else hit.confidence
+                out.append(Finding(path, line, col, r.code, r.name, hit.message, hit.fix or r.fix, r.severity, sure))
     return out
 
 

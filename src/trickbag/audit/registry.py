@@ -48,6 +48,8 @@ class Rule:
     check: Callable[..., Iterable[Hit]]
     severity: str = "error"
     opt_in: bool = False
+    #: in a test module the rule's findings are low confidence (tests build odd loops on purpose)
+    quiet_in_tests: bool = True
 
     def explain(self) -> str:
         """The text ``trickbag lint --explain CODE`` prints."""
@@ -107,8 +109,8 @@ def _parse_doc(doc: str) -> tuple[str, str, str, str]:
     )
 
 
-def rule(code: str, name: str, fix: str, *, severity: str = "error",
-         opt_in: bool = False) -> Callable[[Callable], Callable]:
+def rule(code: str, name: str, fix: str, *, severity: str = "error", opt_in: bool = False,
+         quiet_in_tests: bool = True) -> Callable[[Callable], Callable]:
     """Register the decorated function as rule ``code`` / ``name`` with the default ``fix``."""
     if severity not in SEVERITIES:
         raise ValueError(f"rule {code}: severity must be one of {SEVERITIES}, not {severity!r}")
@@ -117,7 +119,7 @@ def rule(code: str, name: str, fix: str, *, severity: str = "error",
         if code in RULES or code in RUNTIME_ONLY:
             raise ValueError(f"rule code {code} registered twice")
         summary, why, wrong, right = _parse_doc(fn.__doc__ or "")
-        RULES[code] = Rule(code, name, summary, why, wrong, right, fix, fn, severity, opt_in)
+        RULES[code] = Rule(code, name, summary, why, wrong, right, fix, fn, severity, opt_in, quiet_in_tests)
         return fn
 
     return register

@@ -154,7 +154,7 @@ def _os_typos(file: FileModel) -> Iterator[Hit]:
                       fix=f"use {base}.{near[0][1]}")
 
 
-@rule("TB401", "env-var-typo", fix="spell the variable exactly, e.g. CUDA_VISIBLE_DEVICES")
+@rule("TB401", "env-var-typo", fix="spell the variable exactly, e.g. CUDA_VISIBLE_DEVICES", quiet_in_tests=False)
 def env_var_typo(file: FileModel) -> Iterator[Hit]:
     """A misspelled environment variable (or ``os`` attribute).
 

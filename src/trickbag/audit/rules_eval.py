@@ -9,7 +9,19 @@ from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk_no_defs
-from trickbag.audit._flow import BACKWARD, CALL, EVAL, FORWARD, STEP, TRAIN, Event, FileModel, FunctionModel, Loop
+from trickbag.audit._flow import (
+    BACKWARD,
+    CALL,
+    EVAL,
+    FORWARD,
+    STEP,
+    TRAIN,
+    TRAIN_CALL,
+    Event,
+    FileModel,
+    FunctionModel,
+    Loop,
+)
 from trickbag.audit._query import (
     _VALISH,
     has_kind,
@@ -38,28 +50,43 @@ def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
 EVAL_CONTEXT, TRAIN_CONTEXT, UNKNOWN_CONTEXT = "eval", "train", "unknown"
 
 
-def _caller_mode(fm: FunctionModel, depth: int = 0) -> str:
+def _caller_mode(fm: FunctionModel, depth: int = 0, model: str | None = None) -> str:
     """The mode the callers leave the model in when they run ``fm``: 'eval' when every call site (followed up
     through its own callers, three levels) switched to eval before the call, 'train' when one left it
-    training, 'unknown' when the callers are not in this file.  A nested function that is not called by name
-    (a callback) runs in its enclosing function's context."""
+    training, 'unknown' when the callers are not in this file.  ``model`` is the parameter of ``fm`` holding
+    the model: only the switches of what the caller passes there count.  A nested function that is not
+    called by name (a callback) runs in its enclosing function's context."""
     sites = fm.call_sites()
     if not sites and fm.parent is not None and depth < 3:
         if any(kind == EVAL for _, kind in mode_events(fm.parent, fm.parent.events)):
             return EVAL_CONTEXT
-        return _caller_mode(fm.parent, depth + 1)
+        return _caller_mode(fm.parent, depth + 1, model)
     if not sites:
         return UNKNOWN_CONTEXT
     verdicts = set()
     for s in sites:
         modes = mode_events(s.fm, [e for e in s.fm.events if e.order < s.order and not e.exclusive(s)])
+        arg = next((dotted(a) for p, a in _bound_args(fm, s.node) if p == model), None) \
+            if model and isinstance(s.node, ast.Call) and isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            else None
+        if arg:
+            modes = [(e, k) for e, k in modes if short_name(arg) in _switches(e)]  # not a probe trained beside
         if modes:
             verdicts.add(EVAL_CONTEXT if modes[-1][1] == EVAL else TRAIN_CONTEXT)
         else:
-            verdicts.add(_caller_mode(s.fm, depth + 1) if depth < 3 else UNKNOWN_CONTEXT)
+            verdicts.add(_caller_mode(s.fm, depth + 1, arg) if depth < 3 else UNKNOWN_CONTEXT)
     if verdicts == {EVAL_CONTEXT}:
         return EVAL_CONTEXT
     return TRAIN_CONTEXT if TRAIN_CONTEXT in verdicts else UNKNOWN_CONTEXT
+
+
+def _switches(e: Event) -> set[str]:
+    """Short names of the models a mode switch acts on (a helper's: the ones its body switches)."""
+    if e.kind == CALL:
+        return {short_name(r) for r in e.fm.file.summary(e.extra["helper"]).mode_recvs if r}
+    if e.kind == TRAIN_CALL and isinstance(e.node, ast.Call):  # ``train_one_epoch(model, ...)``: what it is given
+        return {short_name(d) for a in [*e.node.args, *(k.value for k in e.node.keywords)] if (d := dotted(a))}
+    return {short_name(e.recv)} if e.recv else set()
 
 
 def _callers_disable_grad(fm: FunctionModel, depth: int = 0) -> bool | None:
@@ -228,9 +255,10 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                 continue
             if _smoke_check(fm, fwd) or _pretrained_here(fm, fwd):
                 continue
-            sure = "high"
-            if mode is None and not _made_here(fm, fwd):
-                callers = _caller_mode(fm)
+            made = _made_here(fm, fwd)
+            sure = "low" if made == "elsewhere" else "high"
+            if mode is None and not made:
+                callers = _caller_mode(fm, model=(fwd.recv or "").split(".")[0])
                 if callers == EVAL_CONTEXT:
                     continue
                 if callers == UNKNOWN_CONTEXT:
@@ -292,11 +320,25 @@ def _file_trains(file: FileModel) -> bool:
     return any(f.kind_events(BACKWARD) for f in file.functions)
 
 
-def _made_here(fm: FunctionModel, fwd: Event) -> bool:
-    """The model is made (or loaded) in this function: its callers cannot have switched it to eval."""
+def _made_here(fm: FunctionModel, fwd: Event) -> str:
+    """How the model was made in this function (its callers cannot have switched it to eval): 'built' by a
+    known model constructor (a class of this file, torch / torchvision / timm: in train mode), 'elsewhere' by a
+    constructor of another module (which may load weights and switch to eval itself), '' when it was not
+    made here."""
     base = (fwd.recv or "").split(".")[0]
-    return bool(base) and base not in ("self", "cls") and any(
-        a.names == [fwd.recv] and a.op is None and a.value is not None and a.order < fwd.order for a in fm.assigns)
+    if not base or base in ("self", "cls"):
+        return ""
+    made = [a for a in fm.assigns if a.names == [fwd.recv] and a.op is None and a.value is not None
+            and a.order < fwd.order]
+    if not made:
+        return ""
+    call = R.innermost_call(made[-1].value) if isinstance(made[-1].value, ast.Call) else None
+    qual = fm.file.imports.qualname(call.func) if call is not None else ""
+    last = qual.split(".")[-1]
+    known = last in fm.file.class_names or last == "from_config" \
+        or qual.startswith(("torch.", "torchvision.", "timm.", "nn.")) \
+        or last in ("Sequential", "Linear", "Conv2d", "LSTM", "GRU", "Transformer", "ModuleList")
+    return "built" if known or call is None else "elsewhere"
 
 
 def _pretrained_here(fm: FunctionModel, fwd: Event) -> bool:

@@ -359,7 +359,9 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
 
     ``backward()`` adds into ``.grad``; without ``zero_grad()`` every step uses the sum of all the
     gradients since the start of training, which grows without bound (a hidden, ever-increasing
-    learning rate on a stale direction).
+    learning rate on a stale direction).  Each optimizer counts on its own (zeroing one does not zero
+    another's parameters); distributed autograd (``dist_autograd.backward(context_id, ...)``) keeps its
+    gradients in the RPC context, with nothing to zero.
 
     A step function returned by a factory (``step = make_step(model, opt)``, ``make_step`` returning its
     nested ``def step``) is checked where it is called.
@@ -385,10 +387,16 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
             loop = train_loop(s)
             if loop is None:
                 yield from _never_zeroed_helper(fm, s)
-            elif id(loop) not in seen and not _zeroes(fm, loop, s):
+            elif id(loop) not in seen and not _zeroes(fm, loop, s) and not _distributed_autograd(loop):
                 seen.add(id(loop))
                 yield Hit(s.node, "the loop steps the optimizer but never zeroes the gradients: "
                                   "backward() keeps adding into .grad")
+
+
+def _distributed_autograd(loop) -> bool:
+    """The loop's backward is ``dist_autograd.backward(context_id, ...)``: gradients live in the RPC context."""
+    backs = [e for e in loop.events if e.kind == BACKWARD]
+    return bool(backs) and all(e.extra.get("distributed") for e in backs)
 
 
 def _never_zeroed_helper(fm, s: Event) -> Iterator[Hit]:
