@@ -26,9 +26,9 @@ import pytest
 from trickbag.audit import lint
 
 #: the recall the linter must keep on these files (found on the marked line / marked mistakes).
-#: Measured on the default output: 22 of 40 (0.55) at d998856 and at a181da2 (the committed linter); raise it
-#: with every improvement, up to the 0.85 target and beyond.
-RECALL_FLOOR = 0.55
+#: Measured on the default output: 22 of 41 (0.54) at d998856 and at a181da2 (the committed linter); raise it
+#: with every improvement (found / marked), up to the 0.85 target and beyond.
+RECALL_FLOOR = 22 / 41
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]_*.py"))
