@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--src", type=Path, help="lint with the trickbag package under this folder (e.g. an older "
                                             "commit's src/ exported with git archive) instead of this checkout's")
     p.add_argument("--slowest", type=int, default=5, help="list the N slowest files (default 5)")
+    p.add_argument("--label", default="", help="name of the measured linter in the history row printed with "
+                                               "--verdicts (default: the folder it was imported from)")
     add_common_args(p, rounds=1, warmup=0)
     return p.parse_args(argv)
 
@@ -158,8 +160,9 @@ def key(rec: dict[str, Any]) -> tuple[str, str, int, str]:
     return (rec["repo"], rec["relpath"], rec["line"], rec["rule"])
 
 
-def verdict_report(findings: list[dict[str, Any]], verdicts: dict, repos: set[str]) -> None:
-    """False alarms per rule, findings still to judge, true findings no longer reported."""
+def verdict_report(findings: list[dict[str, Any]], verdicts: dict, repos: set[str], label: str = "") -> None:
+    """False alarms per rule, findings still to judge, true findings no longer reported, and one markdown row
+    for a history table (label, findings, loop findings, loop FP, loop FP %, all-rules FP %)."""
     per_rule: dict[str, Counter] = defaultdict(Counter)
     unjudged = []
     for rec in findings:
@@ -174,13 +177,15 @@ def verdict_report(findings: list[dict[str, Any]], verdicts: dict, repos: set[st
         rows.append([code, sum(c.values()), c["TP"], c["FP"], c["?"], c["unjudged"],
                      f"{100 * c['FP'] / judged:.0f} %" if judged else "-"])
         tot += c
-    for label, pick in (("loop rules (TB1xx, TB2xx)", LOOP_PREFIXES), ("all rules", ("TB",))):
+    for group, pick in (("loop rules (TB1xx, TB2xx)", LOOP_PREFIXES), ("all rules", ("TB",))):
         c = sum((per_rule[k] for k in per_rule if k.startswith(pick)), Counter())
         judged = c["TP"] + c["FP"]
-        rows.append([f"**{label}**", sum(c.values()), c["TP"], c["FP"], c["?"], c["unjudged"],
+        rows.append([f"**{group}**", sum(c.values()), c["TP"], c["FP"], c["?"], c["unjudged"],
                      f"{100 * c['FP'] / judged:.0f} %" if judged else "-"])
     print("\n## Verdicts per rule (FP % = FP / (TP + FP))\n")
     print(markdown_table(["rule", "findings", "TP", "FP", "?", "not judged", "FP %"], rows))
+    loop, every = rows[-2], rows[-1]
+    print(f"\nhistory row: | {label} | {len(findings)} | {loop[1]} | {loop[3]} | {loop[6]} | {every[6]} |")
     found = {key(r) for r in findings}
     lost = [k for k, (v, _) in verdicts.items() if v == "TP" and k[0] in repos and k not in found]
     print(f"\ntrue findings no longer reported: {len(lost)}")
@@ -245,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu_times.append(cpu)
     summary(findings, files, lines, times, cpu_times, per_file, args.slowest)
     if args.verdicts:
-        verdict_report(findings, verdicts, {repo for repo, _ in files})
+        label = args.label or str(Path(lint.__file__).resolve().parents[2])
+        verdict_report(findings, verdicts, {repo for repo, _ in files}, label)
     for rec in findings:
         v = verdicts.get(key(rec))
         rec["verdict"], rec["reason"] = v if v else ("", "")
