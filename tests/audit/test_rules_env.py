@@ -3,7 +3,7 @@
 import pytest
 
 from trickbag.audit.lint import lint_source
-from trickbag.audit.rules_env import meant_env
+from trickbag.audit.rules.tb401_env_var_typo import meant_env
 
 from .helpers import fires, found
 

@@ -517,6 +517,9 @@ def _returned_nested(factory: FunctionModel) -> FunctionModel | None:
     return None
 
 
+_BLOCKS = (ast.stmt, ast.excepthandler, getattr(ast, "match_case", ast.excepthandler))
+
+
 class FileModel:
     """Every function model of one parsed file, plus module-wide tables (imports, classes, roles)."""
 
@@ -553,7 +556,8 @@ class FileModel:
     def _make_children(self, node: ast.AST, cls: ast.ClassDef | None, parent: FunctionModel,
                        in_class: bool) -> None:
         """Every function and method of the tree, in source order (iterative: deep expressions are fine)."""
-        todo = [(child, cls, parent, in_class) for child in reversed(list(ast.iter_child_nodes(node)))]
+        todo = [(child, cls, parent, in_class) for child in reversed(list(ast.iter_child_nodes(node)))
+                if isinstance(child, _BLOCKS)]
         while todo:
             child, cls, parent, in_class = todo.pop()
             nxt: tuple = (cls, parent, in_class)
@@ -570,7 +574,8 @@ class FileModel:
                 nxt = (child, parent, True)
             elif isinstance(child, ast.Lambda):
                 continue
-            todo.extend((c, *nxt) for c in reversed(list(ast.iter_child_nodes(child))))
+            # definitions are statements: only statement bodies are walked (expressions hold no ``def``)
+            todo.extend((c, *nxt) for c in reversed(list(ast.iter_child_nodes(child))) if isinstance(c, _BLOCKS))
 
     def _class_roles(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
@@ -720,6 +725,7 @@ class _Walker:
     def __init__(self, fm: FunctionModel) -> None:
         self.fm = fm
         self.order = 0
+        self.comprehensions: bool | None = None  # does the function hold any comprehension at all
 
     def run(self) -> None:
         for arg, default in _defaults(self.fm.node):
@@ -809,7 +815,9 @@ class _Walker:
     def exprs(self, node: ast.AST, guards: tuple, loops: tuple, ctx: tuple) -> None:
         """The calls of an expression in order; those inside a comprehension that runs training events
         (``[self.step(x, y) for x, y in loader]``) are in a loop of their own, as in a ``for`` loop."""
-        inside = _comprehension_of(node)
+        if self.comprehensions is None:
+            self.comprehensions = any(isinstance(n, _COMPREHENSIONS) for n in self.fm.nodes)
+        inside = _comprehension_of(node) if self.comprehensions else {}
         comp_loops: dict[int, tuple] = {}
         for call in calls_in_order(node):
             here = self.comprehension_loops(inside, inside.get(id(call), ()), loops, comp_loops, ctx)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trickbag.audit import rules_api, rules_env, rules_eval, rules_loop  # noqa: F401  (registers the rules)
+from trickbag.audit import rules as _rules  # noqa: F401  (registers the rules)
 from trickbag.audit._flow import FileModel
 from trickbag.audit._project import torch_support
 from trickbag.audit.registry import RULES, Rule, select_rules

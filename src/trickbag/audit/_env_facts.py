@@ -1,0 +1,35 @@
+"""Facts shared by several rules of the env family (moved from rules_env.py): helpers that name no rule."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit._ast import call_name, const_value
+from trickbag.audit._flow import FileModel
+
+__all__: list[str] = []
+
+_ENV_METHODS = {"get", "setdefault", "pop", "__getitem__", "__setitem__"}
+
+
+def _is_environ(node: ast.AST, file: FileModel) -> bool:
+    return file.imports.qualname(node) == "os.environ"
+
+
+def _env_call_keys(node: ast.Call, file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
+    func, name = node.func, call_name(node)
+    qual = file.imports.qualname(func)
+    on_environ = isinstance(func, ast.Attribute) and _is_environ(func.value, file)
+    if (on_environ and name in _ENV_METHODS) or qual in ("os.getenv", "os.putenv", "os.unsetenv"):
+        if node.args and isinstance(const_value(node.args[0]), str):
+            yield node.args[0].value, node, name in ("setdefault", "putenv", "__setitem__")
+    if (on_environ and name == "update") or (name == "dict" and node.args and _is_environ(node.args[0], file)):
+        for k in node.keywords:
+            if k.arg:
+                yield k.arg, node, True
+        for d in node.args:
+            if isinstance(d, ast.Dict):
+                for key in d.keys:
+                    if isinstance(const_value(key), str):
+                        yield key.value, key, True

@@ -1,0 +1,194 @@
+"""Facts shared by several rules of the eval family (moved from rules_eval.py): helpers that name no rule."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted, name_tokens
+from trickbag.audit._flow import (
+    BACKWARD,
+    EVAL,
+    FORWARD,
+    Event,
+    FileModel,
+    FunctionModel,
+    Loop,
+)
+from trickbag.audit._query import (
+    _VALISH,
+    has_kind,
+    is_data_loop,
+    is_eval_function,
+    is_valish,
+    mode_events,
+    same_model,
+    short_name,
+    stepish,
+)
+
+__all__: list[str] = []
+
+
+
+def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
+    """The train/eval switch last run (in this function) before ``fwd``: 'eval', 'train' or None."""
+    events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
+    modes = [(e, kind) for e, kind in mode_events(fm, events) if same_model(e, fwd)]
+    return modes[-1][1] if modes else None
+
+
+def _eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
+    """(first forward, why) of each evaluation scope of ``fm``: an evaluation function, a loop over a
+    validation set, a loop without backward after ``model.eval()``."""
+    fwds = fm.kind_events(FORWARD)
+    if is_eval_function(fm) and fwds:
+        yield min(fwds, key=lambda e: e.order), "function"
+        return
+    for loop in fm.loops:
+        if loop.parent is not None and _is_eval_loop(fm, loop.parent):
+            continue
+        if _is_eval_loop(fm, loop):
+            mine = [e for e in loop.events if e.kind == FORWARD]
+            if mine:
+                yield min(mine, key=lambda e: e.order), "loop"
+    yield from ((f, "loop") for f in _full_batch_validation(fm))
+
+
+def _full_batch_validation(fm: FunctionModel) -> Iterator[Event]:
+    """``model(X_valid)`` under ``no_grad`` / ``inference_mode`` right in an epoch loop that trains the same model
+    (one full-batch validation forward, no loop over a validation loader), compared to labels named alike."""
+    for fwd in fm.kind_events(FORWARD):
+        loop = fwd.loops[-1] if fwd.loops else None
+        if loop is None or not fwd.grad_disabled or not fwd.recv or not has_kind(loop, BACKWARD):
+            continue
+        trains = any(e.kind == FORWARD and e is not fwd and not e.grad_disabled and e.recv == fwd.recv
+                     for e in loop.events)
+        call = fwd.node
+        if trains and isinstance(call, ast.Call) and _valish([*call.args, *(k.value for k in call.keywords)]) \
+                and _valish_sibling(fm, call):
+            yield fwd
+
+
+def _valish(nodes: list[ast.AST]) -> bool:
+    words = {t for a in nodes for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))
+             for t in name_tokens(dotted(n) or "")}
+    return bool(words & _VALISH)
+
+
+def _valish_sibling(fm: FunctionModel, call: ast.AST) -> bool:
+    """The call sits in a bigger call or comparison next to validation labels: ``loss_fn(model(X_val), y_val)``."""
+    table = fm.file.memo("enclosing_calls", dict)
+    if id(fm) not in table:
+        table[id(fm)] = _enclosing_calls(fm)
+    return any(_valish([a for a in inner if a is not owner]) for inner, owner in table[id(fm)].get(id(call), []))
+
+
+def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], ast.AST]]]:
+    """``id(node) ->`` the (operands, operand holding the node) of every call or comparison of ``fm`` around it."""
+    parents: dict[int, list[tuple[list[ast.AST], ast.AST]]] = {}
+    for parent in (n for n in fm.nodes if isinstance(n, (ast.Call, ast.Compare))):
+        inner = [*parent.args, *([parent.func.value] if isinstance(parent.func, ast.Attribute) else [])] \
+            if isinstance(parent, ast.Call) else [parent.left, *parent.comparators]  # ``p.eq(y_val)`` too
+        seen: set[int] = set()
+        for owner in inner:
+            for n in ast.walk(owner):
+                if id(n) not in seen:
+                    seen.add(id(n))
+                    parents.setdefault(id(n), []).append((inner, owner))
+    return parents
+
+
+def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
+    if has_kind(loop, BACKWARD) or any(stepish(e) for e in loop.events):
+        return False
+    fwds = [e for e in loop.events if e.kind == FORWARD]
+    if not fwds:
+        return False
+    first_fwd = min(fwds, key=lambda e: e.order)
+    return is_valish(loop) or _mode_before(fm, first_fwd) == EVAL or \
+        (is_data_loop(loop) and first_fwd.grad_disabled and not fm.kind_events(BACKWARD))
+
+
+_RANDOM = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randn_like", "rand_like", "zeros_like",
+           "ones_like", "arange", "randperm", "normal", "Tensor", "tensor"}
+_LOADS = re.compile(r"load|restore|from_pretrained|resume|checkpoint|ckpt")
+
+
+def _test_code(fm: FunctionModel) -> bool:
+    """A test: in a test module, a ``test_*`` function, or a method of a ``Test*`` / ``TestCase`` class."""
+    if fm.file.test_file or fm.name.startswith("test_"):
+        return True
+    cls = fm.cls
+    return cls is not None and (cls.name.startswith("Test") or any(
+        (dotted(b) or "").split(".")[-1] == "TestCase" for b in cls.bases))
+
+
+def _random_input(fm: FunctionModel, node: ast.AST, depth: int = 0) -> bool:
+    """``torch.randn(2, 3, 32, 32)`` (or a name assigned one in this function, moved with ``.to(dev)``)."""
+    while isinstance(node, ast.Call) and call_name(node) in ("to", "cuda", "float", "half", "cpu"):
+        if not isinstance(node.func, ast.Attribute):
+            break
+        node = node.func.value
+    if isinstance(node, ast.Call):
+        return call_name(node) in _RANDOM
+    name = dotted(node)
+    if not name or depth > 3:
+        return False
+    values = [a.value for a in fm.assigns if a.names == [name] and a.op is None]
+    return bool(values) and all(v is not None and _random_input(fm, v, depth + 1) for v in values)
+
+
+def _smoke_check(fm: FunctionModel, fwd: Event) -> bool:
+    """A shape check, not an evaluation: the forward runs on random inputs, or runs a model built right here
+    from its class and never loaded (``net = ResNet18(); y = net(torch.randn(1, 3, 32, 32))``)."""
+    call = fwd.node
+    args = [*call.args, *(k.value for k in call.keywords)] if isinstance(call, ast.Call) else []
+    if args and all(_random_input(fm, a) for a in args):
+        return True
+    built = [a for a in fm.assigns if a.names == [fwd.recv] and a.op is None and isinstance(a.value, ast.Call)]
+    fresh = bool(built) and all(
+        R.role_by_constructor(a.value, fm.file.imports, fm.file.class_names) == R.MODEL
+        and not _LOADS.search(call_name(R.innermost_call(a.value) or a.value)) for a in built)
+    loaded = any(isinstance(n, ast.Call) and _LOADS.search(call_name(n)) for n in fm.nodes)
+    trained = bool(fm.kind_events(BACKWARD)) or short_name(fwd.recv or "") in _trained_models(fm.file)
+    return fresh and not loaded and not trained
+
+
+def _file_trains(file: FileModel) -> bool:
+    """The file has a training step of its own (a backward): a trainer, whose evaluation we see whole."""
+    return any(f.kind_events(BACKWARD) for f in file.functions)
+
+
+def _trained_models(file: FileModel) -> set[str]:
+    """Short names of the models whose parameters go to an optimizer in this file (empty: unknown)."""
+    return file.memo("trained_models", lambda: _find_trained_models(file))
+
+
+def _find_trained_models(file: FileModel) -> set[str]:
+    out = set()
+    for node in file.nodes:
+        if isinstance(node, ast.Call) and R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters") \
+                        and isinstance(n.func, ast.Attribute) and dotted(n.func.value):
+                    out.add(short_name(dotted(n.func.value)))
+    return out
+
+
+def _bound_args(helper: FunctionModel, call: ast.Call) -> Iterator[tuple[str, ast.AST]]:
+    """(parameter, argument) pairs of a call of a local function or method."""
+    args = helper.node.args
+    params = [a.arg for a in args.posonlyargs + args.args]
+    if helper.cls is not None and isinstance(call.func, ast.Attribute) and params:
+        params = params[1:]  # self
+    for param, arg in zip(params, call.args):
+        if isinstance(arg, ast.Starred):
+            return
+        yield param, arg
+    names = set(params) | {a.arg for a in args.kwonlyargs}
+    for k in call.keywords:
+        if k.arg in names:
+            yield k.arg, k.value

@@ -1,0 +1,31 @@
+"""The lint rules, one module each (``tb<code>_<name>.py``: the rule, its helpers and exceptions); importing
+this package registers them all."""
+
+from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
+    tb001_syntax_error,
+    tb101_scheduler_before_step,
+    tb102_scheduler_per_micro_batch,
+    tb103_zero_grad_misplaced,
+    tb104_grads_never_zeroed,
+    tb105_accumulated_loss_not_divided,
+    tb106_clip_before_unscale,
+    tb107_scaler_step_without_update,
+    tb108_ema_misplaced,
+    tb109_clip_per_micro_batch,
+    tb110_backward_in_autocast,
+    tb111_no_sync_every_micro_batch,
+    tb112_scaler_bypassed,
+    tb201_eval_without_eval_mode,
+    tb202_train_in_eval_mode,
+    tb203_eval_with_grad,
+    tb204_loss_kept_with_graph,
+    tb301_param_group_key,
+    tb302_misspelled_attribute,
+    tb303_softmax_into_log_loss,
+    tb304_warmup_starts_at_zero,
+    tb401_env_var_typo,
+    tb402_cuda_visible_devices_late,
+    tb403_torch_load_unsafe,
+    tb404_save_whole_module,
+    tb405_benchmark_with_determinism,
+)

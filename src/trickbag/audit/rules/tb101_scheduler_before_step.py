@@ -1,0 +1,134 @@
+"""TB101 scheduler-before-step: The LR scheduler is stepped before the optimizer in the same loop iteration.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import dotted, name_tokens
+from trickbag.audit._flow import (
+    BACKWARD,
+    SCHED,
+    STEP,
+    Event,
+    FileModel,
+)
+from trickbag.audit._loop_facts import _micro
+from trickbag.audit._query import at_level, loops_of, stepish
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+def _counter_guarded(ev: Event, loop) -> bool:
+    """``if epoch > 0: scheduler.step()`` at the top of a loop runs after the previous iteration."""
+    for g in ev.rel_guards(loop):
+        for n in ast.walk(g.node.test):
+            if isinstance(n, ast.Compare) and any(isinstance(o, (ast.Gt, ast.GtE, ast.NotEq)) for o in n.ops):
+                if {dotted(x) for x in [n.left, *n.comparators]} & loop.targets:
+                    return True
+    return False
+
+
+@rule("TB101", "scheduler-before-step",
+      fix="call scheduler.step() after optimizer.step() (per-epoch schedulers: after the epoch's training)")
+def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
+    """The LR scheduler is stepped before the optimizer in the same loop iteration.
+
+    Since PyTorch 1.1 ``scheduler.step()`` belongs after ``optimizer.step()``.  Stepping it first
+    skips the first value of the schedule (the warm-up starts one step late, a per-epoch decay
+    happens one epoch early) and PyTorch warns about it.  A cheat-sheet classic: ``scheduler.step()``
+    as the first line of the epoch loop, before the epoch is trained.  A step function without a
+    loop of its own counts as one iteration (Lightning's manual optimisation:
+    ``self.manual_backward(loss); sch.step(); opt.step()`` in ``training_step``).
+
+    Wrong::
+
+        for epoch in range(epochs):
+            scheduler.step()
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+
+    Right::
+
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            scheduler.step()
+    """
+    for _fm, loop in loops_of(file):
+        for e in loop.events:
+            if e.kind != SCHED or e.node.args or not at_level(e, loop) or _micro(e) or _counter_guarded(e, loop):
+                continue
+            if _before_its_step(file, e, loop.events):
+                yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same iteration")
+    for fm in file.functions:
+        yield from _scheduler_first_in_step_function(file, fm)
+
+
+def _before_its_step(file: FileModel, e: Event, events: list[Event]) -> bool:
+    """Does the scheduler step ``e`` run before every step (of its optimizer) among ``events``?"""
+    steps = [s for s in events if stepish(s) and not s.exclusive(e)]
+    own = _scheduler_optimizer(file, e.recv or "")
+    if own and any(s.kind == STEP and s.recv == own for s in steps):
+        steps = [s for s in steps if s.kind == STEP and s.recv == own]
+    return bool(steps) and all(s.order > e.order for s in steps)
+
+
+def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
+    """A step function without a loop of its own (Lightning's manual optimisation in ``training_step``:
+    ``self.manual_backward(loss); sch.step(); opt.step()``): its body is one iteration."""
+    flat = [e for e in fm.events if not e.loops]
+    if not any(BACKWARD in e.kinds() for e in flat):
+        return
+    for e in flat:
+        if e.kind != SCHED or e.node.args or _micro(e) or _after_first_guarded(e):
+            continue
+        if _before_its_step(file, e, flat):
+            yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same training step")
+
+
+def _after_first_guarded(ev: Event) -> bool:
+    """``if batch_idx > 0: sch.step()`` (or ``!= 0``): stepped for the previous step, on purpose."""
+    return any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.Gt, ast.GtE, ast.NotEq)) for o in n.ops)
+               for g in ev.guards for n in ast.walk(g.node.test))
+
+
+_SCHED_WORDS = {"sched", "scheduler", "lr", "schedule", "warmup"}
+_OPT_WORDS = {"opt", "optim", "optimizer", "optimiser"}
+
+
+def _scheduler_optimizer(file: FileModel, sched: str) -> str | None:
+    """The optimizer a scheduler drives: from its constructor (``LambdaLR(opt_g, ...)``), or from the
+    names (``sched_g`` goes with ``opt_g``)."""
+    built = file.memo("scheduler_optimizers", lambda: _find_scheduler_optimizers(file))
+    if sched in built:
+        return built[sched]
+    suffix = set(name_tokens(sched.split(".")[-1])) - _SCHED_WORDS
+    if not suffix:
+        return None
+    steps = {e.recv for fm in file.functions for e in fm.kind_events(STEP) if e.recv}
+    matches = [o for o in steps if set(name_tokens(o.split(".")[-1])) - _OPT_WORDS == suffix]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _find_scheduler_optimizers(file: FileModel) -> dict[str, str]:
+    out = {}
+    for fm in file.functions:
+        for a in fm.assigns:
+            if a.op is None and len(a.names) == 1 and isinstance(a.value, ast.Call) and \
+                    R.role_by_constructor(a.value, file.imports, file.class_names) == R.SCHEDULER:
+                first = a.value.args[0] if a.value.args else next(
+                    (k.value for k in a.value.keywords if k.arg == "optimizer"), None)
+                if dotted(first):
+                    out[a.names[0]] = dotted(first)
+    return out

@@ -1,0 +1,126 @@
+"""TB104 grads-never-zeroed: A loop steps the optimizer but never zeroes the gradients.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted
+from trickbag.audit._flow import (
+    BACKWARD,
+    STEP,
+    ZERO,
+    Event,
+    FileModel,
+)
+from trickbag.audit._query import short_name, train_loop
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+def _optimizer_models(file: FileModel) -> dict[str, set[str]]:
+    """optimizer name -> short names of the models whose ``.parameters()`` it was built from."""
+    return file.memo("optimizer_models", lambda: _find_optimizer_models(file))
+
+
+def _find_optimizer_models(file: FileModel) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for fm in file.functions:
+        for a in fm.assigns:
+            if a.value is None or a.op is not None or len(a.names) != 1 or \
+                    R.role_by_constructor(a.value, file.imports, file.class_names) != R.OPTIMIZER:
+                continue
+            out[a.names[0]] = {short_name(dotted(n.func.value)) for n in ast.walk(a.value) if isinstance(n, ast.Call)
+                               and call_name(n) in ("parameters", "named_parameters")
+                               and isinstance(n.func, ast.Attribute) and dotted(n.func.value)}
+    return out
+
+
+def _zero_for(fm, z: Event, step: Event, several: bool) -> bool:
+    """Does the zeroing ``z`` clear the gradients that ``step`` applies?"""
+    if z.kind != ZERO or not several or z.recv is None or z.recv == step.recv:
+        return True
+    owners = _optimizer_models(fm.file).get(step.recv or "")
+    return fm.role(z.recv) == R.MODEL and (not owners or short_name(z.recv) in owners)
+
+
+def _zeroes(fm, loop, step: Event) -> bool:
+    several = len({e.recv for e in loop.events if e.kind == STEP}) > 1
+    if any(ZERO in e.kinds() and _zero_for(fm, e, step, several) for e in loop.events):
+        return True
+    names = list(loop.nested_defs) + list(step.extra.get("closure", []))
+    helpers = [_helper_named(fm, name) for name in names]
+    return any(h is not None and ZERO in fm.file.summary(h).kinds for h in helpers)
+
+
+def _helper_named(fm, name: str):
+    scope = fm
+    while scope is not None:
+        if name in scope.nested:
+            return scope.nested[name]
+        scope = scope.parent
+    return fm.file.top.get(name)
+
+
+@rule("TB104", "grads-never-zeroed",
+      fix="call optimizer.zero_grad() once per update (at the top of the iteration, or after step())")
+def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
+    """A loop steps the optimizer but never zeroes the gradients.
+
+    ``backward()`` adds into ``.grad``; without ``zero_grad()`` every step uses the sum of all the
+    gradients since the start of training, which grows without bound (a hidden, ever-increasing
+    learning rate on a stale direction).  Each optimizer counts on its own (zeroing one does not zero
+    another's parameters); distributed autograd (``dist_autograd.backward(context_id, ...)``) keeps its
+    gradients in the RPC context, with nothing to zero.
+
+    A step function returned by a factory (``step = make_step(model, opt)``, ``make_step`` returning its
+    nested ``def step``) is checked where it is called.
+
+    Wrong::
+
+        for x, y in loader:
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+
+    Right::
+
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+    seen = set()
+    for fm in file.functions:
+        for s in fm.kind_events(STEP):
+            loop = train_loop(s)
+            if loop is None:
+                yield from _never_zeroed_helper(fm, s)
+            elif id(loop) not in seen and not _zeroes(fm, loop, s) and not _distributed_autograd(loop):
+                seen.add(id(loop))
+                yield Hit(s.node, "the loop steps the optimizer but never zeroes the gradients: "
+                                  "backward() keeps adding into .grad")
+
+
+def _distributed_autograd(loop) -> bool:
+    """The loop's backward is ``dist_autograd.backward(context_id, ...)``: gradients live in the RPC context."""
+    backs = [e for e in loop.events if e.kind == BACKWARD]
+    return bool(backs) and all(e.extra.get("distributed") for e in backs)
+
+
+def _never_zeroed_helper(fm, s: Event) -> Iterator[Hit]:
+    """A ``train_step()`` helper with backward + step, or an ``optimizer_step()`` helper called from a
+    loop that runs the backward, with no zero_grad in the helper nor in its callers' loops."""
+    if any(ZERO in e.kinds() for e in fm.events):
+        return
+    sites = [c for c in fm.call_sites() if c.loops]
+    trains = bool(fm.kind_events(BACKWARD)) or all(train_loop(c) is c.loops[-1] for c in sites)
+    if sites and trains and all(not _zeroes(c.fm, c.loops[-1], s) for c in sites):
+        yield Hit(s.node, f"{fm.name}() steps the optimizer and its callers' loop never zeroes the gradients")

@@ -1,0 +1,174 @@
+"""TB201 eval-without-eval-mode: An evaluation runs the model without ``model.eval()``.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted
+from trickbag.audit._eval_facts import _bound_args, _eval_forwards, _file_trains, _mode_before, _smoke_check, _test_code
+from trickbag.audit._flow import (
+    CALL,
+    EVAL,
+    TRAIN,
+    TRAIN_CALL,
+    Event,
+    FileModel,
+    FunctionModel,
+)
+from trickbag.audit._query import (
+    mode_events,
+    short_name,
+)
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+EVAL_CONTEXT, TRAIN_CONTEXT, UNKNOWN_CONTEXT = "eval", "train", "unknown"
+
+
+def _caller_mode(fm: FunctionModel, depth: int = 0, model: str | None = None) -> str:
+    """The mode the callers leave the model in when they run ``fm``: 'eval' when every call site (followed up
+    through its own callers, three levels) switched to eval before the call, 'train' when one left it
+    training, 'unknown' when the callers are not in this file.  ``model`` is the parameter of ``fm`` holding
+    the model: only the switches of what the caller passes there count.  A nested function that is not
+    called by name (a callback) runs in its enclosing function's context."""
+    sites = fm.call_sites()
+    if not sites and fm.parent is not None and depth < 3:
+        if any(kind == EVAL for _, kind in mode_events(fm.parent, fm.parent.events)):
+            return EVAL_CONTEXT
+        return _caller_mode(fm.parent, depth + 1, model)
+    if not sites:
+        return UNKNOWN_CONTEXT
+    verdicts = set()
+    for s in sites:
+        modes = mode_events(s.fm, [e for e in s.fm.events if e.order < s.order and not e.exclusive(s)])
+        arg = next((dotted(a) for p, a in _bound_args(fm, s.node) if p == model), None) \
+            if model and isinstance(s.node, ast.Call) and isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            else None
+        if arg:
+            modes = [(e, k) for e, k in modes if short_name(arg) in _switches(e)]  # not a probe trained beside
+        if modes:
+            verdicts.add(EVAL_CONTEXT if modes[-1][1] == EVAL else TRAIN_CONTEXT)
+        else:
+            verdicts.add(_caller_mode(s.fm, depth + 1, arg) if depth < 3 else UNKNOWN_CONTEXT)
+    if verdicts == {EVAL_CONTEXT}:
+        return EVAL_CONTEXT
+    return TRAIN_CONTEXT if TRAIN_CONTEXT in verdicts else UNKNOWN_CONTEXT
+
+
+def _switches(e: Event) -> set[str]:
+    """Short names of the models a mode switch acts on (a helper's: the ones its body switches)."""
+    if e.kind == CALL:
+        return {short_name(r) for r in e.fm.file.summary(e.extra["helper"]).mode_recvs if r}
+    if e.kind == TRAIN_CALL and isinstance(e.node, ast.Call):  # ``train_one_epoch(model, ...)``: what it is given
+        return {short_name(d) for a in [*e.node.args, *(k.value for k in e.node.keywords)] if (d := dotted(a))}
+    return {short_name(e.recv)} if e.recv else set()
+
+
+@rule("TB201", "eval-without-eval-mode", fix="call model.eval() before evaluating (and model.train() after)")
+def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
+    """An evaluation runs the model without ``model.eval()``.
+
+    ``torch.no_grad()`` / ``inference_mode()`` only stop gradients; in train mode dropout still drops
+    units and BatchNorm normalises with the batch statistics (and updates its running averages with
+    the validation data).  The metrics are noisy and too low, and they depend on the batch size.
+
+    A single full-batch validation forward in the epoch loop counts too, when it is plainly one: under
+    ``no_grad`` / ``inference_mode``, on inputs named like validation data and next to labels named alike
+    (``loss_fn(model(X_valid), y_valid)``, ``model(x_val).argmax(1) == y_val``).
+
+    The mode is followed from the callers into the evaluation function (three levels up, and into nested
+    functions from the function that defines them).  Not evaluations: tests (test modules, ``test_*``
+    functions, ``TestCase`` methods), shape checks (a forward on random inputs, or of a model built right
+    there from its class and never loaded or trained) and a model just made by ``from_pretrained`` (Hugging
+    Face returns it in eval mode).  A function run only from another module, on a model passed in, is a
+    low-confidence finding (``--all``) when nothing in the file calls ``eval()``: its caller may.
+
+    Wrong::
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            correct = 0
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+            return correct
+
+        for epoch in range(epochs):
+            train_one_epoch(model, train_loader, optimizer)
+            print(evaluate(model, val_loader))
+
+    Right::
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            model.eval()
+            correct = 0
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+            model.train()
+            return correct
+
+        for epoch in range(epochs):
+            train_one_epoch(model, train_loader, optimizer)
+            print(evaluate(model, val_loader))
+    """
+    for fm in file.functions:
+        if _test_code(fm):
+            continue
+        for fwd, scope in _eval_forwards(fm):
+            mode = _mode_before(fm, fwd)
+            if mode == EVAL or (mode == TRAIN and scope == "function"):  # train() on purpose: update_bn & co.
+                continue
+            if _smoke_check(fm, fwd) or _pretrained_here(fm, fwd):
+                continue
+            made = _made_here(fm, fwd)
+            sure = "low" if made == "elsewhere" else "high"
+            if mode is None and not made:
+                callers = _caller_mode(fm, model=(fwd.recv or "").split(".")[0])
+                if callers == EVAL_CONTEXT:
+                    continue
+                if callers == UNKNOWN_CONTEXT:
+                    if any(e.kind == EVAL for f in file.functions for e in f.events):
+                        continue
+                    # run from another module, which may call eval() first: unless this file trains the model
+                    sure = "high" if _file_trains(file) else "low"
+            yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
+                                f"batch statistics): call {fwd.recv.split('(')[0]}.eval() first", confidence=sure)
+
+
+def _made_here(fm: FunctionModel, fwd: Event) -> str:
+    """How the model was made in this function (its callers cannot have switched it to eval): 'built' by a
+    known model constructor (a class of this file, torch / torchvision / timm: in train mode), 'elsewhere' by a
+    constructor of another module (which may load weights and switch to eval itself), '' when it was not
+    made here."""
+    base = (fwd.recv or "").split(".")[0]
+    if not base or base in ("self", "cls"):
+        return ""
+    made = [a for a in fm.assigns if a.names == [fwd.recv] and a.op is None and a.value is not None
+            and a.order < fwd.order]
+    if not made:
+        return ""
+    call = R.innermost_call(made[-1].value) if isinstance(made[-1].value, ast.Call) else None
+    qual = fm.file.imports.qualname(call.func) if call is not None else ""
+    last = qual.split(".")[-1]
+    known = last in fm.file.class_names or last == "from_config" \
+        or qual.startswith(("torch.", "torchvision.", "timm.", "nn.")) \
+        or last in ("Sequential", "Linear", "Conv2d", "LSTM", "GRU", "Transformer", "ModuleList")
+    return "built" if known or call is None else "elsewhere"
+
+
+def _pretrained_here(fm: FunctionModel, fwd: Event) -> bool:
+    """A model made here by ``from_pretrained(...)`` (Hugging Face returns it in eval mode) and not switched back
+    to train mode."""
+    made = [a for a in fm.assigns if a.names == [fwd.recv] and a.op is None and a.order < fwd.order]
+    if not made or not isinstance(made[-1].value, ast.Call):
+        return False
+    inner = R.innermost_call(made[-1].value) or made[-1].value
+    return call_name(inner) == "from_pretrained" and call_name(made[-1].value) != "train"

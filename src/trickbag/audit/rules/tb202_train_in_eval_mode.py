@@ -1,0 +1,137 @@
+"""TB202 train-in-eval-mode: The model is switched to eval mode and training continues without ``model.train()``.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens
+from trickbag.audit._eval_facts import _trained_models
+from trickbag.audit._flow import (
+    BACKWARD,
+    CALL,
+    EVAL,
+    FORWARD,
+    STEP,
+    TRAIN,
+    Event,
+    FileModel,
+    FunctionModel,
+    Loop,
+)
+from trickbag.audit._query import (
+    has_kind,
+    mode_events,
+    same_model,
+    short_name,
+    stepish,
+)
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+_FROZEN_WORDS = {"teacher", "target", "ref", "reference", "frozen", "pretrained", "vae", "clip", "critic_target",
+                 "old", "momentum", "key", "tgt"}
+
+
+def _frozen(file: FileModel, name: str) -> bool:
+    """A model that is not trained: named like a teacher/target network or ``requires_grad_(False)``-ed."""
+    if set(name_tokens(name.split(".")[-1])) & _FROZEN_WORDS:
+        return True
+    frozen = file.memo("frozen_models", lambda: {
+        short_name(dotted(n.func.value) or "") for n in file.nodes
+        if isinstance(n, ast.Call) and call_name(n) == "requires_grad_" and n.args
+        and const_value(n.args[0]) is False and isinstance(n.func, ast.Attribute)})
+    return short_name(name) in frozen
+
+
+def _training_forwards(fm: FunctionModel) -> Iterator[Event]:
+    trained = _trained_models(fm.file)
+    for f in fm.kind_events(FORWARD):
+        if f.grad_disabled or not f.loops or not has_kind(f.loops[-1], BACKWARD) or not f.recv \
+                or not any(stepish(e) for lp in f.loops for e in lp.events):
+            continue
+        if (trained and short_name(f.recv) not in trained) or _frozen(fm.file, f.recv):
+            continue
+        yield f
+
+
+def _culprit(fm: FunctionModel, fwd: Event) -> Event | None:
+    """The ``eval()`` switch left in force at a training forward, if any."""
+    for loop in reversed(fwd.loops):
+        modes = [(e, k) for e, k in mode_events(fm, loop.events) if same_model(e, fwd)]
+        if any(k == TRAIN for _, k in modes):
+            return None
+        evals = [e for e, k in modes if k == EVAL]
+        if evals:
+            return evals[0]
+    outer = fwd.loops[0]
+    before = [e for e in fm.events if e.order < fwd.order and outer not in e.loops]
+    modes = [(e, k) for e, k in mode_events(fm, before) if same_model(e, fwd)]
+    if modes and modes[-1][1] == EVAL and all(fwd.under(g) for g in modes[-1][0].guards):
+        return modes[-1][0]
+    return None
+
+
+@rule("TB202", "train-in-eval-mode", fix="call model.train() at the start of every training epoch")
+def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
+    """The model is switched to eval mode and training continues without ``model.train()``.
+
+    After the first evaluation (``model.eval()``) every later epoch trains with dropout off and
+    BatchNorm frozen on its running statistics — quietly worse results.  Switch back with
+    ``model.train()`` at the top of each epoch (or at the end of the evaluation).
+
+    ``model.train(was_training)`` / ``model.train(mode=prev)`` restores a saved mode and counts as switching
+    back; only ``model.train(False)`` is a switch to eval.
+
+    Wrong::
+
+        for epoch in range(epochs):
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                val_loss = sum(loss_fn(model(x), y).item() for x, y in val_loader)
+
+    Right::
+
+        for epoch in range(epochs):
+            model.train()
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                val_loss = sum(loss_fn(model(x), y).item() for x, y in val_loader)
+    """
+    for fm in file.functions:
+        for fwd in _training_forwards(fm):
+            bad = _culprit(fm, fwd)
+            if bad is not None:
+                yield Hit(bad.node, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
+                                    f"with .train()")
+        for loop in fm.loops:
+            bad = _helper_culprit(fm, loop)
+            if bad is not None:
+                yield Hit(bad.node, "the model is switched to eval mode here and the training helpers called in "
+                                    "this loop never switch it back with .train()")
+
+
+def _helper_culprit(fm: FunctionModel, loop: Loop) -> Event | None:
+    """A loop that trains through helpers (``train_epoch(); validate()``) and switches to eval only."""
+    if any(e.kind == FORWARD for e in loop.events) or not any(e.kind == CALL and {BACKWARD, STEP} <= e.kinds()
+                                                              for e in loop.events):
+        return None
+    modes = [(e, k) for e, k in mode_events(fm, loop.events) if not (e.recv and _frozen(fm.file, e.recv))]
+    if any(k == TRAIN for _, k in modes):
+        return None
+    evals = [e for e, k in modes if k == EVAL and not (e.kind == CALL and BACKWARD in e.kinds())]
+    return evals[0] if evals else None

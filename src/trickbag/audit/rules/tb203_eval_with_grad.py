@@ -1,0 +1,104 @@
+"""TB203 eval-with-grad: An evaluation forward runs with gradients enabled.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit._ast import call_name, const_value
+from trickbag.audit._eval_facts import _eval_forwards, _file_trains, _mode_before, _smoke_check, _test_code
+from trickbag.audit._flow import (
+    BACKWARD,
+    EVAL,
+    FileModel,
+    FunctionModel,
+)
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+def _callers_disable_grad(fm: FunctionModel, depth: int = 0) -> bool | None:
+    """True when every call of ``fm`` runs without gradients (followed up through the callers, and for a
+    nested function not called by name, its enclosing function's context); None when the callers are not
+    in this file."""
+    sites = fm.call_sites()
+    if not sites and fm.parent is not None and depth < 3:
+        if fm.parent.grad_disabled or _grad_off_statement(fm.parent) or _defined_without_grad(fm):
+            return True
+        return _callers_disable_grad(fm.parent, depth + 1)
+    if not sites:
+        return None
+    verdicts = []
+    for s in sites:
+        if s.grad_disabled or _grad_off_statement(s.fm):
+            verdicts.append(True)
+        else:
+            verdicts.append(_callers_disable_grad(s.fm, depth + 1) if depth < 3 else None)
+    return False if False in verdicts else (None if None in verdicts else True)
+
+
+def _defined_without_grad(fm: FunctionModel) -> bool:
+    """A nested ``def`` written inside a ``with torch.no_grad():`` block of its enclosing function."""
+    parent = fm.parent
+    if parent is None:
+        return False
+    for n in parent.nodes:
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(fm.node in ast.walk(st) for st in n.body):
+            return any(isinstance(i.context_expr, ast.Call)
+                       and call_name(i.context_expr) in ("no_grad", "inference_mode") for i in n.items)
+    return False
+
+
+def _grad_off_statement(fm: FunctionModel) -> bool:
+    """``torch.set_grad_enabled(False)`` as a statement of the function."""
+    return any(isinstance(n, ast.Call) and call_name(n) == "set_grad_enabled" and n.args
+               and const_value(n.args[0]) is False for n in fm.nodes)
+
+
+@rule("TB203", "eval-with-grad", fix="evaluate under `with torch.inference_mode():` (or @torch.no_grad())")
+def eval_with_grad(file: FileModel) -> Iterator[Hit]:
+    """An evaluation forward runs with gradients enabled.
+
+    Without ``torch.no_grad()`` / ``torch.inference_mode()`` every evaluation batch records a graph:
+    activations are kept for a backward that never comes (memory grows, out-of-memory on larger
+    validation batches) and the forward is slower.
+
+    Wrong::
+
+        def validate(model, loader):
+            model.eval()
+            total = 0.0
+            for x, y in loader:
+                total += loss_fn(model(x), y).item()
+            return total
+
+    Right::
+
+        @torch.inference_mode()
+        def validate(model, loader):
+            model.eval()
+            total = 0.0
+            for x, y in loader:
+                total += loss_fn(model(x), y).item()
+            return total
+    """
+    for fm in file.functions:
+        if fm.grad_disabled or _grad_off_statement(fm) or _test_code(fm):
+            continue
+        for fwd, scope in _eval_forwards(fm):
+            if fwd.grad_disabled or fwd.in_context("grad") is not None or _smoke_check(fm, fwd):
+                continue
+            if scope == "function" and fm.kind_events(BACKWARD):
+                continue
+            callers = _callers_disable_grad(fm)
+            if callers:
+                continue
+            # run from another module: a caller may disable gradients, unless this function set eval() itself
+            sure = "low" if callers is None and _mode_before(fm, fwd) != EVAL and not _file_trains(file) else "high"
+            yield Hit(fwd.node, "evaluation forward with gradients enabled: the graph of every batch is built "
+                                "and kept", confidence=sure)

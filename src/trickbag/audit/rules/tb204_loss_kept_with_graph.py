@@ -1,0 +1,271 @@
+"""TB204 loss-kept-with-graph: A loss tensor is summed (or appended) across iterations without ``.item()`` /
+``.detach()``.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted, walk_no_defs
+from trickbag.audit._eval_facts import _bound_args
+from trickbag.audit._flow import (
+    BACKWARD,
+    STEP,
+    FileModel,
+    FunctionModel,
+    Loop,
+)
+from trickbag.audit._query import (
+    has_kind,
+    loss_names,
+    train_loop,
+)
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+def _defined_before(fm: FunctionModel, name: str, loop: Loop) -> bool:
+    if "." in name or "[]" in name:
+        return True
+    args = getattr(fm.node, "args", None)
+    if args is not None and name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}:
+        return True
+    if any(name in a.names and a.node.lineno < loop.node.lineno for a in fm.assigns):
+        return True
+    return fm.node is not fm.file.tree and any(name in a.names for a in fm.file.module.assigns)  # a module global
+
+
+_DETACHING = {"item", "detach", "tolist", "numpy", "float", "int", "round", "detach_"}
+
+
+_PASS_THROUGH = {"sum", "mean", "clone", "cpu", "to", "view", "reshape", "squeeze"}
+
+
+def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> str | None:
+    """The loss whose graph ``node`` keeps alive (None if every use is detached).  Iterative: a
+    1000-term sum does not reach the recursion limit."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.BinOp):
+            todo += [n.right, n.left]
+            continue
+        if isinstance(n, ast.Call) and call_name(n) not in _DETACHING and R.is_loss_value(n, fm.role):
+            return "the loss"
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            found = _kept_name(n, fm, losses, before)
+            if found:
+                return found
+        elif isinstance(n, ast.Call) and call_name(n) not in _DETACHING and isinstance(n.func, ast.Attribute) \
+                and call_name(n) in _PASS_THROUGH:
+            todo.append(n.func.value)
+    return None
+
+
+def _kept_name(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> str | None:
+    name = dotted(node)
+    if (isinstance(node, ast.Attribute) and node.attr == "data") or name not in losses:
+        return None
+    last = fm.last_assignments(name, before)
+    if last and isinstance(last[-1].value, ast.Call) and call_name(last[-1].value) in _DETACHING:
+        return None  # loss = loss.item() before the sum
+    return name
+
+
+def _accumulations(fm: FunctionModel, loop: Loop) -> Iterator[tuple[ast.AST, str, ast.AST, int]]:
+    """(statement, accumulator name, added value, order) for ``acc += v``, ``acc = acc + v``, ``acc.append(v)``
+    run with gradients enabled."""
+    for a in fm.assigns:
+        if loop not in a.loops or not a.names or a.value is None or fm.grad_disabled \
+                or any(k == "nograd" for k, _ in a.contexts):
+            continue
+        added = _added(a)
+        if added is not None:
+            yield a.node, a.names[0], added, a.order
+
+
+def _added(a) -> ast.AST | None:
+    """The value ``a`` adds to its target: ``acc += v``, ``acc = acc + v``, ``d[k] = d.get(k, 0) + v``,
+    ``acc.append(v)`` (None for any other assignment)."""
+    target = a.names[0] if a.names else None
+    if target is None or a.value is None:
+        return None
+    if a.op is not None and isinstance(a.op, ast.Add):
+        return a.value
+    if a.op is None and isinstance(a.value, ast.BinOp) and isinstance(a.value.op, ast.Add):
+        left = a.value.left
+        if dotted(left) == target or (isinstance(left, ast.Call) and call_name(left) == "get"
+                                      and isinstance(left.func, ast.Attribute)
+                                      and f"{dotted(left.func.value)}[]" == target):
+            return a.value.right
+    return None
+
+
+@rule("TB204", "loss-kept-with-graph", fix="accumulate loss.item() (or loss.detach()) for logging")
+def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
+    """A loss tensor is summed (or appended) across iterations without ``.item()`` / ``.detach()``.
+
+    ``total_loss += loss`` keeps a reference to the graph of every iteration (activations included):
+    memory grows each step until the epoch ends or the GPU runs out — the classic "out of memory
+    after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.
+    The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,
+    ``self.total = self.total + loss``.
+
+    So is ``sums[k] = sums.get(k, 0.0) + loss``, and a loss handed to a local helper or a method of a class of
+    the file (``tracker.update("loss", loss)``) that adds it to an attribute, a container passed in or a
+    module-level name (reported at the call).
+
+    So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
+    y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function
+    or method of its own (backward and step, no loop) that the file never calls is taken to be one.  A function's own
+    loop
+    adding its loss to a module-level list or total (``loss_history.append(loss)``) is reported too.
+
+    Wrong::
+
+        total_loss = 0.0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss
+
+    Right::
+
+        total_loss = 0.0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item()
+    """
+    for fm in file.functions:
+        losses = loss_names(fm)
+        backed = {n for b in fm.kind_events(BACKWARD) for n in _names(b.extra.get("loss"))}
+        for loop in fm.loops:
+            if not has_kind(loop, BACKWARD):
+                continue
+            for node, target, value, order in _accumulations(fm, loop):
+                kept = _keeps_graph(value, fm, losses, order)
+                if kept and target != kept and target not in backed and target not in losses \
+                        and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
+                    yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
+                                    f"graph stays in memory")
+        yield from _helper_accumulations(fm, losses)
+        yield from _per_iteration_helper_accumulations(fm, losses, backed)
+
+
+def _called_per_training_step(fm: FunctionModel) -> bool:
+    """``fm`` is a helper (``self.one_batch(x, y)``) called inside a loop that trains, grad enabled."""
+    if fm.grad_disabled or fm.node is fm.file.tree:
+        return False
+    own = bool(fm.kind_events(BACKWARD))
+    sites = fm.call_sites()
+    if own and not sites and fm.kind_events(STEP):
+        return True  # a step function of its own (backward + step) the file never calls: a per-step callback
+    return any(site.loops and not site.grad_disabled and (own or train_loop(site) is not None)
+               for site in fm.call_sites())
+
+
+def _per_iteration_helper_accumulations(fm: FunctionModel, losses: set[str], backed: set[str]) -> Iterator[Hit]:
+    """A loop-less helper computing a loss and adding it to a sum outliving the call (``self.losses.append(loss)``),
+    called once per iteration of a training loop: every iteration's graph stays in memory."""
+    if fm.loops or not losses or not _called_per_training_step(fm):
+        return
+    args = fm.node.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    module_names = {n for a in fm.file.module.assigns for n in a.names}
+    for a in fm.assigns:
+        added = _added(a) if not a.loops and not any(k == "nograd" for k, _ in a.contexts) else None
+        if added is None:
+            continue
+        target = a.names[0]
+        base = target.split(".")[0].replace("[]", "")
+        if not (target.startswith("self.") or base in params or base in module_names) or target in backed:
+            continue
+        kept = _keeps_graph(added, fm, losses, a.order)
+        if kept and kept not in params and target != kept:
+            yield Hit(a.node, f"{target} accumulates {kept} with its autograd graph at every call of "
+                              f"{fm.name}() from the training loop; every iteration's graph stays in memory")
+
+
+def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:
+    """A training loop hands a loss to a local helper (``tracker.update("loss", loss)``) that adds it to
+    a sum outliving the call (``self.sums[name] = self.sums[name] + value``): reported at the call."""
+    seen: set[int] = set()
+    for loop in fm.loops:
+        if fm.grad_disabled or not has_kind(loop, BACKWARD):
+            continue
+        for call in (n for st in getattr(loop.node, "body", []) for n in walk_no_defs(st) if isinstance(n, ast.Call)):
+            if id(call) in seen:
+                continue
+            seen.add(id(call))
+            helper = fm.file.resolve(call, fm) or _instance_method(fm, call)
+            if helper is None or helper.grad_disabled:
+                continue
+            before = max((a.order for a in fm.assigns if a.node.lineno <= call.lineno), default=0)
+            for param, arg in _bound_args(helper, call):
+                kept = _keeps_graph(arg, fm, losses, before)
+                target = _persistent_sum(helper, param) if kept else None
+                if target:
+                    yield Hit(call, f"{dotted(call.func) or helper.name}() adds {kept} to {target} with its "
+                                    f"autograd graph; every iteration's graph stays in memory")
+                    break
+
+
+def _instance_method(fm: FunctionModel, call: ast.Call) -> FunctionModel | None:
+    """``tracker.update(...)`` where ``tracker = MetricTracker()`` (a class of this file): that method."""
+    func = call.func
+    recv = dotted(func.value) if isinstance(func, ast.Attribute) else None
+    if not recv:
+        return None
+    scopes = [s for s in fm.file.functions if s is fm or s is fm.file.module or s is fm.parent
+              or (recv.startswith("self.") and s.cls is not None and s.cls is fm.cls)]
+    for scope in scopes:
+        for a in scope.assigns:
+            if a.names == [recv] and a.op is None and isinstance(a.value, ast.Call):
+                cls = fm.file.imports.qualname(R.innermost_call(a.value) or a.value).split(".")[-1]
+                if cls in fm.file.classes:
+                    return fm.file.methods.get((cls, func.attr))
+    return None
+
+
+def _persistent_sum(helper: FunctionModel, param: str) -> str | None:
+    """The sum outliving a call of ``helper`` that the parameter ``param`` is added to, with its graph:
+    an attribute (``self.total``), a container passed in, or a module-level name."""
+    args = helper.node.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {param}
+    file = helper.file
+    module_names = file.memo("module_names", lambda: {n for a in file.module.assigns for n in a.names})
+    backed = file.memo("all_backed", lambda: {n for f in file.functions for b in f.kind_events(BACKWARD)
+                                              for n in _names(b.extra.get("loss"))})
+    for a in helper.assigns:
+        added = _added(a) if not any(k == "nograd" for k, _ in a.contexts) else None
+        if added is None:
+            continue
+        target = a.names[0]
+        base = target.split(".")[0].replace("[]", "")
+        if (target.startswith("self.") or base in params or base in module_names) and target not in backed \
+                and _keeps_graph(added, helper, {param}, a.order):
+            return target
+    return None
+
+
+def _names(node: ast.AST | None) -> set[str]:
+    if node is None:
+        return set()
+    return {dotted(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+
+
+def _reset_in_loop(fm: FunctionModel, target: str, loop: Loop, node: ast.AST) -> bool:
+    """``acc = 0`` inside the loop (before the accumulation): a per-iteration sum, not a leak."""
+    return any(target in a.names and a.op is None and loop in a.loops and a.node is not node
+               and a.node.lineno < getattr(node, "lineno", 0) for a in fm.assigns)

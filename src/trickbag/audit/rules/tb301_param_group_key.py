@@ -1,0 +1,172 @@
+"""TB301 param-group-key: An optimizer param-group dict has its tensors under a key other than ``'params'``, or a
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted, edit_distance
+from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+_HYPER = {"lr", "weight_decay", "momentum", "dampening", "nesterov", "betas", "eps", "amsgrad", "alpha",
+          "initial_lr", "foreach", "maximize", "capturable", "differentiable", "fused", "centered", "lambd",
+          "t0", "rho", "decoupled_weight_decay", "momentum_decay", "lr_decay", "initial_accumulator_value",
+          "max_iter", "history_size", "line_search_fn", "tolerance_grad", "tolerance_change", "max_eval",
+          "etas", "step_sizes", "adaptive", "weight_decouple", "max_lr", "min_lr"}
+_HYPER_TYPOS = {"learning_rate": "lr", "learningrate": "lr", "lr_rate": "lr", "wd": "weight_decay",
+                "decay": "weight_decay", "beta": "betas", "epsilon": "eps", "momentun": "momentum"}
+_PARAM_WORDS = {"parameters", "named_parameters", "params", "param"}
+
+
+def _param_group_dicts(file: FileModel) -> Iterator[ast.AST]:
+    """Dict literals and ``dict(...)`` calls used as optimizer param groups: in the optimizer call, in
+    a list built before it (``groups = [...]``, ``groups.append({...})``), or anywhere they look like one."""
+    seen: set[int] = set()
+    for fm in file.functions:
+        for node in fm.nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            is_opt = R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER \
+                or call_name(node) == "add_param_group"
+            first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "params"), None)
+            if not is_opt or first is None:
+                continue
+            for d in _group_nodes(fm, first):
+                if id(d) not in seen:
+                    seen.add(id(d))
+                    yield d
+    for node in file.nodes:
+        if (isinstance(node, ast.Dict) or _dict_call(node)) and id(node) not in seen and _looks_like_group(node):
+            yield node
+
+
+def _dict_call(node: ast.AST) -> bool:
+    """``dict(params=..., lr=...)`` (keywords only)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+        and not node.args
+
+
+def _group_nodes(fm: FunctionModel, expr: ast.AST | None, hops: int = 0) -> Iterator[ast.AST]:
+    """The dicts an optimizer's ``params`` argument is made of, following names to the lists assigned
+    (or appended) to them — in the function, the enclosing ones, the module, and for ``self.groups``
+    the class's methods — and local helpers to what they return (3 hops at most)."""
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Dict) or _dict_call(node):
+            yield node
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            todo += node.elts
+        elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            todo.append(node.elt)
+        elif isinstance(node, ast.Starred):
+            todo.append(node.value)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            todo += [node.left, node.right]
+        elif hops < 3 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
+            for scope, value in _assigned_values(fm, dotted(node)):
+                yield from _group_nodes(scope, value, hops + 1)
+        elif hops < 3 and isinstance(node, ast.Call) and (helper := fm.file.resolve(node, fm)) is not None:
+            for ret in (n for n in helper.nodes if isinstance(n, ast.Return) and n.value is not None):
+                yield from _group_nodes(helper, ret.value, hops + 1)
+
+
+def _assigned_values(fm: FunctionModel, name: str) -> Iterator[tuple[FunctionModel, ast.AST]]:
+    scopes: list[FunctionModel] = []
+    scope: FunctionModel | None = fm
+    while scope is not None:
+        scopes.append(scope)
+        scope = scope.parent
+    if name.startswith("self.") and fm.cls is not None:
+        scopes += [m for (cls, _), m in fm.file.methods.items() if cls == fm.cls.name and m not in scopes]
+    if fm.file.module not in scopes:
+        scopes.append(fm.file.module)
+    for sc in scopes:
+        for a in sc.assigns:
+            if a.names == [name] and a.value is not None and (a.op is None or isinstance(a.op, ast.Add)):
+                yield sc, a.value
+
+
+def _keys(d: ast.AST) -> list[tuple[str, ast.AST, ast.AST]]:
+    """(key, key node, value) of a dict literal's string keys or a ``dict(...)`` call's keywords."""
+    if isinstance(d, ast.Call):
+        return [(k.arg, k, k.value) for k in d.keywords if k.arg]
+    return [
+        (k.value, k, v) for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)
+    ]
+
+
+def _n_keys(d: ast.AST) -> int:
+    return len(d.keywords) if isinstance(d, ast.Call) else len(d.keys)
+
+
+def _holds_parameters(value: ast.AST) -> bool:
+    for n in ast.walk(value):
+        if isinstance(n, ast.Call) and call_name(n) in {"parameters", "named_parameters"}:
+            return True
+        if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) or "").split(".")[-1] in _PARAM_WORDS:
+            return True
+    return False
+
+
+def _looks_like_group(d: ast.AST) -> bool:
+    keys = {k for k, _, _ in _keys(d)}
+    if "params" in keys and len(keys) > 1:
+        return True
+    return bool(keys & {"lr", "weight_decay"}) and any(_holds_parameters(v) for _, _, v in _keys(d))
+
+
+@rule(
+    "TB301",
+    "param-group-key",
+    fix="name the tensors 'params' and use torch's hyper-parameter keys (lr, weight_decay, ...)",
+)
+def param_group_key(file: FileModel) -> Iterator[Hit]:
+    """An optimizer param-group dict has its tensors under a key other than ``'params'``, or a
+    misspelled hyper-parameter key.
+
+    ``torch.optim`` reads the tensors of a group from ``'params'`` only (``{'model': ...}`` or
+    ``{'parameters': ...}`` fails or trains nothing) and keeps unknown keys silently: a group with
+    ``'learning_rate'`` or ``'wd'`` uses the optimizer's default ``lr`` / ``weight_decay``.  The
+    groups are checked where they are written: in the optimizer call, in a list built before it
+    (``groups = [...]``, ``groups.append({...})``, ``self.groups``, a local helper that returns
+    them), as dict literals or as ``dict(params=..., lr=...)``.
+
+    Wrong::
+
+        optimizer = torch.optim.AdamW([
+            {"parameters": model.backbone.parameters(), "lr": 1e-4},
+            {"params": model.head.parameters(), "learning_rate": 1e-3},
+        ])
+
+    Right::
+
+        optimizer = torch.optim.AdamW([
+            {"params": model.backbone.parameters(), "lr": 1e-4},
+            {"params": model.head.parameters(), "lr": 1e-3},
+        ])
+    """
+    for d in _param_group_dicts(file):
+        keys = _keys(d)
+        if not keys or len(keys) != _n_keys(d):
+            continue
+        names = {k for k, _, _ in keys}
+        if "params" not in names:
+            bad = next(((k, node) for k, node, v in keys if k not in _HYPER and _holds_parameters(v)), None) \
+                or next(((k, node) for k, node, _ in keys if k not in _HYPER), None)
+            if bad:
+                yield Hit(bad[1], f"param group holds its tensors under {bad[0]!r}; torch.optim reads 'params'")
+            continue
+        for k, node, _ in keys:
+            meant = _HYPER_TYPOS.get(k) or next((h for h in _HYPER if k not in _HYPER and len(k) > 3
+                                                 and edit_distance(k, h) <= 2), None)
+            if meant and k not in _HYPER:
+                yield Hit(node, f"param-group key {k!r} is ignored by torch.optim (did you mean {meant!r}?)")

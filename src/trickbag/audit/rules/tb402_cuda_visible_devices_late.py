@@ -1,0 +1,116 @@
+"""TB402 cuda-visible-devices-late: ``CUDA_VISIBLE_DEVICES`` is set after CUDA was initialised.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit._ast import call_name, const_value, dotted
+from trickbag.audit._env_facts import _env_call_keys, _is_environ
+from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+_LAZY_CUDA = {"manual_seed", "manual_seed_all", "seed", "seed_all", "amp", "nvtx", "is_initialized"}
+
+
+def _cuda_names(fm: FunctionModel) -> set[str]:
+    """Names holding a CUDA device: ``dev = "cuda:0"``, ``device = torch.device("cuda")``."""
+    out = set()
+    for scope in (fm.file.module, fm):
+        for a in scope.assigns:
+            value = a.value.args[0] if isinstance(a.value, ast.Call) and call_name(a.value) == "device" \
+                and a.value.args else a.value
+            if len(a.names) == 1 and isinstance(const_value(value), str) and const_value(value).startswith("cuda"):
+                out.add(a.names[0])
+    return out
+
+
+def _cuda_init(node: ast.AST, file: FileModel, devices: frozenset = frozenset()) -> bool:
+    """A call that initialises CUDA: ``.cuda()``, ``torch.cuda.*()``, a tensor made on/moved to 'cuda'."""
+    if not isinstance(node, ast.Call):
+        return False
+    if call_name(node) == "to" and node.args and dotted(node.args[0]) in devices:
+        return True
+    qual = file.imports.qualname(node.func)
+    if qual.startswith("torch.cuda."):
+        return qual.split(".")[2] not in _LAZY_CUDA
+    name = call_name(node)
+    if name == "cuda" and isinstance(node.func, ast.Attribute):
+        return True
+    if name == "device":
+        return False
+    cuda_str = [a for a in list(node.args) + [k.value for k in node.keywords if k.arg in (None, "device")]
+                if isinstance(const_value(a), str) and const_value(a).startswith("cuda")]
+    return bool(cuda_str) and (name == "to" or any(k.arg == "device" for k in node.keywords))
+
+
+def _helper_inits_cuda(node: ast.AST, fm: FunctionModel, file: FileModel, depth: int = 0) -> bool:
+    """A call of a function of this file that touches CUDA (``gpu = freest_gpu()`` calling
+    ``torch.cuda.mem_get_info``), through its own local calls too; not a helper that sets
+    CUDA_VISIBLE_DEVICES itself."""
+    helper = file.resolve(node, fm) if isinstance(node, ast.Call) and depth < 4 else None
+    if helper is None or helper is fm:
+        return False
+    table = file.memo("helper_inits_cuda", dict)
+    if id(helper) not in table:
+        table[id(helper)] = False  # in progress: a recursive call does not count
+        devices = frozenset(_cuda_names(helper))
+        table[id(helper)] = not any(_visible_devices_writes(helper, file)) and any(
+            _cuda_init(n, file, devices) or _helper_inits_cuda(n, helper, file, depth + 1) for n in helper.nodes)
+    return table[id(helper)]
+
+
+def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.AST]:
+    """The nodes of ``fm`` that set CUDA_VISIBLE_DEVICES (``os.environ[...] =``, ``setdefault``, ``update``)."""
+    for node in fm.nodes:
+        if (
+            isinstance(node, ast.Subscript)
+            and _is_environ(node.value, file)
+            and isinstance(node.ctx, ast.Store)
+            and const_value(node.slice) == "CUDA_VISIBLE_DEVICES"
+            or isinstance(node, ast.Call)
+            and any(key == "CUDA_VISIBLE_DEVICES" and write for key, _, write in _env_call_keys(node, file))
+        ):
+            yield node
+
+
+@rule(
+    "TB402",
+    "cuda-visible-devices-late",
+    fix="set CUDA_VISIBLE_DEVICES before anything touches CUDA (first lines, or the shell)",
+)
+def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
+    """``CUDA_VISIBLE_DEVICES`` is set after CUDA was initialised.
+
+    The CUDA driver reads the variable once, when CUDA is first used (``torch.cuda.is_available()``,
+    ``.cuda()``, a tensor on ``"cuda"``).  Setting it afterwards changes nothing: the process keeps
+    seeing every GPU and usually lands on GPU 0.
+
+    Wrong::
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+
+    Right::
+
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    """
+    for fm in file.functions:
+        writes = list(_visible_devices_writes(fm, file))
+        if not writes:
+            continue
+        devices = frozenset(_cuda_names(fm))
+        inits = [n.lineno for n in fm.nodes if _cuda_init(n, file, devices) or _helper_inits_cuda(n, fm, file)]
+        for w in writes:
+            earlier = [line for line in inits if line < w.lineno]
+            if earlier:
+                yield Hit(w, f"CUDA_VISIBLE_DEVICES is set after CUDA was initialised (line {min(earlier)}): "
+                             f"it has no effect")

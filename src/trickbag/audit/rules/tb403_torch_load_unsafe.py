@@ -1,0 +1,85 @@
+"""TB403 torch-load-unsafe: ``torch.load`` unpickles a file that may come from someone else.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit._ast import call_name, const_value
+from trickbag.audit._flow import FileModel
+from trickbag.audit._project import OLD_TORCH
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+
+
+_OUTSIDE = {"args", "argv", "opt", "opts", "flags", "input", "url", "urls", "download", "hub", "hf_hub_download",
+            "cached_path", "urlopen", "requests", "environ", "getenv"}
+
+
+def _from_outside(node: ast.AST | None) -> bool:
+    """A path that comes from outside the program: a command-line argument (``args.ckpt``, ``sys.argv[1]``),
+    ``input()``, an environment variable, a download or a URL."""
+    if node is None:
+        return False
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id in _OUTSIDE:
+            return True
+        if isinstance(n, ast.Attribute) and n.attr in _OUTSIDE:
+            return True
+        if isinstance(n, ast.Call) and any(w in call_name(n).lower() for w in ("download", "urlopen", "input")):
+            return True
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith(("http://", "https://")):
+            return True
+    return False
+
+
+@rule("TB403", "torch-load-unsafe", fix="torch.load(path, map_location=..., weights_only=True)", severity="warning")
+def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
+    """``torch.load`` unpickles a file that may come from someone else.
+
+    A checkpoint is a pickle: loading a downloaded file with ``weights_only=False`` runs whatever code
+    it contains.  ``weights_only=True`` loads tensors and plain containers only; it is the default from
+    torch 2.6.  Reported by default only where the code shows the risk: no ``weights_only`` in a project
+    whose packaging files (pyproject.toml, requirements*.txt, setup.py ...) allow a torch older than 2.6,
+    or ``weights_only=False`` on a path that comes from outside the program (a command-line argument,
+    ``sys.argv``, an environment variable, a download or a URL).  The other calls are low-confidence
+    advisories (``--all``): without a version pin a fresh install is current torch, and an explicit
+    ``weights_only=False`` on the program's own checkpoint is the user's stated choice.  A
+    ``functools.partial(torch.load, ...)`` is reported where the partial is made.
+
+    Wrong::
+
+        state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+
+    Right::
+
+        state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+    """
+    for node in file.nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        what = file.imports.qualname(node.func)
+        path = node.args[0] if node.args else None
+        if what in ("functools.partial", "functools.partialmethod") and node.args \
+                and file.imports.qualname(node.args[0]) == "torch.load":
+            what, path = "partial(torch.load)", node.args[1] if len(node.args) > 1 else None
+        elif what != "torch.load":
+            continue
+        kw = {k.arg: k.value for k in node.keywords}
+        if None in kw:
+            continue
+        path = path if path is not None else kw.get("f")
+        if "weights_only" not in kw:
+            sure = "high" if file.torch_support == OLD_TORCH else "low"
+            yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code on torch < 2.6",
+                      confidence=sure)
+        elif const_value(kw["weights_only"]) is False:
+            sure = "high" if _from_outside(path) else "low"
+            yield Hit(node, f"{what}(weights_only=False) unpickles (and can run) arbitrary code"
+                            f"{' from a path given from outside' if sure == 'high' else ''}; "
+                            "load a state_dict with weights_only=True", confidence=sure)
