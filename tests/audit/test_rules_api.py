@@ -424,3 +424,33 @@ def test_tb303_self_call_of_a_model_class_whose_forward_returns_probabilities():
             return self(x).argmax(-1)
     """
     fires("TB303", wrong, [16], wrong.replace("return F.softmax(self.linear(x), dim=-1)", "return self.linear(x)"))
+
+
+def test_tb302_parameter_loop_variable_shadowing_a_module_loop_variable():
+    src = """
+    def setup(model, freeze):
+        for k, v in model.named_parameters():
+            v.requires_grad = not any(x in k for x in freeze)
+        for k, v in model.named_modules():
+            v.requires_grad = False
+    """
+    assert found(src, "TB302") == [6]  # the second loop's v is a module; the first loop's is a parameter
+
+
+def test_tb303_clamped_logs_and_matching_costs_are_not_losses_on_probabilities():
+    src = """
+    import torch
+    def log(t, eps=1e-20):
+        return torch.log(t + eps)
+    def dino_loss(teacher_logits, student_logits):
+        student_probs = student_logits.softmax(dim=-1)
+        teacher_probs = teacher_logits.softmax(dim=-1)
+        return -(teacher_probs * log(student_probs)).sum(dim=-1).mean()
+    def match(outputs, tgt_ids):
+        out_prob = outputs["pred_logits"].softmax(-1)
+        cost_class = -out_prob[:, tgt_ids]
+        return cost_class
+    """
+    assert found(src, "TB303", show_all=True) == []
+    unclamped = src.replace("return torch.log(t + eps)", "return torch.log(t)")
+    assert found(unclamped, "TB303") == [8]

@@ -23,7 +23,14 @@ _CUDNN = {"benchmark", "deterministic", "enabled", "allow_tf32", "benchmark_limi
 _MODULE_ITERS = {"modules", "children", "named_modules", "named_children"}
 
 
-def _module_loop_var(fm: FunctionModel, name: str) -> bool:
+def _module_loop_var(fm: FunctionModel, name: str, loops: tuple = ()) -> bool:
+    """``name`` is the loop variable of a loop over ``.modules()`` / ``.children()``: the loop around the
+    assignment that binds it when there is one (``for k, v in model.named_parameters()`` holds parameters,
+    whatever another loop of the function binds to ``v``), else any such loop of the function."""
+    for lp in reversed(loops):
+        if name in lp.targets:
+            it = lp.iter
+            return isinstance(it, ast.Call) and call_name(it) in _MODULE_ITERS
     for a in fm.assigns:
         if isinstance(a.node, (ast.For, ast.AsyncFor)) and a.names and a.names[-1] == name:
             it = a.node.iter
@@ -35,12 +42,12 @@ def _module_loop_var(fm: FunctionModel, name: str) -> bool:
 _REAL_ATTRS = {"require_backward_grad_sync", "require_forward_param_sync", "requires_grad"}
 
 
-def _typo_message(fm: FunctionModel, base: str, attr: str) -> str | None:
+def _typo_message(fm: FunctionModel, base: str, attr: str, loops: tuple = ()) -> str | None:
     if attr == "requires_grad_" or (attr not in _REAL_ATTRS and (
             attr in _TYPO_TARGETS["requires_grad"] or edit_distance(attr, "requires_grad") <= 2
             or (attr.startswith("req") and "grad" in attr and len(attr) <= len("requires_gradient")))):
         return f"'.{attr}' is not 'requires_grad': the assignment creates a new attribute and freezes nothing"
-    if attr == "requires_grad" and (fm.role(base) == R.MODEL or _module_loop_var(fm, base)):
+    if attr == "requires_grad" and (fm.role(base) == R.MODEL or _module_loop_var(fm, base, loops)):
         return (f"an nn.Module has no 'requires_grad': '{base}.requires_grad = ...' freezes nothing "
                 f"(use {base}.requires_grad_(False))")
     if fm.file.imports.resolve(base).split(".")[-1] == "cudnn" and attr not in _CUDNN:
@@ -82,7 +89,7 @@ def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
                 continue
             for name in a.names:
                 base, _, attr = name.rpartition(".")
-                msg = _typo_message(fm, base, attr) if base else None
+                msg = _typo_message(fm, base, attr, a.loops) if base else None
                 if msg:
                     yield Hit(a.node, msg)
         for call, base, attr in _setattr_calls(fm):

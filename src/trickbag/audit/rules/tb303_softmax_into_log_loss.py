@@ -184,7 +184,7 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
                 yield from _check_log_softmax(fm, node)
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
                 yield from _check_handwritten(node.operand, node)
-                if _picked_probabilities(fm, node.operand, node.lineno, probs):
+                if _picked_probabilities(fm, node.operand, node.lineno, probs) and not _a_cost(fm, node):
                     yield Hit(node, "hand-written NLL takes minus the softmax probability of the target, without "
                                     "its log; it needs log_softmax(x) (or F.cross_entropy on the logits)")
             elif _loss_statement(node, lossy_function) and not any(
@@ -288,12 +288,36 @@ def _log_of_probabilities(fm: FunctionModel, probs: set[str], kinds: dict[str, s
     for node, targets in _log_calls(fm):
         arg = _call_source(fm, node)
         if arg is None or _is_softmax_call(arg) or id(node) in entropy \
-                or not (id(node) in inside or targets & used):
+                or not (id(node) in inside or targets & used) or _clamped_log(fm, node):
             continue
         if _softmaxed(fm, arg, node.lineno, probs) or _picked_probabilities(fm, arg, node.lineno, probs):
             text = ast.unparse(arg)
             text = text if len(text) <= 30 else text[:27] + "..."
             yield Hit(node, f"log({text}) of softmax probabilities underflows to -inf; use log_softmax(x)")
+
+
+def _a_cost(fm: FunctionModel, node: ast.AST) -> bool:
+    """``cost_class = -out_prob[:, tgt_ids]``: minus a probability assigned to a matching cost or score (a
+    Hungarian matcher's), not to a loss."""
+    table = fm.file.memo("assigned_words", dict)
+    if id(fm) not in table:
+        table[id(fm)] = {id(n): {w for t in st.targets for w in name_tokens(dotted(t) or "")}
+                         for st in fm.nodes if isinstance(st, ast.Assign) for n in walk_no_defs(st.value)}
+    return bool(table[id(fm)].get(id(node), set()) & _COST_WORDS)
+
+
+def _clamped_log(fm: FunctionModel, node: ast.Call) -> bool:
+    """``log(p, eps)`` with a floor (a second argument), or a local ``log`` helper that adds one or clamps
+    (``def log(t, eps=1e-20): return torch.log(t + eps)``): no -inf."""
+    if len(node.args) > 1 or node.keywords:
+        return True
+    helper = fm.file.resolve(node, fm)
+    return helper is not None and any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) or isinstance(n, ast.Call)
+        and call_name(n) in ("clamp", "clamp_min", "clip", "maximum") for n in helper.nodes)
+
+
+_COST_WORDS = {"cost", "costs", "score", "scores", "match", "matching", "sim", "similarity", "dist", "distance"}
 
 
 def _names_in(node: ast.AST) -> set[str]:
