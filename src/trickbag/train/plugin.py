@@ -16,8 +16,9 @@ __all__ = ["Plugin"]
 class Plugin:
     """Base class of trainer plug-ins.
 
-    Build-time seams, called by :func:`trickbag.train.build.build` for the plug-ins a recipe makes
-    (a hand-built :class:`~trickbag.train.trainer.Trainer` does not call them):
+    Build-time seams, called once per plug-in: by :func:`trickbag.train.build.build` for the plug-ins a
+    recipe makes, by :class:`~trickbag.train.trainer.Trainer` for its ``tricks=`` and for a plug-in in
+    ``plugins=`` that overrides one of them and was not set up yet (:meth:`needs_setup`):
 
     * :meth:`configure` — before the optimizer exists: change the model, the loss, the param
       groups, the optimizer factory or the clipping rule on the build context;
@@ -44,11 +45,20 @@ class Plugin:
         """Key of this plug-in's state inside a checkpoint."""
         return self.name or type(self).__name__
 
+    #: True once :meth:`configure` and :meth:`after_optimizer` ran (the build marks it)
+    set_up: bool = False
+
     def configure(self, ctx: BuildContext) -> None:
-        """Build time, before the optimizer is built (recipe runs only)."""
+        """Build time, before the optimizer is built."""
 
     def after_optimizer(self, ctx: BuildContext) -> None:
-        """Build time, after the optimizer and the schedule are built (recipe runs only)."""
+        """Build time, after the optimizer and the schedule are built."""
+
+    def needs_setup(self) -> bool:
+        """Whether this plug-in has build-time set-up (:meth:`configure` / :meth:`after_optimizer`) still to run."""
+        cls = type(self)
+        return not self.set_up and (cls.configure is not Plugin.configure
+                                    or cls.after_optimizer is not Plugin.after_optimizer)
 
     def on_fit_start(self, state: State) -> None: ...
     def on_epoch_start(self, state: State) -> None: ...

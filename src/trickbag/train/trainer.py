@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -79,8 +79,14 @@ class Trainer:
             evaluation metrics; default classification with as many classes as the model has outputs.
         loss_fn: ``loss_fn(output, target) -> scalar`` to train with instead of the task's loss.
         scheduler: an LR scheduler stepped once per optimizer update, or a ``ReduceLROnPlateau``
-            stepped with ``monitor`` after each evaluation.
-        plugins: :class:`Plugin` instances, run in list order (reverse on ``*_END`` events).
+            stepped with ``monitor`` after each evaluation; or ``scheduler(optimizer) -> scheduler``, called
+            with the optimizer the trainer steps (needed when a trick rebuilds it: sam, param_groups,
+            layer_decay, freeze).
+        tricks: the recipe's ``tricks`` section, e.g. ``{"ema": {"decay": 0.999}, "sam": {}}`` (a trick named
+            is switched on; ``trickbag tricks`` lists them and their keys): validated, checked and set up
+            against this model, optimizer and loaders as a recipe run would; their plug-ins run first.
+        plugins: :class:`Plugin` instances (loggers, checkpointing, your own), run after the tricks' in list
+            order (reverse on ``*_END`` events); one with build-time set-up is set up here too.
         max_epochs: epochs to train.
         precision: ``"32"``; ``"bf16"`` (autocast to bfloat16, CPU or CUDA); ``"16"`` (fp16 autocast
             with a ``GradScaler``).
@@ -95,6 +101,8 @@ class Trainer:
         nonfinite: ``"skip"`` or ``"stop"`` updates with a NaN/Inf loss, gradient or buffer
             (:class:`~trickbag.train.nonfinite.NonFiniteGuard`, ``max_nonfinite`` in a row), or a
             configured guard; None: off.
+        seed: seed of the tricks' own random generators (mix, cutout, multiscale); default
+            ``torch.initial_seed()``, what ``torch.manual_seed`` set.
 
     >>> import torch
     >>> from torch.utils.data import DataLoader, TensorDataset
@@ -111,11 +119,13 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, train_loader: Iterable,
                  val_loader: Iterable | None = None, *, task: Task | None = None,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-                 scheduler: Any = None, plugins: Sequence[Plugin] = (), max_epochs: int = 1,
+                 scheduler: Any = None, tricks: Mapping[str, Any] | None = None, plugins: Sequence[Plugin] = (),
+                 max_epochs: int = 1,
                  precision: Precision = "32", accumulate: int = 1, clip: Clip = None,
                  device: str | torch.device = "auto", run_dir: str | Path | None = None,
                  monitor: str | None = None, mode: Literal["max", "min"] | None = None, eval_every: int = 1,
-                 nonfinite: Literal["skip", "stop"] | NonFiniteGuard | None = None, max_nonfinite: int = 5) -> None:
+                 nonfinite: Literal["skip", "stop"] | NonFiniteGuard | None = None, max_nonfinite: int = 5,
+                 seed: int | None = None) -> None:
         _check_args(precision, accumulate, max_epochs, clip, mode, plugins)
         dist = runtime.dist_info()
         self.device = device if isinstance(device, torch.device) else runtime.select_device(
@@ -138,7 +148,14 @@ class Trainer:
         )
         self.state.save_checkpoint = self.save_checkpoint
         self.state.eval_loop = self._eval_loop
-        self._takes_closure = bool(getattr(optimizer, "takes_closure", False))
+        if tricks or any(p.needs_setup() for p in self.plugins):
+            from trickbag.train.build import set_up_plugins  # the recipe build's set-up path (it imports us)
+
+            self.plugins, self.clip = set_up_plugins(self.state, tricks, self.plugins, clip=clip, scheduler=scheduler,
+                                                     seed=seed, monitor=self.monitor, mode=self.mode)
+        elif callable(scheduler):
+            self.state.scheduler = scheduler(optimizer)
+        self._takes_closure = bool(getattr(self.state.optimizer, "takes_closure", False))
         self._build_dispatch()
 
     # ------------------------------------------------------------------ plumbing

@@ -46,6 +46,8 @@ class Trick:
         eval_wrapper: ``eval_wrapper(cfg, input_shape) -> wrap`` when the trick changes how a trained
             model predicts (TTA, the test size): ``trickbag eval``/``predict`` apply it as the run did.
         describe_eval: ``describe_eval(cfg) -> str``, the phrase ``eval``/``predict`` print for it.
+        recipe_only: why a hand-built :class:`~trickbag.train.trainer.Trainer` cannot switch it on from
+            ``tricks=`` and what to pass instead (empty: it can).
     """
 
     name: str
@@ -57,6 +59,7 @@ class Trick:
     why: str = ""
     eval_wrapper: Callable[[Any, tuple[int, ...]], Wrapper | None] | None = None
     describe_eval: Callable[[Any], str] | None = None
+    recipe_only: str = ""
 
 
 class GeneratorState:

@@ -59,4 +59,6 @@ TRICK = Trick(
     build=build,
     tasks=CLASSIFICATION_ONLY,
     why="its weights come from the number of training samples per class",
+    recipe_only="it needs the training set's class counts, which only a recipe's data source gives; pass "
+                "loss_fn=torch.nn.CrossEntropyLoss(weight=trickbag.losses.class_balanced_weights(counts, beta))",
 )
