@@ -145,12 +145,15 @@ def _size_notes(tmp_path, *overrides):
 
 
 def test_training_above_the_evaluation_size_is_a_one_line_warning(tmp_path):
-    """imagefolder-finetune at 64 px: its multiscale train size 176 upsamples training images above the
-    evaluation size (FixRes trains below it); said in one line with the sizes."""
-    notes = _size_notes(tmp_path, "data.image_size=64", "data.eval_image_size=64")
+    """A multiscale train size of 176 px on 64-px images upsamples training images above the evaluation size
+    (FixRes trains below it); said in one line with the sizes. The built-in recipe's size is a fraction of the
+    test size (0.785), so imagefolder-finetune at 64 px trains at 50 px without a warning."""
+    notes = _size_notes(tmp_path, "data.image_size=64", "data.eval_image_size=64",
+                        "tricks.multiscale.train_sizes=[176]")
     assert len(notes) == 1 and "176x176" in notes[0] and "64x64" in notes[0]
     assert _size_notes(tmp_path, "data.image_size=64", "data.eval_image_size=64",
                        "tricks.multiscale.train_sizes=[48]") == []  # FixRes: train below the test size
+    assert _size_notes(tmp_path, "data.image_size=64", "data.eval_image_size=64") == []  # the recipe as shipped
 
 
 def test_an_evaluation_size_other_than_the_training_size_is_a_one_line_warning(tmp_path):

@@ -44,3 +44,22 @@ def test_multiscale_and_channels_last_refuse_non_image_data():
                   ["tricks.channels_last.enabled=true"]):
         with pytest.raises(RecipeError, match=r"works on images \[C, H, W\]"):
             tiny_run(*trick, "data.shape=[1, 16]", "model.name=mlp", "model.kwargs={}")
+
+
+def test_fractions_of_the_test_size_follow_the_data_size():
+    # a fraction f is round(f * test side): the built-in fine-tuning recipe's 0.785 trains below the test size at
+    # any data.image_size (an absolute 176 made 64-px images train upsampled at 176 and evaluate at 64)
+    trainer, ctx, recipe = tiny_run("tricks.multiscale.enabled=true", "tricks.multiscale.train_sizes=[0.5, 0.75]",
+                                    "tricks.multiscale.finetune_epochs=0")
+    plugin = next(p for p in trainer.plugins if p.name == "multiscale")
+    side = ctx.data.train[0][0].shape[-1]
+    assert plugin.train_sizes == [round(0.5 * side), round(0.75 * side)]
+    assert all(plugin.size_for(0, b)[0] < side for b in range(8))
+
+
+@pytest.mark.parametrize("bad", ["[0]", "[2]", "[4.5]", "[-0.5]"])
+def test_a_size_that_is_neither_pixels_nor_a_fraction_is_refused(bad):
+    from trickbag.recipe import load_recipe
+
+    with pytest.raises(RecipeError, match="neither a size in pixels"):
+        load_recipe("digits", ["tricks.multiscale.enabled=true", f"tricks.multiscale.train_sizes={bad}"])

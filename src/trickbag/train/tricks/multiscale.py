@@ -24,17 +24,28 @@ if TYPE_CHECKING:
 class MultiscaleConfig(TrickSection):
     """Multi-scale / FixRes training (Touvron et al. 2019): resize training batches, fine-tune at the test size."""
 
-    train_sizes: list[int] = Field(default_factory=list, validate_default=True)  # square training sizes in pixels; several: one drawn per batch  # noqa: E501 (a key's help is the comment on its line)
+    train_sizes: list[float] = Field(default_factory=list, validate_default=True)  # square training sizes: pixels (>= 4), or fractions of the test size (0 < f <= 1, e.g. 0.785: 176 px at 224); several: one drawn per batch  # noqa: E501 (a key's help is the comment on its line)
     test_size: int | None = Field(None, ge=4)  # evaluation size in pixels; None: the data's own size
     finetune_epochs: int = Field(1, ge=0)  # last epochs trained at the test size (FixRes fine-tuning)
     mode: Literal["bilinear", "bicubic", "nearest", "area"] = "bilinear"  # F.interpolate mode
 
     @field_validator("train_sizes")
     @classmethod
-    def _sizes(cls, v: list[int], info: Any) -> list[int]:
-        if any(s < 4 for s in v):
-            raise ValueError("every size must be >= 4 pixels")
+    def _sizes(cls, v: list[float], info: Any) -> list[float]:
+        for s in v:
+            if not (0 < s <= 1 or (s >= 4 and float(s).is_integer())):
+                raise ValueError(f"{s} is neither a size in pixels (a whole number >= 4) nor a fraction of the test "
+                                 "size (0 < f <= 1)")
         return needs_items(v, info, "training size")
+
+
+def pixel_sizes(sizes: list[float], test_side: int) -> list[int]:
+    """Training sizes in pixels: a fraction ``0 < f <= 1`` is ``round(f * test_side)`` (at least 4), else the size.
+
+    >>> pixel_sizes([0.785, 128], 224), pixel_sizes([0.785], 64)
+    ([176, 128], [50])
+    """
+    return [max(4, round(s * test_side)) if s <= 1 else int(s) for s in sizes]
 
 
 def resize(x: Any, size: tuple[int, int], mode: str) -> Any:
@@ -53,7 +64,8 @@ class MultiscalePlugin(Plugin):
     name = "multiscale"
 
     def __init__(self, cfg: MultiscaleConfig, epochs: int, seed: int) -> None:
-        self.train_sizes = [int(s) for s in cfg.train_sizes]
+        self.sizes = list(cfg.train_sizes)  # pixels or fractions of the test size: resolved by configure()
+        self.train_sizes = [int(s) for s in self.sizes if s > 1]
         self.test_size, self.mode, self.seed = cfg.test_size, cfg.mode, seed
         # a quick `train.epochs=1` try keeps its one epoch at the training sizes
         self.finetune_from = max(1, epochs - cfg.finetune_epochs) if epochs > 1 else 1
@@ -63,6 +75,7 @@ class MultiscalePlugin(Plugin):
     def configure(self, ctx: BuildContext) -> None:
         self.native = tuple(image_shape(ctx, "multiscale")[1:])  # type: ignore[assignment]
         ts = self.test or self.native
+        self.train_sizes = pixel_sizes(self.sizes, ts[0])
         ft, epochs = self.requested
         tune = f", fine-tune at it from epoch {self.finetune_from + 1}" if self.finetune_from < epochs else ""
         short = f" (finetune_epochs={ft} shortened: the run has {epochs} epochs)" if ft and ft >= epochs else ""
