@@ -26,9 +26,11 @@ _HYPER_TYPOS = {"learning_rate": "lr", "learningrate": "lr", "lr_rate": "lr", "w
 _PARAM_WORDS = {"parameters", "named_parameters", "params", "param"}
 
 
-def _param_group_dicts(file: FileModel) -> Iterator[ast.AST]:
-    """Dict literals and ``dict(...)`` calls used as optimizer param groups: in the optimizer call, in
-    a list built before it (``groups = [...]``, ``groups.append({...})``), or anywhere they look like one."""
+def _param_group_dicts(file: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    """(dict, whose keys) for the dict literals and ``dict(...)`` calls used as optimizer param groups: in the
+    optimizer call, in a list built before it (``groups = [...]``, ``groups.append({...})``), or anywhere they
+    look like one.  Whose keys: ``'torch'`` (a torch.optim optimizer), ``'own'`` (an optimizer with
+    hyper-parameters of its own: a class of the file, or of another package), ``''`` (not known)."""
     seen: set[int] = set()
     for fm in file.functions:
         for node in fm.nodes:
@@ -39,13 +41,42 @@ def _param_group_dicts(file: FileModel) -> Iterator[ast.AST]:
             first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "params"), None)
             if not is_opt or first is None:
                 continue
+            owner = _optimizer_family(file, node)
             for d in _group_nodes(fm, first):
                 if id(d) not in seen:
                     seen.add(id(d))
-                    yield d
+                    yield d, owner
+    loose = "" if _own_optimizers(file) else "torch"
     for node in file.nodes:
         if (isinstance(node, ast.Dict) or _dict_call(node)) and id(node) not in seen and _looks_like_group(node):
-            yield node
+            yield node, loose
+
+
+def _own_optimizers(file: FileModel) -> bool:
+    """The file defines an optimizer class or builds an optimizer that is not torch's."""
+    return file.memo("own_optimizers", lambda: any(
+        any((dotted(b) or "").split(".")[-1] == "Optimizer" for b in c.bases) for c in file.classes.values())
+        or any(isinstance(n, ast.Call) and R.role_by_constructor(n, file.imports, file.class_names) == R.OPTIMIZER
+               and _optimizer_family(file, n) == "own" for n in file.nodes))
+
+
+_TORCH_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "Rprop", "LBFGS", "NAdam",
+                     "RAdam", "SparseAdam", "ASGD", "Muon"}
+
+
+def _optimizer_family(file: FileModel, call: ast.Call) -> str:
+    """``'torch'`` for ``torch.optim.AdamW(...)`` (or ``add_param_group`` / an imported torch optimizer), ``'own'`` for
+    an optimizer class of the file or of another package (its own hyper-parameter names: ``epsilon``, ``beta3``),
+    ``''`` when unknown."""
+    if call_name(call) == "add_param_group":
+        return "torch"
+    qual = file.imports.qualname(R.innermost_call(call) or call)
+    module, _, last = qual.rpartition(".")
+    if last in file.class_names:
+        return "own"
+    if qual.startswith("torch.optim.") or (last in _TORCH_OPTIMIZERS and module in ("", "optim", "torch.optim")):
+        return "torch"
+    return "own"
 
 
 def _dict_call(node: ast.AST) -> bool:
@@ -133,6 +164,10 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
     """An optimizer param-group dict has its tensors under a key other than ``'params'``, or a
     misspelled hyper-parameter key.
 
+    Hyper-parameter typos are checked against torch.optim's names for torch's optimizers only: an optimizer
+    class of the file or of another package has names of its own (``epsilon``, ``beta3``).  A group dict
+    whose optimizer is not in sight gives a low-confidence typo finding.
+
     ``torch.optim`` reads the tensors of a group from ``'params'`` only (``{'model': ...}`` or
     ``{'parameters': ...}`` fails or trains nothing) and keeps unknown keys silently: a group with
     ``'learning_rate'`` or ``'wd'`` uses the optimizer's default ``lr`` / ``weight_decay``.  The
@@ -154,7 +189,7 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
             {"params": model.head.parameters(), "lr": 1e-3},
         ])
     """
-    for d in _param_group_dicts(file):
+    for d, owner in _param_group_dicts(file):
         keys = _keys(d)
         if not keys or len(keys) != _n_keys(d):
             continue
@@ -165,8 +200,11 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
             if bad:
                 yield Hit(bad[1], f"param group holds its tensors under {bad[0]!r}; torch.optim reads 'params'")
             continue
+        if owner == "own":
+            continue  # an optimizer with hyper-parameter names of its own (``epsilon``, ``beta3``): not typos
         for k, node, _ in keys:
             meant = _HYPER_TYPOS.get(k) or next((h for h in _HYPER if k not in _HYPER and len(k) > 3
                                                  and edit_distance(k, h) <= 2), None)
             if meant and k not in _HYPER:
-                yield Hit(node, f"param-group key {k!r} is ignored by torch.optim (did you mean {meant!r}?)")
+                yield Hit(node, f"param-group key {k!r} is ignored by torch.optim (did you mean {meant!r}?)",
+                          confidence="high" if owner == "torch" else "low")
