@@ -137,10 +137,29 @@ def test_a_resumed_run_keeps_the_stored_encoding(tmp_path):
     first = _train(tmp_path, "data.name=csv", f"data.root={data}", "data.label_column=label", "train.epochs=1",
                    "data.val_fraction=0.2")
     stored = torch.load(first.run_dir / "checkpoints" / "last.pt", weights_only=True)["preprocess"]
+    saved = data.read_text()
     _append(data, _table(tmp_path / "more.csv", n=60, seed=7, shift=3.0))
+    assert main(["train", "--resume", str(first.run_dir), "train.epochs=2", *QUIET]) == 2
+    untouched = torch.load(first.run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert untouched["counters"]["epoch"] == 1  # refused before anything was written: still resumable
+    data.write_text(saved)  # the rows the run's split was drawn from
     assert main(["train", "--resume", str(first.run_dir), "train.epochs=2", *QUIET]) == 0
     after = torch.load(first.run_dir / "checkpoints" / "last.pt", weights_only=True)
     assert after["counters"]["epoch"] == 2 and after["preprocess"] == stored
+
+
+def test_a_changed_training_file_is_refused_in_one_line_naming_the_change(tmp_path, capsys):
+    """Resume or eval reads the training file for its split: 60 appended rows would move rows between train, val
+    and test (the stored encoding alone cannot prevent that)."""
+    data = _table(tmp_path / "train.csv")
+    first = _train(tmp_path, "data.name=csv", f"data.root={data}", "data.label_column=label", "train.epochs=1")
+    stored = torch.load(first.run_dir / "checkpoints" / "best.pt", weights_only=True)["preprocess"]["table"]
+    assert stored["rows"] == 120
+    _append(data, _table(tmp_path / "more.csv", n=60, seed=7, shift=3.0))
+    capsys.readouterr()
+    assert main(["eval", str(first.run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "120 rows when the run read it, 180 now" in err[0] and "--data" in err[0]
 
 
 def _png_folder(root, n=8):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv as _csv
 import difflib
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -280,6 +281,7 @@ def csv_table(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) 
         labels, feats = _columns(cfg, header)
         columns = _column_specs(cfg, header, rows, feats)
     else:
+        _same_rows(cfg, fitted["table"], rows)
         labels, columns = list(fitted["table"]["labels"]), [dict(c) for c in fitted["table"]["columns"]]
     x = read_cells(columns, header, rows, str(cfg.root)).unsqueeze(1)
     y, classes = _targets(cfg, kind, labels, label_table(header, rows, labels, f"data.root={cfg.root!r}"),
@@ -302,11 +304,34 @@ def csv_table(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) 
     mean, std = torch.tensor(norm["mean"]).flatten().tolist(), torch.tensor(norm["std"]).flatten().tolist()
     feats = list(dict.fromkeys(c["column"] for c in columns))
     splits.fitted = {"source": "csv", "table": {"features": feats, "labels": labels, "columns": columns,
-                                                "mean": mean, "std": std}}
+                                                "mean": mean, "std": std, **_fingerprint(rows)}}
     splits.kind = "tabular"
     splits.prepare = TableEncoder(columns, mean, std)
     splits.read_rows = lambda head, body, where: read_cells(columns, head, body, where)
     return splits
+
+
+def _fingerprint(rows: list[list[str]]) -> dict[str, Any]:
+    """Row count and SHA-256 of the data rows: what the run's train/val/test split was drawn from."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update("\x1f".join(row).encode("utf-8", "surrogatepass") + b"\x1e")
+    return {"rows": len(rows), "sha256": digest.hexdigest()}
+
+
+def _same_rows(cfg: Any, stored: dict[str, Any], rows: list[list[str]]) -> None:
+    """A run's training file read again (resume, eval) must hold the rows its split was drawn from: with rows
+    added or changed the split would move rows between train, val and test without a word."""
+    if "sha256" not in stored:  # a checkpoint from before the fingerprint: nothing to compare
+        return
+    now = _fingerprint(rows)
+    if now["sha256"] != stored["sha256"]:
+        change = (f"{stored['rows']} rows when the run read it, {now['rows']} now" if now["rows"] != stored["rows"]
+                  else f"the same {now['rows']} rows, with different cells")
+        raise DataError(
+            f"data.root={cfg.root!r} changed since the run read it ({change}): its train/val/test split would "
+            "no longer be the run's; restore the file to resume or evaluate the run on it, score new labelled rows "
+            "with `trickbag eval RUN --data FILE`, or train a new run on the new file")
 
 
 def _fit_bins(x: torch.Tensor, y: torch.Tensor, cfg: Any, columns: list[dict[str, Any]],
