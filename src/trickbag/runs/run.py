@@ -295,10 +295,12 @@ class _Session:
     def result(self, wall: float, test: dict[str, Any]) -> RunResult:
         s = self.trainer.state
         cp = self.checkpointing
-        return RunResult(self.run_dir, s.history, cp.best if cp else None, test, wall, s.stop_reason, s.stop_detail,
-                         self.ctx.monitor, s.step, s.skipped_steps, s.nonfinite_skipped,
-                         cp.on_disk() if cp else {}, list(self.plugins), getattr(self, "test_details", {}),
-                         self.ctx.threads_report(), cp.sizes() if cp else {})
+        return RunResult(run_dir=self.run_dir, history=s.history, best=cp.best if cp else None, test=test,
+                         wall_time_s=wall, stop_reason=s.stop_reason, stop_detail=s.stop_detail,
+                         monitor=self.ctx.monitor, updates=s.step, skipped=s.skipped_steps,
+                         nonfinite_skipped=s.nonfinite_skipped, checkpoints=cp.on_disk() if cp else {},
+                         plugins=list(self.plugins), test_details=getattr(self, "test_details", {}),
+                         threads=self.ctx.threads_report(), checkpoint_sizes=cp.sizes() if cp else {})
 
     def summarise(self, result: RunResult) -> None:
         if not (self.write and self.main and self.run_dir is not None):

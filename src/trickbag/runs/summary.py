@@ -14,9 +14,9 @@ from trickbag.train.state import StopReason
 __all__ = ["RunResult", "format_summary", "format_bytes", "model_summary"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class RunResult:
-    """Outcome of :func:`trickbag.runs.run.run_recipe`."""
+    """Outcome of :func:`trickbag.runs.run.run_recipe` (built from keywords only)."""
 
     run_dir: Path | None
     history: list[dict[str, float]]

@@ -38,7 +38,7 @@ __all__ = ["BuildContext", "build", "set_up_plugins", "make_loader", "optimizer_
            "resolve_model_name", "user_plugins", "model_for"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class BuildContext:
     """What recipe tricks may inspect and change while a run is being built (``Plugin.configure``)."""
 

@@ -25,7 +25,7 @@ class StopReason(str, enum.Enum):
     REQUESTED = "stopped by a plug-in"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class State:
     """Everything a plug-in may look at or change during :meth:`Trainer.fit`.
 
