@@ -1,4 +1,5 @@
-"""The NN_*.py files are reconstructed training-loop mistakes read as text by test_real_mistakes.py; pytest
+"""The NN_*.py files (and their _*.py helper modules) are reconstructed training-loop mistakes read as text by
+test_real_mistakes.py; pytest
 must not import them (they import ignite, accelerate ...)."""
 
-collect_ignore_glob = ["[0-9][0-9]_*.py"]
+collect_ignore_glob = ["[0-9][0-9]_*.py", "_*.py"]
