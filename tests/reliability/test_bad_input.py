@@ -164,7 +164,7 @@ ROWS = [
         TRAIN + ["data.name=csv", "data.root={F}/big.csv", "data.num_classes=3"],
         "label 9 is out of range for data.num_classes=3",
     ),
-    ("csv infinite feature", TRAIN + ["data.name=csv", "data.root={F}/inf.csv"], "line 32: feature 'a' is infinite"),
+    ("csv infinite feature", TRAIN + ["data.name=csv", "data.root={F}/inf.csv"], "column 'a' holds 'inf' on line 32"),
     (
         "csv missing label column",
         TRAIN + ["data.name=csv", "data.root={F}/nolabel.csv"],
@@ -173,7 +173,7 @@ ROWS = [
     (
         "csv text in a numeric column",
         TRAIN + ["data.name=csv", "data.root={F}/text.csv"],
-        "feature column 'a' of '{F}/text.csv' holds text with 31 distinct values (e.g. 'abc')",
+        "data.root='{F}/text.csv': feature column 'a' holds text with 31 distinct values (e.g. 'abc')",
     ),
     ("csv ragged row", TRAIN + ["data.name=csv", "data.root={F}/ragged.csv"], "2 fields, expected 3"),
     ("csv one class", TRAIN + ["data.name=csv", "data.root={F}/one.csv"], "fewer than 2 classes"),
@@ -285,7 +285,9 @@ ROWS = [
     ("run directory without best.pt", ["eval", "{F}/noresume"], "has no checkpoints/best.pt"),
     ("unknown split", ["eval", "{F}/small", "--split", "dev"], "invalid choice: 'dev'"),
     ("image missing", ["predict", "{F}/small/checkpoints/best.pt", "{F}/nope.png"], "does not exist"),
-    ("image that is not one", ["predict", "{F}/small/checkpoints/best.pt", "{F}/text.pt"], "is not an image file"),
+    # a run on vectors is told first that it takes no images, whatever the file holds
+    ("not an image, for a non-image run", ["predict", "{F}/small/checkpoints/best.pt", "{F}/text.pt"],
+     "does not take images"),
     (
         "image for a non-image recipe",
         ["predict", "{F}/small/checkpoints/best.pt", "{F}/if_lab/b/0.png"],
