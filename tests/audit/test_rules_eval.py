@@ -650,3 +650,25 @@ def test_tb203_projects_own_decorator_that_disables_gradients():
         "def smart_inference_mode", "def unused")
     assert found(imported, "TB203", show_all=True) == []
     assert found(src.replace("    @smart_inference_mode()\n", ""), "TB203") == [10]
+
+
+def test_tb201_forward_through_a_method_shared_with_the_training_step():
+    wrong = """
+    import torch
+    class Trainer:
+        def _forward_pass(self, x, y):
+            out = self.model(x)
+            return out, self.loss_fn(out, y)
+        def train(self, loader):
+            self.model.train()
+            for x, y in loader:
+                out, loss = self._forward_pass(x, y)
+                self.optimizer.zero_grad(); loss.backward(); self.optimizer.step()
+        def validate(self, val_loader):
+            with torch.no_grad():
+                for x, y in val_loader:
+                    out, loss = self._forward_pass(x, y)
+    """
+    right = wrong.replace("        with torch.no_grad():\n",
+                          "        self.model.eval()\n        with torch.no_grad():\n")
+    fires("TB201", wrong, [15], right)

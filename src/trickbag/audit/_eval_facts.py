@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator
 
@@ -10,8 +11,11 @@ from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens
 from trickbag.audit._flow import (
     BACKWARD,
+    CALL,
     EVAL,
     FORWARD,
+    STEP,
+    TRAIN,
     Event,
     FileModel,
     FunctionModel,
@@ -40,10 +44,31 @@ def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     return modes[-1][1] if modes else None
 
 
+def _forwards(fm: FunctionModel) -> list[Event]:
+    """The forwards of ``fm``: its own, and a call of a method of its class that runs the class's model, trains
+    nothing, switches no mode and is shared with the training step (``output, loss = self._forward_pass(x, y)``),
+    seen as that model's forward at the call."""
+    table = fm.file.memo("forwards", dict)
+    if id(fm) not in table:
+        out = []
+        for e in fm.events:
+            if e.kind == FORWARD:
+                out.append(e)
+            elif e.kind == CALL and dotted(getattr(e.node, "func", None) or e.node) is not None \
+                    and (dotted(e.node.func) or "").startswith("self.") and not e.kinds() & {BACKWARD, STEP}:
+                helper = e.extra["helper"]
+                inner = [x for x in helper.events if x.kind == FORWARD and (x.recv or "").startswith("self.")]
+                shared = any(site.fm.kind_events(BACKWARD) for site in helper.call_sites())  # training uses it too
+                if inner and shared and not any(x.kind in (EVAL, TRAIN) for x in helper.events):
+                    out.append(dataclasses.replace(e, kind=FORWARD, recv=inner[0].recv))
+        table[id(fm)] = out
+    return table[id(fm)]
+
+
 def _eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
     """(first forward, why) of each evaluation scope of ``fm``: an evaluation function, a loop over a
     validation set, a loop without backward after ``model.eval()``."""
-    fwds = fm.kind_events(FORWARD)
+    fwds = _forwards(fm)
     if is_eval_function(fm) and fwds:
         yield min(fwds, key=lambda e: e.order), "function"
         return
@@ -51,7 +76,7 @@ def _eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
         if loop.parent is not None and _is_eval_loop(fm, loop.parent):
             continue
         if _is_eval_loop(fm, loop):
-            mine = [e for e in loop.events if e.kind == FORWARD]
+            mine = [e for e in _forwards(fm) if loop in e.loops]
             if mine:
                 yield min(mine, key=lambda e: e.order), "loop"
     yield from ((f, "loop") for f in _full_batch_validation(fm))
@@ -104,7 +129,7 @@ def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], a
 def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
     if has_kind(loop, BACKWARD) or any(stepish(e) for e in loop.events):
         return False
-    fwds = [e for e in loop.events if e.kind == FORWARD]
+    fwds = [e for e in _forwards(fm) if loop in e.loops]
     if not fwds:
         return False
     first_fwd = min(fwds, key=lambda e: e.order)
