@@ -65,6 +65,8 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
                 optimizer.step()
             scheduler.step()
     """
+    if not any(fm.kind_events(SCHED) for fm in file.functions):
+        return
     for _fm, loop in loops_of(file):
         for e in loop.events:
             if e.kind != SCHED or e.node.args or not at_level(e, loop) or _micro(e) or _counter_guarded(e, loop):

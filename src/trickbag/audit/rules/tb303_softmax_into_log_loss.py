@@ -174,6 +174,8 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
 
         loss = F.cross_entropy(logits, targets)
     """
+    if not _mentions_probabilities(file):
+        return
     probs, kinds = _prob_models(file), _loss_kinds(file)
     for fm in file.functions:
         lossy_function = bool(set(name_tokens(fm.name)) & _LOSS_WORDS)
@@ -191,6 +193,16 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
                     isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and _softmax_product(n.operand)
                     for n in walk_no_defs(node.value)):
                 yield from _check_handwritten(node.value, node, needs_minus=True)
+
+
+_PROBABILITY_NAMES = {"softmax", "Softmax", "sigmoid", "Sigmoid", "softmax_", "sigmoid_"}
+
+
+def _mentions_probabilities(file: FileModel) -> bool:
+    """Every shape this rule reports starts from a softmax (or sigmoid) somewhere in the file."""
+    return any((isinstance(n, ast.Attribute) and n.attr in _PROBABILITY_NAMES)
+               or (isinstance(n, ast.Name) and n.id in _PROBABILITY_NAMES)
+               or (isinstance(n, ast.alias) and n.name.split(".")[-1] in _PROBABILITY_NAMES) for n in file.nodes)
 
 
 _LOSS_WORDS = {"loss", "ce", "xent", "nll", "entropy", "crossentropy", "focal"}

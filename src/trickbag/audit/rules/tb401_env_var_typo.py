@@ -150,6 +150,9 @@ def env_var_typo(file: FileModel) -> Iterator[Hit]:
 
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     """
+    if not any((isinstance(n, ast.Name) and n.id in ("os", "environ", "getenv", "putenv", "unsetenv"))
+               or (isinstance(n, ast.keyword) and n.arg == "env") for n in file.nodes):
+        return  # nothing in the file reads or sets the environment
     seen = set()
     for key, node, _ in [*env_keys(file), *_env_copy_keys(file)]:
         meant = meant_env(key)
