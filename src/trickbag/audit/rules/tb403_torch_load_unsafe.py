@@ -38,6 +38,14 @@ def _from_outside(node: ast.AST | None) -> bool:
     return False
 
 
+def _own_file(node: ast.AST | None) -> bool:
+    """A path the program names itself: a literal (``"weights/resnet101.pt"``), or built from one
+    (``f"{run_dir}/last.pt"``, ``os.path.join(cache_dir, "labels.cache")``, ``run_dir / "last.pt"``)."""
+    if node is None or _from_outside(node):
+        return False
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(node))
+
+
 @rule("TB403", "torch-load-unsafe", fix="torch.load(path, map_location=..., weights_only=True)", severity="warning")
 def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     """``torch.load`` unpickles a file that may come from someone else.
@@ -46,11 +54,12 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     it contains.  ``weights_only=True`` loads tensors and plain containers only; it is the default from
     torch 2.6.  Reported by default only where the code shows the risk: no ``weights_only`` in a project
     whose packaging files (pyproject.toml, requirements*.txt, setup.py ...) allow a torch older than 2.6,
-    or ``weights_only=False`` on a path that comes from outside the program (a command-line argument,
-    ``sys.argv``, an environment variable, a download or a URL).  The other calls are low-confidence
-    advisories (``--all``): without a version pin a fresh install is current torch, and an explicit
-    ``weights_only=False`` on the program's own checkpoint is the user's stated choice.  A
-    ``functools.partial(torch.load, ...)`` is reported where the partial is made.
+    on a path the program does not name itself (not a literal, nor built from one: ``run_dir / "last.pt"``
+    is the program's own file), or ``weights_only=False`` on a path that comes from outside the program
+    (a command-line argument, ``sys.argv``, an environment variable, a download or a URL).  The other
+    calls are low-confidence advisories (``--all``): without a version pin a fresh install is current
+    torch, and an explicit ``weights_only=False`` on the program's own checkpoint is the user's stated
+    choice.  A ``functools.partial(torch.load, ...)`` is reported where the partial is made.
 
     Wrong::
 
@@ -75,7 +84,7 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
             continue
         path = path if path is not None else kw.get("f")
         if "weights_only" not in kw:
-            sure = "high" if file.torch_support == OLD_TORCH else "low"
+            sure = "high" if file.torch_support == OLD_TORCH and not _own_file(path) else "low"
             yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code on torch < 2.6",
                       confidence=sure)
         elif const_value(kw["weights_only"]) is False:
