@@ -1,4 +1,5 @@
-"""Facts shared by several rules of the env family (moved from rules_env.py): helpers that name no rule."""
+"""Facts about the environment that several rules read (which calls read or set an environment variable):
+helpers that name no rule."""
 
 from __future__ import annotations
 

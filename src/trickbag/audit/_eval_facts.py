@@ -1,4 +1,5 @@
-"""Facts shared by several rules of the eval family (moved from rules_eval.py): helpers that name no rule."""
+"""Facts about evaluation that several rules read (which forwards are an evaluation, the mode before a
+forward, tests and shape checks, which models a file trains): helpers that name no rule."""
 
 from __future__ import annotations
 

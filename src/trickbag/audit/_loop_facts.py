@@ -1,4 +1,5 @@
-"""Facts shared by several rules of the loop family (moved from rules_loop.py): helpers that name no rule."""
+"""Facts about training loops that several rules read (is an event run per micro-batch, does a helper only
+clip or zero, is accumulation run by a framework): helpers that name no rule."""
 
 from __future__ import annotations
 
