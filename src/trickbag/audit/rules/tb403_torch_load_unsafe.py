@@ -38,6 +38,25 @@ def _from_outside(node: ast.AST | None) -> bool:
     return False
 
 
+def _names(node: ast.AST | None) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+
+
+def _parameters_around(file: FileModel) -> dict[int, set[str]]:
+    """id(call) -> the parameters of the function the call is in: a path a function receives comes from its
+    caller (``load(checkpoint_path)`` in a library's API is the user's file)."""
+    out: dict[int, set[str]] = {}
+    for fm in file.functions:
+        args = getattr(fm.node, "args", None)
+        if not isinstance(args, ast.arguments):
+            continue
+        names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self", "cls"}
+        for n in fm.nodes:
+            if isinstance(n, ast.Call):
+                out[id(n)] = names
+    return out
+
+
 def _own_file(node: ast.AST | None) -> bool:
     """A path the program names itself: a literal (``"weights/resnet101.pt"``), or built from one
     (``f"{run_dir}/last.pt"``, ``os.path.join(cache_dir, "labels.cache")``, ``run_dir / "last.pt"``)."""
@@ -69,6 +88,7 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
 
         state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     """
+    params = _parameters_around(file)
     for node in file.nodes:
         if not isinstance(node, ast.Call):
             continue
@@ -88,7 +108,8 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
             yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code on torch < 2.6",
                       confidence=sure)
         elif const_value(kw["weights_only"]) is False:
-            sure = "high" if _from_outside(path) else "low"
+            given = _from_outside(path) or bool(_names(path) & params.get(id(node), set()))
+            sure = "high" if given else "low"
             yield Hit(node, f"{what}(weights_only=False) unpickles (and can run) arbitrary code"
                             f"{' from a path given from outside' if sure == 'high' else ''}; "
                             "load a state_dict with weights_only=True", confidence=sure)
