@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 
 __all__ = ["dotted", "call_name", "receiver", "calls_in_order", "Imports", "edit_distance", "name_tokens",
-           "names_in", "const_value", "has_binop", "walk_no_defs"]
+           "names_in", "const_value", "str_const", "has_binop", "walk_no_defs"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -60,6 +60,7 @@ def _post_order(node: ast.AST, out: list[ast.Call]) -> None:
             continue
         if isinstance(n, _DEFS):
             continue
+        children: list[ast.AST]
         if isinstance(n, ast.Call):
             todo.append((n, True))
             children = [n.func, *n.args, *(k.value for k in n.keywords)]
@@ -150,6 +151,11 @@ def const_value(node: ast.AST | None) -> object:
         v = node.operand.value
         return -v if isinstance(v, (int, float)) and not isinstance(v, bool) else ...
     return ...
+
+
+def str_const(node: ast.AST | None) -> str | None:
+    """The value of a string constant, else None (``isinstance(const_value(node), str)`` with the str typed)."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def has_binop(node: ast.AST, ops: tuple[type, ...]) -> bool:

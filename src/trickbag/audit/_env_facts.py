@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value
+from trickbag.audit._ast import call_name
 from trickbag.audit._flow import FileModel
 
 __all__: list[str] = []
@@ -23,8 +23,8 @@ def _env_call_keys(node: ast.Call, file: FileModel) -> Iterator[tuple[str, ast.A
     qual = file.imports.qualname(func)
     on_environ = isinstance(func, ast.Attribute) and _is_environ(func.value, file)
     if (on_environ and name in _ENV_METHODS) or qual in ("os.getenv", "os.putenv", "os.unsetenv"):
-        if node.args and isinstance(const_value(node.args[0]), str):
-            yield node.args[0].value, node, name in ("setdefault", "putenv", "__setitem__")
+        if node.args and isinstance(a0 := node.args[0], ast.Constant) and isinstance(a0.value, str):
+            yield a0.value, node, name in ("setdefault", "putenv", "__setitem__")
     if (on_environ and name == "update") or (name == "dict" and node.args and _is_environ(node.args[0], file)):
         for k in node.keywords:
             if k.arg:
@@ -32,5 +32,5 @@ def _env_call_keys(node: ast.Call, file: FileModel) -> Iterator[tuple[str, ast.A
         for d in node.args:
             if isinstance(d, ast.Dict):
                 for key in d.keys:
-                    if isinstance(const_value(key), str):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
                         yield key.value, key, True

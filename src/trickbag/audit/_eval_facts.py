@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import re
 from collections.abc import Iterator
+from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens
@@ -56,7 +57,8 @@ def _forwards(fm: FunctionModel) -> list[Event]:
             if e.kind == FORWARD:
                 out.append(e)
             elif e.kind == CALL and dotted(getattr(e.node, "func", None) or e.node) is not None \
-                    and (dotted(e.node.func) or "").startswith("self.") and not e.kinds() & {BACKWARD, STEP}:
+                    and (dotted(cast(ast.Call, e.node).func) or "").startswith("self.") \
+                    and not e.kinds() & {BACKWARD, STEP}:
                 helper = e.extra["helper"]
                 inner = [x for x in helper.events if x.kind == FORWARD and (x.recv or "").startswith("self.")]
                 shared = any(site.fm.kind_events(BACKWARD) for site in helper.call_sites())  # training uses it too
@@ -116,7 +118,8 @@ def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], a
     """``id(node) ->`` the (operands, operand holding the node) of every call or comparison of ``fm`` around it."""
     parents: dict[int, list[tuple[list[ast.AST], ast.AST]]] = {}
     for parent in (n for n in fm.nodes if isinstance(n, (ast.Call, ast.Compare))):
-        inner = [*parent.args, *([parent.func.value] if isinstance(parent.func, ast.Attribute) else [])] \
+        inner: list[ast.AST] = \
+            [*parent.args, *([parent.func.value] if isinstance(parent.func, ast.Attribute) else [])] \
             if isinstance(parent, ast.Call) else [parent.left, *parent.comparators]  # ``p.eq(y_val)`` too
         seen: set[int] = set()
         for owner in inner:
@@ -174,10 +177,10 @@ def _smoke_check(fm: FunctionModel, fwd: Event) -> bool:
     args = [*call.args, *(k.value for k in call.keywords)] if isinstance(call, ast.Call) else []
     if args and all(_random_input(fm, a) for a in args):
         return True
-    built = [a for a in fm.assigns if a.names == [fwd.recv] and a.op is None and isinstance(a.value, ast.Call)]
+    built = [v for a in fm.assigns if a.names == [fwd.recv] and a.op is None and isinstance(v := a.value, ast.Call)]
     fresh = bool(built) and all(
-        R.role_by_constructor(a.value, fm.file.imports, fm.file.class_names) == R.MODEL
-        and not _LOADS.search(call_name(R.innermost_call(a.value) or a.value)) for a in built)
+        R.role_by_constructor(v, fm.file.imports, fm.file.class_names) == R.MODEL
+        and not _LOADS.search(call_name(R.innermost_call(v) or v)) for v in built)
     loaded = any(isinstance(n, ast.Call) and _LOADS.search(call_name(n)) for n in fm.nodes)
     trained = bool(fm.kind_events(BACKWARD)) or short_name(fwd.recv or "") in _trained_models(fm.file)
     return fresh and not loaded and not trained
@@ -199,14 +202,14 @@ def _find_trained_models(file: FileModel) -> set[str]:
         if isinstance(node, ast.Call) and R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER:
             for n in ast.walk(node):
                 if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters") \
-                        and isinstance(n.func, ast.Attribute) and dotted(n.func.value):
-                    out.add(short_name(dotted(n.func.value)))
+                        and isinstance(n.func, ast.Attribute) and (name := dotted(n.func.value)):
+                    out.add(short_name(name))
     return out
 
 
 def _bound_args(helper: FunctionModel, call: ast.Call) -> Iterator[tuple[str, ast.AST]]:
     """(parameter, argument) pairs of a call of a local function or method."""
-    args = helper.node.args
+    args = cast(ast.FunctionDef, helper.node).args  # a local function or method
     params = [a.arg for a in args.posonlyargs + args.args]
     if helper.cls is not None and isinstance(call.func, ast.Attribute) and params:
         params = params[1:]  # self
@@ -216,5 +219,5 @@ def _bound_args(helper: FunctionModel, call: ast.Call) -> Iterator[tuple[str, as
         yield param, arg
     names = set(params) | {a.arg for a in args.kwonlyargs}
     for k in call.keywords:
-        if k.arg in names:
+        if k.arg is not None and k.arg in names:
             yield k.arg, k.value

@@ -69,7 +69,7 @@ def _backward(call: ast.Call, recv: str | None) -> tuple[str, str | None, dict]:
 
 
 def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: str | None, role: str | None) -> str | None:
-    grad_recv = bool(recv) and (recv.endswith(".grad") or recv.endswith(".grad.data"))
+    grad_recv = bool(recv and (recv.endswith(".grad") or recv.endswith(".grad.data")))
     if name in ("zero_grad", "clear_grad", "clear_grads") or (grad_recv and name == "zero_"):
         return ZERO
     if grad_recv and name == "fill_" and call.args and const_value(call.args[0]) == 0:

@@ -9,6 +9,7 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import (
@@ -84,7 +85,7 @@ class Loop:
         gens = getattr(self.node, "generators", None)
         return gens[0].iter if gens else getattr(self.node, "iter", None)
 
-    def contains(self, other: Loop) -> bool:
+    def contains(self, other: Loop | None) -> bool:
         while other is not None:
             if other is self:
                 return True
@@ -247,7 +248,7 @@ class FunctionModel:
         if isinstance(self.node, ast.Module):
             return [s for s in self.node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                     ast.ClassDef))]
-        return self.node.body
+        return self.node.body  # type: ignore[attr-defined]  # a def: FunctionModels are made for defs and the module
 
     @property
     def nodes(self) -> list[ast.AST]:
@@ -273,8 +274,8 @@ class FunctionModel:
                     or (R.NOT_AN_OBJECT if _plain_data(n.value) else None)
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 for t in targets:
-                    if role and dotted(t) and (role != R.NOT_AN_OBJECT or dotted(t) not in self.roles):
-                        self.roles[dotted(t)] = role
+                    if role and (d := dotted(t)) and (role != R.NOT_AN_OBJECT or d not in self.roles):
+                        self.roles[d] = role
 
     def role(self, name: str | None) -> str | None:
         """The role of a dotted name here: local constructor, class attribute, module, or the name."""
@@ -411,12 +412,12 @@ def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
 
 def _counter(g: Guard) -> set[str]:
     """The names of the accumulation count in an update test (``k`` in ``(i + 1) % k == 0``)."""
-    counter = set()
+    counter: set[str] = set()
     for n in walk_no_defs(g.node.test):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
-            counter |= {dotted(m) for m in walk_no_defs(n.right) if dotted(m)}
-        elif isinstance(n, (ast.Name, ast.Attribute)) and "accum" in (dotted(n) or "").lower():
-            counter.add(dotted(n))
+            counter |= {d for m in walk_no_defs(n.right) if (d := dotted(m))}
+        elif isinstance(n, (ast.Name, ast.Attribute)) and "accum" in (name := dotted(n) or "").lower():
+            counter.add(name)
     # ``self.accum``, not ``self`` (every ``self.model(x)`` would look divided)
     return {c for c in counter if c not in ("self", "cls") and not any(o.startswith(c + ".") for o in counter)}
 
@@ -432,10 +433,10 @@ def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
         if any(steps_like(x) for x in inner.events):
             continue
         if any(s.order > e.order for s in steps):
-            counter = set()
+            counter: set[str] = set()
             it = inner.iter
             if isinstance(it, ast.Call) and call_name(it) == "range" and it.args:
-                counter = {dotted(a) for a in it.args if dotted(a)}
+                counter = {d for a in it.args if (d := dotted(a))}
             return Accumulation(loop, None, inner, counter)
     return None
 
@@ -465,7 +466,7 @@ def _micro_iteration(fm: FunctionModel, it: ast.AST) -> set[str] | None:
     """The micro-batch count of a loop's iterable (``n`` in ``x.chunk(n)``, ``accum`` in ``range(accum)``),
     an empty set when it iterates over split batches without one, None when it is not micro-batches."""
     calls = [n for n in walk_no_defs(it) if isinstance(n, ast.Call)]
-    names = {dotted(n) for n in walk_no_defs(it) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+    names = {d for n in walk_no_defs(it) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
     for name in list(names):  # ``chunks = x.split(bs)`` before the loop
         for a in fm.assigns:
             if name in a.names and isinstance(a.value, ast.Call) and call_name(a.value) in _SPLIT_CALLS:
@@ -475,7 +476,7 @@ def _micro_iteration(fm: FunctionModel, it: ast.AST) -> set[str] | None:
         any(_MICRO_WORDS.search(n.split(".")[-1].lower()) for n in names)
     if not micro:
         return None
-    counter = {dotted(a) for c in calls if call_name(c) in _SPLIT_CALLS | {"range"} for a in c.args if dotted(a)}
+    counter = {d for c in calls if call_name(c) in _SPLIT_CALLS | {"range"} for a in c.args if (d := dotted(a))}
     return {c for c in counter if c not in ("self", "cls")}
 
 
@@ -503,7 +504,8 @@ def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
         if not inner or None in guards or any(e.loops for e in inner):
             return None
         for g in guards:
-            counter |= _counter(g)
+            if g is not None:  # None in guards returned above
+                counter |= _counter(g)
     if any(g.accum for s in steps for g in s.rel_guards(loop)):
         return None
     return Accumulation(loop, None, None, counter, tuple(steps))
@@ -609,11 +611,12 @@ class FileModel:
         """``step = make_step(model, opt)`` where ``make_step`` returns its nested ``def step``: that nested
         function, so that ``step(x, y)`` in a loop is a call of it."""
         key = (id(fm), name)
-        table = self._memo.setdefault("factory_products", {})
+        table = cast("dict[tuple[int, str], FunctionModel | None]", self._memo.setdefault("factory_products", {}))
         if key in table:
             return table[key]
         table[key] = None  # cycle guard
-        scopes, scope = [], fm
+        scopes: list[FunctionModel] = []
+        scope: FunctionModel | None = fm
         while scope is not None:
             scopes.append(scope)
             scope = scope.parent
@@ -645,7 +648,7 @@ class FileModel:
             and isinstance(n.func, ast.Attribute) and dotted(n.func.value)} | {
             dotted(n.func.value) for n in self.nodes if isinstance(n, ast.Call) and call_name(n) == "eval"
             and not n.args and not n.keywords and isinstance(n.func, ast.Attribute) and dotted(n.func.value)
-            and "trainer" not in dotted(n.func.value).lower()})
+            and "trainer" not in (dotted(n.func.value) or "").lower()})
 
     def memo(self, key: str, compute):
         """``compute()`` once per file (rules share file-wide tables this way)."""
@@ -760,12 +763,14 @@ class _Walker:
                     self.assign([dotted(item.optional_vars)], item.context_expr, st, loops, ctx=ctx)
             self.block(st.body, guards, loops, added)
         elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
+            st = cast(ast.Try, st)  # ``TryStar`` (3.11+) has the same fields
             self.block(st.body, guards, loops, ctx)
             for h in st.handlers:
                 self.block(h.body, guards, loops, ctx)
             self.block(st.orelse, guards, loops, ctx)
             self.block(st.finalbody, guards, loops, ctx)
         elif type(st).__name__ == "Match":
+            st = cast(ast.Match, st)
             self.exprs(st.subject, guards, loops, ctx)
             for case in st.cases:
                 self.block(case.body, guards, loops, ctx)
@@ -784,7 +789,7 @@ class _Walker:
                 return
             st = st.orelse[0]
 
-    def loop(self, st: ast.AST, guards: tuple, loops: tuple, ctx: tuple) -> None:
+    def loop(self, st: ast.For | ast.AsyncFor | ast.While, guards: tuple, loops: tuple, ctx: tuple) -> None:
         loop = Loop(st, loops[-1] if loops else None, len(loops) + 1)
         self.fm.loops.append(loop)
         if isinstance(st, ast.While):

@@ -3,6 +3,9 @@ clip or zero, is accumulation run by a framework): helpers that name no rule."""
 
 from __future__ import annotations
 
+import ast
+from typing import cast
+
 from trickbag.audit._ast import dotted
 from trickbag.audit._flow import (
     BACKWARD,
@@ -48,4 +51,4 @@ def _pure_call(e: Event, kind: str) -> bool:
 
 
 def _helper_name(e: Event) -> str:
-    return dotted(e.node.func) or e.extra["helper"].name
+    return dotted(cast(ast.Call, e.node).func) or e.extra["helper"].name

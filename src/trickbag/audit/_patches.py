@@ -9,6 +9,7 @@ import functools
 import sys
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -95,7 +96,7 @@ def _patch_clip(audit: Any) -> None:
 # --------------------------------------------------------------------------- schedulers
 def _constructing(sched: Any) -> bool:
     """True while a scheduler's ``__init__`` runs (its initial ``step()`` is not a training step)."""
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     for _ in range(25):
         if f is None:
             return False

@@ -76,7 +76,7 @@ def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], d
     assigns = fm.last_assignments(name, before)
     if not assigns:
         return _scaled_output_loss(fm, name, before, counter)
-    verdicts = []
+    verdicts: list[bool | None] = []
     for a in assigns:
         if a.op is not None and isinstance(a.op, _DIV_OPS):
             return True
@@ -101,8 +101,8 @@ def _scaled_output_loss(fm: FunctionModel, name: str, before: int, counter: set[
         return None
     return any(
         (a.op is not None and isinstance(a.op, _DIV_OPS))
-        or has_binop(a.value, _DIV_OPS)
-        or _mentions_counter(a.value, counter)
+        or (a.value is not None  # checked above
+            and (has_binop(a.value, _DIV_OPS) or _mentions_counter(a.value, counter)))
         for a in assigns
     )
 
@@ -194,7 +194,7 @@ def is_valish(loop: Loop) -> bool:
     words: set[str] = set()
     for n in ast.walk(it):
         if isinstance(n, (ast.Name, ast.Attribute)):
-            words.update(name_tokens(dotted(n) or getattr(n, "attr", "")))
+            words.update(name_tokens(dotted(n) or (n.attr if isinstance(n, ast.Attribute) else "")))
         elif isinstance(n, ast.Constant) and isinstance(n.value, str):
             words.update(name_tokens(n.value))
     return bool(words & _VALISH)
@@ -210,7 +210,7 @@ def is_data_loop(loop: Loop) -> bool:
     words: set[str] = set()
     for n in ast.walk(it) if it is not None else ():
         if isinstance(n, (ast.Name, ast.Attribute)):
-            words.update(name_tokens(dotted(n) or getattr(n, "attr", "")))
+            words.update(name_tokens(dotted(n) or (n.attr if isinstance(n, ast.Attribute) else "")))
     return bool(words & _DATA)
 
 
@@ -218,13 +218,13 @@ def loss_names(fm: FunctionModel) -> set[str]:
     """Names that hold a loss tensor with its graph: backward targets and loss-valued assignments (not
     a running sum spelled out: ``meters["loss"] = meters["loss"] + loss`` is an accumulator, whose
     ``"loss"`` key must not make it a loss)."""
-    out = set()
+    out: set[str] = set()
     for e in fm.kind_events(BACKWARD):
         loss = e.extra.get("loss")
         while isinstance(loss, ast.Call) and call_name(loss) == "scale" and loss.args:
             loss = loss.args[0]
-        if dotted(loss):
-            out.add(dotted(loss))
+        if name := dotted(loss):
+            out.add(name)
     for a in fm.assigns:
         if (
             a.value is not None

@@ -239,6 +239,7 @@ def decode_source(data: bytes) -> str:
     """Python source bytes as text, decoded the way the interpreter reads them: UTF-8, a UTF-8 BOM, or
     the encoding of a PEP 263 ``# -*- coding: latin-1 -*-`` line; a ValueError with a one-line reason
     (``not UTF-8 (invalid start byte at byte 0)``, ``unknown encoding: foo``) otherwise."""
+    reason: str | None
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:  # a bad coding line, or undeclared bytes that are not UTF-8

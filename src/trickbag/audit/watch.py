@@ -29,7 +29,7 @@ import sys
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import torch
 
@@ -195,7 +195,7 @@ class Audit:
             raise
         return self.report
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         self._resolve_eval_forwards()
         self._restore()
         if self._print:
@@ -355,7 +355,9 @@ class Audit:
     # ------------------------------------------------------------------ parameter coverage
     def _check_params(self, st: _OptState, where: str | None) -> None:
         groups = {id(p): g for o in self._opt.values() if o.attached for g in o.opt.param_groups for p in g["params"]}
-        missing, moving, parked = [], [], []
+        missing: list[str] = []
+        moving: list[str] = []
+        parked: list[str] = []
         for name, p in self._model_params:
             g = groups.get(id(p))
             if g is None and p.requires_grad:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import dotted, name_tokens
@@ -69,7 +70,8 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
         return
     for _fm, loop in loops_of(file):
         for e in loop.events:
-            if e.kind != SCHED or e.node.args or not at_level(e, loop) or _micro(e) or _counter_guarded(e, loop):
+            if e.kind != SCHED or cast(ast.Call, e.node).args or not at_level(e, loop) or _micro(e) \
+                    or _counter_guarded(e, loop):
                 continue
             if _before_its_step(file, e, loop.events):
                 yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same iteration")
@@ -124,13 +126,13 @@ def _scheduler_optimizer(file: FileModel, sched: str) -> str | None:
 
 
 def _find_scheduler_optimizers(file: FileModel) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for fm in file.functions:
         for a in fm.assigns:
             if a.op is None and len(a.names) == 1 and isinstance(a.value, ast.Call) and \
                     R.role_by_constructor(a.value, file.imports, file.class_names) == R.SCHEDULER:
                 first = a.value.args[0] if a.value.args else next(
                     (k.value for k in a.value.keywords if k.arg == "optimizer"), None)
-                if dotted(first):
-                    out[a.names[0]] = dotted(first)
+                if name := dotted(first):
+                    out[a.names[0]] = name
     return out

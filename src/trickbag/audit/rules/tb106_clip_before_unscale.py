@@ -31,7 +31,7 @@ _SELF_UNSCALING = re.compile(r"accelerator|fabric|trainer|engine")
 
 def _unscales_itself(c: Event) -> bool:
     """``accelerator.clip_grad_norm_(...)`` / ``fabric.clip_gradients(...)`` unscale the gradients before clipping."""
-    return c.kind == CLIP and bool(c.recv) and bool(_SELF_UNSCALING.search(c.recv.split(".")[-1].lower()))
+    return c.kind == CLIP and bool(c.recv) and bool(_SELF_UNSCALING.search((c.recv or "").split(".")[-1].lower()))
 
 
 def _scaler_in_use(fm, c: Event) -> bool:

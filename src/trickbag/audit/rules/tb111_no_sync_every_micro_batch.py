@@ -51,6 +51,7 @@ def no_sync_every_micro_batch(file: FileModel) -> Iterator[Hit]:
         if not any(s.kind == STEP and train_loop(s) is loop for s in loop.events):
             continue
         backs = [b for b in loop.events if b.kind == BACKWARD]
-        if backs and all(b.in_context("no_sync") is not None for b in backs):
-            yield Hit(backs[0].in_context("no_sync"), "every backward() runs under no_sync(): the gradients are "
+        ctxs = [b.in_context("no_sync") for b in backs]
+        if ctxs and ctxs[0] is not None and all(c is not None for c in ctxs):
+            yield Hit(ctxs[0], "every backward() runs under no_sync(): the gradients are "
                                                       "never all-reduced across processes")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted
@@ -140,7 +141,8 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                     # run from another module, which may call eval() first: unless this file trains the model
                     sure = "high" if _file_trains(file) else "low"
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
-                                f"batch statistics): call {fwd.recv.split('(')[0]}.eval() first", confidence=sure)
+                                f"batch statistics): call {cast(str, fwd.recv).split('(')[0]}.eval() first",
+                      confidence=sure)
 
 
 def _made_here(fm: FunctionModel, fwd: Event) -> str:

@@ -33,7 +33,7 @@ def _callers_disable_grad(fm: FunctionModel, depth: int = 0) -> bool | None:
         return _callers_disable_grad(fm.parent, depth + 1)
     if not sites:
         return None
-    verdicts = []
+    verdicts: list[bool | None] = []
     for s in sites:
         if s.grad_disabled or _grad_off_statement(s.fm):
             verdicts.append(True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, walk_no_defs
@@ -36,7 +37,8 @@ def _defined_before(fm: FunctionModel, name: str, loop: Loop) -> bool:
     args = getattr(fm.node, "args", None)
     if args is not None and name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}:
         return True
-    if any(name in a.names and a.node.lineno < loop.node.lineno for a in fm.assigns):
+    if any(name in a.names and a.node.lineno < loop.node.lineno  # type: ignore[attr-defined]  # statements
+           for a in fm.assigns):
         return True
     return fm.node is not fm.file.tree and any(name in a.names for a in fm.file.module.assigns)  # a module global
 
@@ -180,7 +182,7 @@ def _per_iteration_helper_accumulations(fm: FunctionModel, losses: set[str], bac
     called once per iteration of a training loop: every iteration's graph stays in memory."""
     if fm.loops or not losses or not _called_per_training_step(fm):
         return
-    args = fm.node.args
+    args = cast(ast.FunctionDef, fm.node).args  # a helper function (it has no loops and is called)
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     module_names = {n for a in fm.file.module.assigns for n in a.names}
     for a in fm.assigns:
@@ -211,7 +213,8 @@ def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:
             helper = fm.file.resolve(call, fm) or _instance_method(fm, call)
             if helper is None or helper.grad_disabled:
                 continue
-            before = max((a.order for a in fm.assigns if a.node.lineno <= call.lineno), default=0)
+            before = max((a.order for a in fm.assigns if a.node.lineno <= call.lineno),  # type: ignore[attr-defined]
+                 default=0)
             for param, arg in _bound_args(helper, call):
                 kept = _keeps_graph(arg, fm, losses, before)
                 target = _persistent_sum(helper, param) if kept else None
@@ -225,7 +228,7 @@ def _instance_method(fm: FunctionModel, call: ast.Call) -> FunctionModel | None:
     """``tracker.update(...)`` where ``tracker = MetricTracker()`` (a class of this file): that method."""
     func = call.func
     recv = dotted(func.value) if isinstance(func, ast.Attribute) else None
-    if not recv:
+    if not recv or not isinstance(func, ast.Attribute):  # recv is set for an attribute only
         return None
     scopes = [s for s in fm.file.functions if s is fm or s is fm.file.module or s is fm.parent
               or (recv.startswith("self.") and s.cls is not None and s.cls is fm.cls)]
@@ -241,7 +244,7 @@ def _instance_method(fm: FunctionModel, call: ast.Call) -> FunctionModel | None:
 def _persistent_sum(helper: FunctionModel, param: str) -> str | None:
     """The sum outliving a call of ``helper`` that the parameter ``param`` is added to, with its graph:
     an attribute (``self.total``), a container passed in, or a module-level name."""
-    args = helper.node.args
+    args = cast(ast.FunctionDef, helper.node).args  # a local function or method
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {param}
     file = helper.file
     module_names = file.memo("module_names", lambda: {n for a in file.module.assigns for n in a.names})
@@ -262,10 +265,11 @@ def _persistent_sum(helper: FunctionModel, param: str) -> str | None:
 def _names(node: ast.AST | None) -> set[str]:
     if node is None:
         return set()
-    return {dotted(n) for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+    return {d for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
 
 
 def _reset_in_loop(fm: FunctionModel, target: str, loop: Loop, node: ast.AST) -> bool:
     """``acc = 0`` inside the loop (before the accumulation): a per-iteration sum, not a leak."""
     return any(target in a.names and a.op is None and loop in a.loops and a.node is not node
-               and a.node.lineno < getattr(node, "lineno", 0) for a in fm.assigns)
+               and a.node.lineno < getattr(node, "lineno", 0)  # type: ignore[attr-defined]  # a statement
+               for a in fm.assigns)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TypeGuard
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, edit_distance
@@ -26,7 +27,7 @@ _HYPER_TYPOS = {"learning_rate": "lr", "learningrate": "lr", "lr_rate": "lr", "w
 _PARAM_WORDS = {"parameters", "named_parameters", "params", "param"}
 
 
-def _param_group_dicts(file: FileModel) -> Iterator[tuple[ast.AST, str]]:
+def _param_group_dicts(file: FileModel) -> Iterator[tuple[ast.Dict | ast.Call, str]]:
     """(dict, whose keys) for the dict literals and ``dict(...)`` calls used as optimizer param groups: in the
     optimizer call, in a list built before it (``groups = [...]``, ``groups.append({...})``), or anywhere they
     look like one.  Whose keys: ``'torch'`` (a torch.optim optimizer), ``'own'`` (an optimizer with
@@ -79,17 +80,17 @@ def _optimizer_family(file: FileModel, call: ast.Call) -> str:
     return "own"
 
 
-def _dict_call(node: ast.AST) -> bool:
+def _dict_call(node: ast.AST | None) -> TypeGuard[ast.Call]:
     """``dict(params=..., lr=...)`` (keywords only)."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
         and not node.args
 
 
-def _group_nodes(fm: FunctionModel, expr: ast.AST | None, hops: int = 0) -> Iterator[ast.AST]:
+def _group_nodes(fm: FunctionModel, expr: ast.AST | None, hops: int = 0) -> Iterator[ast.Dict | ast.Call]:
     """The dicts an optimizer's ``params`` argument is made of, following names to the lists assigned
     (or appended) to them — in the function, the enclosing ones, the module, and for ``self.groups``
     the class's methods — and local helpers to what they return (3 hops at most)."""
-    todo = [expr]
+    todo: list[ast.AST | None] = [expr]
     while todo:
         node = todo.pop()
         if isinstance(node, ast.Dict) or _dict_call(node):
@@ -102,8 +103,8 @@ def _group_nodes(fm: FunctionModel, expr: ast.AST | None, hops: int = 0) -> Iter
             todo.append(node.value)
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             todo += [node.left, node.right]
-        elif hops < 3 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
-            for scope, value in _assigned_values(fm, dotted(node)):
+        elif hops < 3 and isinstance(node, (ast.Name, ast.Attribute)) and (name := dotted(node)):
+            for scope, value in _assigned_values(fm, name):
                 yield from _group_nodes(scope, value, hops + 1)
         elif hops < 3 and isinstance(node, ast.Call) and (helper := fm.file.resolve(node, fm)) is not None:
             for ret in (n for n in helper.nodes if isinstance(n, ast.Return) and n.value is not None):
@@ -126,7 +127,7 @@ def _assigned_values(fm: FunctionModel, name: str) -> Iterator[tuple[FunctionMod
                 yield sc, a.value
 
 
-def _keys(d: ast.AST) -> list[tuple[str, ast.AST, ast.AST]]:
+def _keys(d: ast.Dict | ast.Call) -> list[tuple[str, ast.AST, ast.AST]]:
     """(key, key node, value) of a dict literal's string keys or a ``dict(...)`` call's keywords."""
     if isinstance(d, ast.Call):
         return [(k.arg, k, k.value) for k in d.keywords if k.arg]
@@ -135,7 +136,7 @@ def _keys(d: ast.AST) -> list[tuple[str, ast.AST, ast.AST]]:
     ]
 
 
-def _n_keys(d: ast.AST) -> int:
+def _n_keys(d: ast.Dict | ast.Call) -> int:
     return len(d.keywords) if isinstance(d, ast.Call) else len(d.keys)
 
 
@@ -148,7 +149,7 @@ def _holds_parameters(value: ast.AST) -> bool:
     return False
 
 
-def _looks_like_group(d: ast.AST) -> bool:
+def _looks_like_group(d: ast.Dict | ast.Call) -> bool:
     keys = {k for k, _, _ in _keys(d)}
     if "params" in keys and len(keys) > 1:
         return True

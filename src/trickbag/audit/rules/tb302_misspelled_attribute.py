@@ -103,7 +103,7 @@ def _setattr_calls(fm: FunctionModel) -> Iterator[tuple[ast.Call, str, str]]:
     if not fm.file.memo("has_setattr", lambda: any(isinstance(n, ast.Name) and n.id == "setattr"
                                                    for n in fm.file.nodes)):
         return
-    todo = list(fm.body())
+    todo: list[ast.AST] = list(fm.body())
     while todo:
         n = todo.pop()
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \

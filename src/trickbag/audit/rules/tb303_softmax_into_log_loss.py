@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TypeGuard, cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens, walk_no_defs
@@ -100,9 +101,10 @@ def _softmaxed(fm: FunctionModel, node: ast.AST | None, line: int, probs: set[st
     if name is None:
         return False
     assigns = [a for a in fm.assigns if name in a.names and a.value is not None and a.op is None
-               and a.node.lineno <= line]
+               and a.node.lineno <= line]  # type: ignore[attr-defined]  # Assignment.node: a statement here
     return bool(assigns) and len(assigns[-1].names) == 1 and \
-        _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno - 1, probs, depth + 1, sigmoid)
+        _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno - 1,  # type: ignore[attr-defined]
+                   probs, depth + 1, sigmoid)
 
 
 #: calls that keep a tensor's values (probabilities stay probabilities through them)
@@ -191,8 +193,8 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
                                     "its log; it needs log_softmax(x) (or F.cross_entropy on the logits)")
             elif _loss_statement(node, lossy_function) and not any(
                     isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and _softmax_product(n.operand)
-                    for n in walk_no_defs(node.value)):
-                yield from _check_handwritten(node.value, node, needs_minus=True)
+                    for n in walk_no_defs(cast(ast.expr, node.value))):  # _loss_statement: a Return with a value
+                yield from _check_handwritten(cast(ast.expr, node.value), node, needs_minus=True)
 
 
 _PROBABILITY_NAMES = {"softmax", "Softmax", "sigmoid", "Sigmoid", "softmax_", "sigmoid_"}
@@ -208,7 +210,7 @@ def _mentions_probabilities(file: FileModel) -> bool:
 _LOSS_WORDS = {"loss", "ce", "xent", "nll", "entropy", "crossentropy", "focal"}
 
 
-def _loss_statement(node: ast.AST, lossy_function: bool) -> bool:
+def _loss_statement(node: ast.AST, lossy_function: bool) -> TypeGuard[ast.Return | ast.Assign]:
     """``loss = ...`` / ``ce = ...``, or a ``return`` in a function named like a loss."""
     if isinstance(node, ast.Return) and node.value is not None:
         return lossy_function
@@ -222,7 +224,7 @@ _KEEP = {"mean", "sum", "squeeze", "unsqueeze", "view", "reshape", "flatten", "f
          "contiguous", "to", "type_as"}
 
 
-def _picked_probabilities(fm: FunctionModel, node: ast.AST, line: int, probs: set[str]) -> bool:
+def _picked_probabilities(fm: FunctionModel, node: ast.AST | None, line: int, probs: set[str]) -> bool:
     """``probs.gather(1, y[:, None]).mean()``, ``torch.gather(probs, ...)``, ``probs[range(n), y]``:
     the target's softmax probability (through names, reshapes and reductions) with no log on the way."""
     for _ in range(12):
@@ -239,10 +241,10 @@ def _picked_probabilities(fm: FunctionModel, node: ast.AST, line: int, probs: se
             return labels and _softmaxed(fm, node.value, line, probs)
         elif dotted(node):
             assigns = [a for a in fm.assigns if a.names == [dotted(node)] and a.value is not None and a.op is None
-                       and a.node.lineno <= line]
+                       and a.node.lineno <= line]  # type: ignore[attr-defined]
             if not assigns:
                 return False
-            node, line = assigns[-1].value, assigns[-1].node.lineno
+            node, line = assigns[-1].value, assigns[-1].node.lineno  # type: ignore[attr-defined]
         else:
             return False
     return False
@@ -333,7 +335,7 @@ _COST_WORDS = {"cost", "costs", "score", "scores", "match", "matching", "sim", "
 
 
 def _names_in(node: ast.AST) -> set[str]:
-    return {dotted(n) for n in walk_no_defs(node) if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n)}
+    return {d for n in walk_no_defs(node) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
 
 
 def _log_calls(fm: FunctionModel) -> Iterator[tuple[ast.Call, set[str]]]:
@@ -342,7 +344,7 @@ def _log_calls(fm: FunctionModel) -> Iterator[tuple[ast.Call, set[str]]]:
     for st in fm.nodes:
         if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
             targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-            names = {dotted(t) for t in targets if dotted(t)}
+            names = {d for t in targets if (d := dotted(t))}
             for n in walk_no_defs(st.value):
                 assigned[id(n)] = names
     for n in fm.nodes:
@@ -359,7 +361,7 @@ def _loss_contexts(fm: FunctionModel, lossy: bool, kinds: dict[str, str]) -> lis
             out.append(n.operand)
         elif _loss_statement(n, lossy) or (isinstance(n, ast.AugAssign)
                                            and set(name_tokens(dotted(n.target) or "")) & _LOSS_WORDS):
-            out.append(n.value)
+            out.append(cast(ast.expr, n.value))  # _loss_statement: a Return with a value
         elif isinstance(n, ast.Call) and (call_name(n) in R.LOSS_FUNCTIONS or dotted(n.func) in kinds):
             out.extend([*n.args, *(k.value for k in n.keywords)])
     return out

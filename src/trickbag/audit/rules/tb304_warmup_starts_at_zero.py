@@ -9,6 +9,7 @@ import ast
 import math
 import operator
 from collections.abc import Iterator
+from typing import TypeGuard
 
 from trickbag.audit._ast import call_name, dotted
 from trickbag.audit._flow import FileModel, FunctionModel, _returned_nested
@@ -27,7 +28,7 @@ POS = _Positive()
 Value = float | _Positive | None
 
 
-def _num(v: Value) -> bool:
+def _num(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -115,11 +116,16 @@ def _call_value(node: ast.Call, env: dict[str, Value], depth: int = 0) -> Value:
         if None in args:
             return None
         if name == "min":
-            return min(nums) if len(nums) == len(args) else (POS if all(a is POS or a > 0 for a in args) else None)
-        if any(a is POS or a > 0 for a in args):
+            return min(nums) if len(nums) == len(args) else (POS if all(_pos_or_gt0(a) for a in args) else None)
+        if any(_pos_or_gt0(a) for a in args):
             return max(nums) if len(nums) == len(args) else POS
         return max(nums) if nums else None
     return None
+
+
+def _pos_or_gt0(a: Value) -> bool:
+    """``a is POS or a > 0`` for a value known not to be None."""
+    return isinstance(a, _Positive) or (a is not None and a > 0)
 
 
 _BOUNDED = {"cos", "sin", "tanh"}  # |f(x)| <= 1
@@ -288,12 +294,16 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
 
 
 def _zero_at_start(fm: FunctionModel, lam: ast.AST) -> ast.AST | None:
+    if not isinstance(lam, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None  # _lambdas yields only lambdas and function definitions
     args = lam.args.posonlyargs + lam.args.args
     if args and not isinstance(lam, ast.Lambda) and args[0].arg in ("self", "cls"):
         args = args[1:]
     if not args:
         return None
     env = {**_constants(fm), args[0].arg: 0.0}
+    value: Value
+    where: ast.AST | None
     if isinstance(lam, ast.Lambda):
         value, where = _value(lam.body, env), lam
     else:

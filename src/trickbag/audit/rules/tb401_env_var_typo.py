@@ -9,7 +9,7 @@ import ast
 import os
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value, dotted, edit_distance
+from trickbag.audit._ast import call_name, dotted, edit_distance, str_const
 from trickbag.audit._env_facts import _env_call_keys, _is_environ
 from trickbag.audit._flow import FileModel
 from trickbag.audit.registry import Hit, rule
@@ -66,13 +66,13 @@ def env_keys(file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
     """(variable name, node, is_write) for every environment variable the file reads or sets."""
     for node in file.nodes:
         if isinstance(node, ast.Subscript) and _is_environ(node.value, file):
-            if isinstance(const_value(node.slice), str):
-                yield node.slice.value, node, isinstance(node.ctx, ast.Store)
+            if (key := str_const(node.slice)) is not None:
+                yield key, node, isinstance(node.ctx, ast.Store)
         elif isinstance(node, ast.Call):
             yield from _env_call_keys(node, file)
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
-                and _is_environ(node.comparators[0], file) and isinstance(const_value(node.left), str):
-            yield node.left.value, node, False
+                and _is_environ(node.comparators[0], file) and (key := str_const(node.left)) is not None:
+            yield key, node, False
 
 
 def _environ_copy(node: ast.AST | None, file: FileModel) -> bool:
@@ -89,7 +89,7 @@ def _environ_copy(node: ast.AST | None, file: FileModel) -> bool:
 
 def _dict_keys(d: ast.Dict) -> Iterator[tuple[str, ast.AST, bool]]:
     for key in d.keys:
-        if isinstance(const_value(key), str):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
             yield key.value, key, True
 
 
@@ -108,13 +108,13 @@ def _env_copy_keys(file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
                         yield from _dict_keys(k.value)
                 func = node.func
                 if isinstance(func, ast.Attribute) and dotted(func.value) in copies and node.args:
-                    if call_name(node) in ("get", "setdefault", "pop") and isinstance(const_value(node.args[0]), str):
-                        yield node.args[0].value, node, call_name(node) == "setdefault"
+                    if call_name(node) in ("get", "setdefault", "pop") and (key := str_const(node.args[0])) is not None:
+                        yield key, node, call_name(node) == "setdefault"
                     elif call_name(node) == "update" and isinstance(node.args[0], ast.Dict):
                         yield from _dict_keys(node.args[0])
             elif isinstance(node, ast.Subscript) and dotted(node.value) in copies \
-                    and isinstance(const_value(node.slice), str):
-                yield node.slice.value, node, isinstance(node.ctx, ast.Store)
+                    and (key := str_const(node.slice)) is not None:
+                yield key, node, isinstance(node.ctx, ast.Store)
 
 
 def _os_typos(file: FileModel) -> Iterator[Hit]:

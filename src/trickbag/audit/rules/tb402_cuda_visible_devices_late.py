@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TypeGuard
 
-from trickbag.audit._ast import call_name, const_value, dotted
+from trickbag.audit._ast import call_name, const_value, dotted, str_const
 from trickbag.audit._env_facts import _env_call_keys, _is_environ
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
@@ -27,12 +28,12 @@ def _cuda_names(fm: FunctionModel) -> set[str]:
         for a in scope.assigns:
             value = a.value.args[0] if isinstance(a.value, ast.Call) and call_name(a.value) == "device" \
                 and a.value.args else a.value
-            if len(a.names) == 1 and isinstance(const_value(value), str) and const_value(value).startswith("cuda"):
+            if len(a.names) == 1 and (str_const(value) or "").startswith("cuda"):
                 out.add(a.names[0])
     return out
 
 
-def _cuda_init(node: ast.AST, file: FileModel, devices: frozenset = frozenset()) -> bool:
+def _cuda_init(node: ast.AST, file: FileModel, devices: frozenset = frozenset()) -> TypeGuard[ast.Call]:
     """A call that initialises CUDA: ``.cuda()``, ``torch.cuda.*()``, a tensor made on/moved to 'cuda'."""
     if not isinstance(node, ast.Call):
         return False
@@ -47,11 +48,11 @@ def _cuda_init(node: ast.AST, file: FileModel, devices: frozenset = frozenset())
     if name == "device":
         return False
     cuda_str = [a for a in list(node.args) + [k.value for k in node.keywords if k.arg in (None, "device")]
-                if isinstance(const_value(a), str) and const_value(a).startswith("cuda")]
+                if (str_const(a) or "").startswith("cuda")]
     return bool(cuda_str) and (name == "to" or any(k.arg == "device" for k in node.keywords))
 
 
-def _helper_inits_cuda(node: ast.AST, fm: FunctionModel, file: FileModel, depth: int = 0) -> bool:
+def _helper_inits_cuda(node: ast.AST, fm: FunctionModel, file: FileModel, depth: int = 0) -> TypeGuard[ast.Call]:
     """A call of a function of this file that touches CUDA (``gpu = freest_gpu()`` calling
     ``torch.cuda.mem_get_info``), through its own local calls too; not a helper that sets
     CUDA_VISIBLE_DEVICES itself."""
@@ -67,7 +68,7 @@ def _helper_inits_cuda(node: ast.AST, fm: FunctionModel, file: FileModel, depth:
     return table[id(helper)]
 
 
-def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.AST]:
+def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.Subscript | ast.Call]:
     """The nodes of ``fm`` that set CUDA_VISIBLE_DEVICES (``os.environ[...] =``, ``setdefault``, ``update``)."""
     for node in fm.nodes:
         if (
