@@ -80,13 +80,16 @@ def test_sigterm_to_the_process_group_with_workers_stops_cleanly(tmp_path, signa
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    if signals == 2 and proc.returncode == -signal.SIGTERM:  # the first stop had finished: default handler again
-        assert "interrupted; continue with" in err, err[-3000:]
-    else:
+    stopped_first = signals == 2 and proc.returncode == -signal.SIGTERM
+    if not stopped_first:
         assert proc.returncode == code, err[-3000:]
+    # else: the first stop had saved its checkpoint and put the default handler back before the second signal came
+    # (a loaded machine delays the test's second kill); the default action then ends the process, which is fine
+    # as long as that checkpoint is whole, checked below
     assert "Traceback" not in err and "killed by signal" not in err, err[-3000:]
     assert "SIGTERM received: finishing the current update" in err
     if signals == 1:
         assert f"trickbag train --resume {run}" in err.strip().splitlines()[-1]
+    if signals == 1 or stopped_first:
         last = load(run / "checkpoints" / "last.pt")["counters"]
         assert last["batch_idx"] > 0 or last["epoch"] > 1  # where it stopped, to resume there
