@@ -43,7 +43,36 @@ def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     """The train/eval switch last run (in this function) before ``fwd``: 'eval', 'train' or None."""
     events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
     modes = [(e, kind) for e, kind in mode_events(fm, events) if same_model(e, fwd)]
-    return modes[-1][1] if modes else None
+    if modes:
+        return modes[-1][1]
+    return EVAL if fwd.recv and _keeps_itself_in_eval(fm.file, fwd.recv) else None
+
+
+def _keeps_itself_in_eval(file: FileModel, name: str) -> bool:
+    """``name`` holds an instance of a class of this file that switches what it holds to eval mode and never
+    back to train (an EMA wrapper built as ``self.net_ema = copy.deepcopy(net).eval()``)."""
+    classes = file.memo("instance_classes", lambda: _instance_classes(file)).get(name, set())
+    return bool(classes) and all(file.memo(f"evaluating_class:{c}", lambda c=c: _evaluating_class(file.classes[c]))
+                                 for c in classes)
+
+
+def _instance_classes(file: FileModel) -> dict[str, set[str]]:
+    """dotted name -> the classes of this file whose instances are assigned to it (``net_ema = NetworkEMA(net)``)."""
+    out: dict[str, set[str]] = {}
+    for n in file.nodes:
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            cls = (dotted(n.value.func) or "").split(".")[-1]
+            if cls in file.classes:
+                for t in n.targets:
+                    if name := dotted(t):
+                        out.setdefault(name, set()).add(cls)
+    return out
+
+
+def _evaluating_class(cls: ast.ClassDef) -> bool:
+    calls = [n for n in ast.walk(cls) if isinstance(n, ast.Call)]
+    return any(call_name(n) == "eval" and not n.args and not n.keywords for n in calls) \
+        and not any(call_name(n) == "train" for n in calls)
 
 
 def _forwards(fm: FunctionModel) -> list[Event]:

@@ -30,8 +30,8 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, d
     """The training events one call produces (usually none or one)."""
     name, recv = call_name(call), receiver(call)
     role = fm.role(recv)
-    if name in ("backward", "manual_backward") and not (recv is None and fm.file.resolve(call, fm) is not None):
-        return [_backward(call, recv)]  # (a local ``def backward(loss, scaler)`` helper is followed instead)
+    if name in ("backward", "manual_backward") and not _followed_backward(fm, call, recv):
+        return [_backward(call, recv)]
     if name == "step" and recv:
         if role == R.SCALER:
             opt = dotted(call.args[0]) if call.args else None
@@ -48,6 +48,14 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, d
             recv = chain_receiver(call)  # ``model.to(dev).train()``
         return [(simple, recv, {})]
     return _forward_or_call(fm, call, name, recv, role)
+
+
+def _followed_backward(fm: FunctionModel, call: ast.Call, recv: str | None) -> bool:
+    """A ``backward`` that is a local helper, followed as one: ``backward(loss, scaler)`` (a function of this file),
+    ``self.precision.backward(loss)`` (a method of a plain class of this file, given the loss)."""
+    if recv is not None and (recv == "self" or not call.args):
+        return False
+    return fm.file.resolve(call, fm) is not None
 
 
 def _module_path(fm: FunctionModel, func: str) -> bool:

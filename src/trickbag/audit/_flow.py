@@ -61,6 +61,31 @@ class Guard:
     branch: bool
     depth: int  # number of loops around the ``if``
     accum: bool  # the test looks like an accumulation counter (``(i + 1) % k == 0``, ``sync_gradients``)
+    _cond: tuple[str, bool] | None = field(default=None, repr=False)
+
+    def condition(self) -> tuple[str, bool]:
+        """The test, normalised (``x is not None`` as ``x``, ``not x`` as ``x`` with the branch flipped), and the
+        branch this guard is: two ``if`` statements with the same test take the same branch."""
+        if self._cond is None:
+            test, branch = self.node.test, self.branch
+            while True:
+                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                    test, branch = test.operand, not branch
+                elif isinstance(test, ast.Compare) and len(test.ops) == 1 \
+                        and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+                        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+                    flip = isinstance(test.ops[0], ast.Is)
+                    test, branch = test.left, branch != flip
+                else:
+                    break
+            self._cond = (ast.dump(test), branch)
+        return self._cond
+
+    def same_test(self, other: Guard) -> bool:
+        """Another ``if`` at the same loop depth with this one's test (no call in it: a call may answer differently)."""
+        return other.node is not self.node and other.depth == self.depth \
+            and self.condition()[0] == other.condition()[0] \
+            and not any(isinstance(n, ast.Call) for n in ast.walk(self.node.test))
 
 
 @dataclass(eq=False)
@@ -129,8 +154,24 @@ class Event:
         return any(g.node is guard.node and g.branch == guard.branch for g in self.guards)
 
     def exclusive(self, other: Event) -> bool:
-        """True when the two events sit in different branches of one ``if`` (never both run)."""
-        return any(g.node is h.node and g.branch != h.branch for g in self.guards for h in other.guards)
+        """True when the two events sit in different branches of one ``if`` (never both run), or in opposite
+        branches of two ``if`` statements of one iteration with the same test, none of whose names is assigned
+        between them (``if scaler is not None: scaler.scale(loss).backward()`` ... ``if scaler is None:
+        optimizer.step()``)."""
+        for g in self.guards:
+            for h in other.guards:
+                if g.node is h.node:
+                    if g.branch != h.branch:
+                        return True
+                elif g.same_test(h) and g.condition()[1] != h.condition()[1] \
+                        and self.loops[:g.depth] == other.loops[:h.depth] and not self._reassigned(g, h):
+                    return True
+        return False
+
+    def _reassigned(self, g: Guard, h: Guard) -> bool:
+        names = {d for n in ast.walk(g.node.test) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
+        lo, hi = sorted((g.node.lineno, h.node.lineno))
+        return any(set(a.names) & names and lo <= getattr(a.node, "lineno", 0) <= hi for a in self.fm.assigns)
 
     def kinds(self) -> set[str]:
         """Its kind, and for a call of a local helper every kind the helper contains."""
@@ -605,7 +646,36 @@ class FileModel:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
                 and fm.cls is not None:
             return self.methods.get((fm.cls.name, func.attr))
+        if isinstance(func, ast.Attribute):
+            return self._other_object_method(func, fm)
         return None
+
+    def _other_object_method(self, func: ast.Attribute, fm: FunctionModel) -> FunctionModel | None:
+        """``engine.backward_loss(loss)``, ``self.precision.optimizer_step(opt)``: the method of the one plain class of
+        this file (not an ``nn.Module``, not an autograd ``Function``) that defines it, when the object is not a
+        module and not a known optimizer, scheduler, scaler, EMA or loss."""
+        owners = cast("dict[str, list[FunctionModel]]", self.memo("method_owners", self._method_owners)).get(func.attr)
+        if owners is None or len(owners) != 1:
+            return None
+        recv = dotted(func.value)
+        if recv is None or recv in ("self", "cls") or recv.split(".")[0] in self.imports.alias \
+                or fm.role(recv) in (R.OPTIMIZER, R.SCHEDULER, R.SCALER, R.EMA, R.LOSS):
+            return None
+        return owners[0]
+
+    def _method_owners(self) -> dict[str, list[FunctionModel]]:
+        """method name -> the methods of that name of this file's plain classes (instance methods, no dunders)."""
+        out: dict[str, list[FunctionModel]] = {}
+        for (cls_name, name), fm in self.methods.items():
+            cls = self.classes[cls_name]
+            bases = {(dotted(b) or "").split(".")[-1] for b in cls.bases}
+            decorators = {dotted(d) for d in cast(ast.FunctionDef, fm.node).decorator_list}
+            if name.startswith("__") or any(b.endswith(("Module", "Function")) for b in bases) \
+                    or (cls_name, "forward") in self.methods \
+                    or decorators & {"staticmethod", "classmethod"}:
+                continue
+            out.setdefault(name, []).append(fm)
+        return out
 
     def _factory_product(self, name: str, fm: FunctionModel) -> FunctionModel | None:
         """``step = make_step(model, opt)`` where ``make_step`` returns its nested ``def step``: that nested

@@ -1,12 +1,14 @@
 """Facts about training loops that several rules read (is an event run per micro-batch, does a helper only
-clip or zero, is accumulation run by a framework): helpers that name no rule."""
+clip or zero, is accumulation run by a framework, which events run on every micro-batch): helpers that name no
+rule."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from typing import cast
 
-from trickbag.audit._ast import dotted
+from trickbag.audit._ast import dotted, names_in
 from trickbag.audit._flow import (
     BACKWARD,
     CALL,
@@ -16,10 +18,13 @@ from trickbag.audit._flow import (
     STEP,
     UNSCALE,
     Event,
+    FileModel,
+    FunctionModel,
+    backward_like,
+    steps_like,
 )
 
 __all__: list[str] = []
-
 
 
 def _managed(ev: Event) -> bool:
@@ -28,16 +33,51 @@ def _managed(ev: Event) -> bool:
 
 
 def _micro(ev: Event, depth: int = 0) -> bool:
-    """Is ``ev`` run once per micro-batch of a gradient-accumulation loop?  Also for an event of a local
-    helper (outside any loop or accumulation test of the helper) that a micro-batch calls, following
-    helpers of helpers two levels up: ``self.micro_step(x, y)`` with ``zero_grad()`` inside."""
+    """Is ``ev`` run once per micro-batch of a gradient-accumulation loop?  Also for an event of a per-batch step
+    function outside its update test (see :func:`step_function`), and for an event of a local helper (outside any
+    loop or accumulation test of the helper) that a micro-batch calls, following helpers of helpers two levels
+    up: ``self.micro_step(x, y)`` with ``zero_grad()`` inside."""
     for lp in ev.loops:
         acc = ev.fm.accumulation(lp)
         if acc is not None and acc.is_micro(ev):
             return True
-    if ev.loops or depth >= 2 or any(g.accum for g in ev.guards) or ev.fm.node is ev.fm.file.tree:
+    if ev.loops or any(g.accum for g in ev.guards) or ev.fm.node is ev.fm.file.tree:
         return False
-    return any(_micro(site, depth + 1) for site in ev.fm.call_sites())
+    if not steps_like(ev) and step_function(ev.fm):
+        return True
+    return depth < 2 and any(_micro(site, depth + 1) for site in ev.fm.call_sites())
+
+
+def step_function(fm: FunctionModel) -> bool:
+    """``fm`` is run once per micro-batch and steps every few calls: no loop of its own around its backward or
+    step, a backward outside any accumulation test, and every optimizer step under an accumulation test of a count
+    the function is given or keeps (a parameter, an attribute it increments, or a flag set from one of those):
+    ``if (idx + 1) % self.accum == 0: opt.step()``, ``self.count += 1; do_step = self.count % k == 0``."""
+    table = cast("dict[int, bool]", fm.file.memo("step_functions", dict))
+    if id(fm) not in table:
+        table[id(fm)] = _is_step_function(fm)
+    return table[id(fm)]
+
+
+def _is_step_function(fm: FunctionModel) -> bool:
+    if fm.node is fm.file.tree:
+        return False
+    backs = [b for b in fm.events if backward_like(b) and not b.loops and not any(g.accum for g in b.guards)]
+    steps = [s for s in fm.events if steps_like(s)]
+    if not backs or not steps or any(s.loops for s in steps):
+        return False
+    counts = _counts(fm)
+    return all(any(g.accum and names_in(g.node.test) & counts for g in s.guards) for s in steps)
+
+
+def _counts(fm: FunctionModel) -> set[str]:
+    """Names of the counts a function is given or keeps: its parameters, what it increments (``self.n += 1``),
+    and the names it sets from those (``do_step = self.n % k == 0``)."""
+    args = fm.node.args if isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    out = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self", "cls"} if args else set()
+    out |= {n for a in fm.assigns if isinstance(a.op, ast.Add) and not a.is_append for n in a.names}
+    out |= {n for a in fm.assigns if a.op is None and a.value is not None and names_in(a.value) & out for n in a.names}
+    return out
 
 
 #: the work of a training step besides clipping and zeroing
@@ -50,5 +90,26 @@ def _pure_call(e: Event, kind: str) -> bool:
     return e.kind == CALL and kind in e.kinds() and not e.kinds() & _STEP_WORK
 
 
+def _pure_helper(fm: FunctionModel) -> bool:
+    """A local helper called from the file that does none of the rest of a step (see :func:`_pure_call`)."""
+    return bool(fm.call_sites()) and not fm.file.summary(fm).kinds & _STEP_WORK
+
+
 def _helper_name(e: Event) -> str:
     return dotted(cast(ast.Call, e.node).func) or e.extra["helper"].name
+
+
+def micro_batch_events(file: FileModel, kind: str) -> Iterator[Event]:
+    """Every event of ``kind`` that runs once per micro-batch of gradient accumulation (see :func:`_micro`), in
+    file order; a helper that does ``kind`` and nothing else of a step counts at its calls (see
+    :func:`_pure_call`), not inside.  Whether a framework runs the accumulation is :func:`_managed`'s to say."""
+    for fm in file.functions:
+        pure = None
+        for e in fm.events:
+            if e.kind == kind:
+                if pure is None:
+                    pure = _pure_helper(fm)
+                if not pure and _micro(e):
+                    yield e
+            elif _pure_call(e, kind) and _micro(e):
+                yield e

@@ -20,7 +20,7 @@ class NodePredictionTrainer:
                 loss.backward()
                 self.optimizer.step()
                 if max_grad_norm is not None:
-                    # no rule today: a clip-after-step rule (clip_grad_* after the step that consumes the
-                    # gradients, before the next zero_grad) would catch it
+                    # TB113 clip-after-step: clip_grad_* after the step that consumed the gradients, before the
+                    # next zero_grad
                     params = self.model.parameters()
-                    torch.nn.utils.clip_grad_norm_(params, max_grad_norm, grad_norm_type)  # expect: TB???  # not: TB106
+                    torch.nn.utils.clip_grad_norm_(params, max_grad_norm, grad_norm_type)  # expect: TB113  # not: TB106

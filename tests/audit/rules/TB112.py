@@ -29,3 +29,30 @@ def amp_and_plain_branches(model, loader, optimizer, scaler, use_amp):
         else:
             loss_fn(model(x), y).backward()
             optimizer.step()
+
+
+def amp_and_plain_in_two_ifs(model, loader, optimizer, scaler):
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        clip_grad_norm_(model.parameters(), 1.0)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad()
+
+
+def amp_flag_reassigned_between(model, loader, optimizer, scaler, use_amp):
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        if use_amp:
+            scaler.scale(loss).backward()
+        use_amp = check_overflow(model)
+        if not use_amp:
+            optimizer.step()  # expect: TB112
+        optimizer.zero_grad()

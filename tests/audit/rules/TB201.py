@@ -48,3 +48,39 @@ def test_logits_match(loader):  # a unit test
 def score_pretrained(name, loader):
     model = AutoModelForCausalLM.from_pretrained(name)  # Hugging Face returns it in eval mode
     return [model(**batch).loss.item() for batch in loader]
+
+
+class NetworkEMA(nn.Module):  # an EMA wrapper that keeps its copy in eval mode
+    def __init__(self, net):
+        super().__init__()
+        self.net_ema = copy.deepcopy(net).eval().requires_grad_(False)
+
+    def forward(self, x):
+        return self.net_ema(x)
+
+
+class Averaged(nn.Module):  # a wrapper that does not
+    def __init__(self, net):
+        super().__init__()
+        self.inner = copy.deepcopy(net)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def fit_with_ema(net, loader, val_loader, optimizer):
+    net_ema = NetworkEMA(net)
+    avg_net = Averaged(net)
+    for _epoch in range(3):
+        net.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(net(x), y).backward()
+            optimizer.step()
+            net_ema.update(net)
+        with torch.no_grad():
+            for x, y in val_loader:
+                acc_ema = (net_ema(x).argmax(1) == y).float().mean()
+        with torch.no_grad():
+            for x, y in val_loader:
+                acc_avg = (avg_net(x).argmax(1) == y).float().mean()  # expect: TB201

@@ -15,6 +15,7 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb110_backward_in_autocast,
     tb111_no_sync_every_micro_batch,
     tb112_scaler_bypassed,
+    tb113_clip_after_step,
     tb201_eval_without_eval_mode,
     tb202_train_in_eval_mode,
     tb203_eval_with_grad,

@@ -13,7 +13,7 @@ from trickbag.audit._flow import (
     SCHED,
     FileModel,
 )
-from trickbag.audit._loop_facts import _managed, _micro
+from trickbag.audit._loop_facts import _managed, micro_batch_events
 from trickbag.audit._query import short_name
 from trickbag.audit.registry import Hit, rule
 
@@ -65,13 +65,10 @@ def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
                 scheduler.step()
                 optimizer.zero_grad()
     """
-    for fm in file.functions:
-        for e in fm.kind_events(SCHED):
-            if not _micro(e):
-                continue
-            if not _managed(e):
-                yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch, the optimizer once per "
-                                  f"accumulated update")
-            elif not _prepared(file, e.recv or ""):  # accelerate steps a prepared scheduler with the optimizer
-                yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch of accelerator.accumulate(): it was "
-                                  f"not passed to accelerator.prepare()", confidence=_sure_unprepared(file))
+    for e in micro_batch_events(file, SCHED):
+        if not _managed(e):
+            yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch, the optimizer once per "
+                              f"accumulated update")
+        elif not _prepared(file, e.recv or ""):  # accelerate steps a prepared scheduler with the optimizer
+            yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch of accelerator.accumulate(): it was "
+                              f"not passed to accelerator.prepare()", confidence=_sure_unprepared(file))

@@ -5,7 +5,6 @@ right example."""
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
@@ -16,16 +15,11 @@ from trickbag.audit._flow import (
     Event,
     FileModel,
 )
-from trickbag.audit._loop_facts import _STEP_WORK, _helper_name, _managed, _micro, _pure_call
+from trickbag.audit._loop_facts import _helper_name, _managed, micro_batch_events
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
 
-
-
-def _pure_helper(fm) -> bool:
-    """A local helper called from the file that does none of the rest of a step (see :func:`_pure_call`)."""
-    return bool(fm.call_sites()) and not fm.file.summary(fm).kinds & _STEP_WORK
 
 
 def _zero_between(fm, s: Event) -> Iterator[Event]:
@@ -74,32 +68,16 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
                 optimizer.step()
                 optimizer.zero_grad()
     """
+    for z in micro_batch_events(file, ZERO):
+        if _managed(z):
+            continue
+        if z.kind == ZERO:
+            yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
+        else:
+            yield Hit(z.node, f"{_helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
+                              f"the gradients being accumulated")
     for fm in file.functions:
-        for z in fm.events:
-            if z.kind == ZERO and not _pure_helper(fm) and not _managed(z) \
-                    and (_micro(z) or _step_fn_accumulates(fm, z)):
-                yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
-            elif _pure_call(z, ZERO) and _micro(z) and not _managed(z):
-                yield Hit(z.node, f"{_helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
-                                  f"the gradients being accumulated")
         for s in fm.kind_events(STEP):
             for z in _zero_between(fm, s):
                 yield Hit(z.node, "zero_grad() between backward() and step() zeroes the gradients the step uses")
 
-
-def _step_fn_accumulates(fm, z: Event) -> bool:
-    """A per-batch step function (no loop of its own) that zeroes, runs the backward, then steps only under an
-    accumulation test on one of its parameters: ``if (idx + 1) % self.accum == 0: opt.step()``."""
-    if z.loops or any(g.accum for g in z.guards) or fm.node is fm.file.tree:
-        return False
-    params = {a.arg for a in fm.node.args.posonlyargs + fm.node.args.args + fm.node.args.kwonlyargs}
-    steps = [s for s in fm.kind_events(STEP) if not s.loops and s.order > z.order]
-    backs = [b for b in fm.kind_events(BACKWARD) if not b.loops and z.order < b.order
-             and not any(g.accum for g in b.guards)]
-    if not steps or not backs:
-        return False
-
-    def on_param(s: Event) -> bool:
-        return any(g.accum and {n.id for n in ast.walk(g.node.test) if isinstance(n, ast.Name)} & params
-                   for g in s.guards)
-    return all(on_param(s) for s in steps)

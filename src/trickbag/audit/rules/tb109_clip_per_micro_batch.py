@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from trickbag.audit._flow import (
+    CALL,
     CLIP,
     FileModel,
 )
-from trickbag.audit._loop_facts import _micro
+from trickbag.audit._loop_facts import _helper_name, micro_batch_events
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -44,7 +45,6 @@ def clip_per_micro_batch(file: FileModel) -> Iterator[Hit]:
                 optimizer.step()
                 optimizer.zero_grad()
     """
-    for fm in file.functions:
-        for c in fm.kind_events(CLIP):
-            if _micro(c):
-                yield Hit(c.node, "gradients are clipped on every micro-batch instead of once per update")
+    for c in micro_batch_events(file, CLIP):
+        where = f" (in {_helper_name(c)}())" if c.kind == CALL else ""
+        yield Hit(c.node, f"gradients are clipped{where} on every micro-batch instead of once per update")
