@@ -38,7 +38,7 @@ def main() -> dict:
 
     from trickbag import runtime
     from trickbag.train import distributed as tdist
-    from trickbag.train.build import wrap_ddp
+    from trickbag.train.parts import wrap_ddp
 
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", init_method="env://")

@@ -100,7 +100,7 @@ def test_appending_rows_to_the_training_csv_changes_no_prediction(csv_run, tmp_p
 
 def test_predict_applies_the_stored_encoding_as_written_out_here(csv_run, tmp_path):
     """Reference: fill, indicator, bins, one-hot and standardisation computed by hand from the training file."""
-    from trickbag.train.build import model_from_checkpoint
+    from trickbag.train.parts import model_from_checkpoint
 
     tmp, data, run, queries = csv_run
     recipe, model, ck, _ = model_from_checkpoint(run / "checkpoints" / "best.pt")

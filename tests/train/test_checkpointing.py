@@ -13,9 +13,10 @@ from trickbag.recipe import load_recipe
 from trickbag.runs.inference import evaluate_run
 from trickbag.runs.run import _best_weights, run_recipe
 from trickbag.runs.summary import format_bytes
-from trickbag.train.build import BuildContext, model_from_checkpoint
 from trickbag.train.checkpoint import load_checkpoint
 from trickbag.train.checkpointing import Checkpointing, list_checkpoints
+from trickbag.train.parts import model_from_checkpoint
+from trickbag.train.plugin import BuildContext
 
 TINY = ["data.name=fake", "data.num_samples=120", "data.batch_size=16", "run.progress=false", "run.plots=false",
         "log.tensorboard=false"]

@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from trickbag.errors import ConflictError, RecipeError
 from trickbag.recipe import load_recipe
-from trickbag.train.build import build, build_schedule
+from trickbag.train.build import build
+from trickbag.train.parts import build_schedule
 from trickbag.train.trainer import Trainer
 from trickbag.train.tricks import MODULES, TRICKS
 

@@ -22,7 +22,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     """torchinfo's table for the recipe's model, on one sample of the recipe's input shape."""
     from trickbag.data.sources import build_data
     from trickbag.nn import count_parameters, summary
-    from trickbag.train.build import model_for
+    from trickbag.train.parts import model_for
 
     recipe = _recipe(args)
     data = build_data(recipe.data, recipe.task)

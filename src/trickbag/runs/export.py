@@ -74,7 +74,7 @@ class Deployed(torch.nn.Module):
 def _deployed(run: Path, *, plain: bool, trust_code: bool, tricks: list[str] | None = None) -> tuple[Any, ...]:
     """(Deployed module, recipe, data, network) of a run's best.pt (or a checkpoint file)."""
     from trickbag.runs.inference import checkpoint_of
-    from trickbag.train.build import model_from_checkpoint
+    from trickbag.train.parts import model_from_checkpoint
     from trickbag.train.tricks import eval_wrappers
 
     recipe, model, _, data = model_from_checkpoint(checkpoint_of(run), trust_code=trust_code)
@@ -195,8 +195,6 @@ def load(path: str | Path, *, trust_code: bool = False) -> Loaded:
     (table runs); or a tensor already prepared as ``preprocess.json`` describes. ``model`` is the trained
     network for a run or a ``safetensors`` export, the whole exported graph for the other formats.
     """
-    from trickbag.runs.export_files import load_export
-
     path = Path(path).expanduser()
     if (path / "preprocess.json").is_file():
         return load_export(path)
@@ -212,3 +210,58 @@ def _predictor(module: Callable[[torch.Tensor], torch.Tensor], state: dict[str, 
             return module(prepare_inputs(state, inputs))
 
     return predict
+
+
+def load_export(folder: Path) -> Any:
+    """(model, predict) of an export folder (see :func:`load`)."""
+    info = json.loads((folder / "preprocess.json").read_text(encoding="utf-8"))
+    path, fmt, state = folder / info["model_file"], info["format"], info["fitted"]
+    if fmt == "torchscript":
+        with warnings.catch_warnings():  # torch.jit.load's deprecation notice: the format still loads
+            warnings.simplefilter("ignore", FutureWarning)
+            model = torch.jit.load(str(path)).eval()
+    elif fmt == "exported":
+        model = torch.export.load(str(path)).module()
+    elif fmt == "onnx":
+        model = _OnnxModule(path)
+    else:
+        return _load_weights(folder, info)
+    return Loaded(model, _predictor(model, state))
+
+
+def _load_weights(folder: Path, info: dict[str, Any]) -> Any:
+    """A safetensors export: the built-in architecture rebuilt, the weights loaded, the recipe's evaluation."""
+    from trickbag._optional import require
+    from trickbag.data.sources.fitted import restore
+    from trickbag.models import build_model
+    from trickbag.recipe import load_recipe
+    from trickbag.train.tricks import eval_wrappers
+
+    load_file = require("safetensors.torch", extra="export", feature="loading a safetensors export").load_file
+    a, state = info["architecture"], info["fitted"]
+    if ":" in a["model"]:
+        raise TrickbagError(f"{str(folder)!r} holds weights of your own model {a['model']!r}: build it yourself and "
+                            "load model.safetensors into it")
+    network = build_model(a["model"], tuple(a["input_shape"]), a["num_outputs"], **a["kwargs"])
+    network.load_state_dict(load_file(str(folder / info["model_file"])))
+    recipe = load_recipe(str(folder / "recipe.yaml"))
+    data = restore(state)
+    wrappers = [] if info.get("plain") else [w for _, w in eval_wrappers(recipe, data.input_shape)]
+    module = Deployed(network, info["task"], encoder=data.prepare if "table" in state else None, wrappers=wrappers,
+                      target_mean=data.target_mean, target_std=data.target_std).eval()
+    return Loaded(network.eval(), _predictor(module, state))
+
+
+class _OnnxModule(torch.nn.Module):
+    """An ONNX file run by onnxruntime, called like a module (CPU)."""
+
+    def __init__(self, path: Path) -> None:
+        from trickbag._optional import require
+
+        super().__init__()
+        ort = require("onnxruntime", extra="export", feature="loading an ONNX export")
+        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        name = self.session.get_inputs()[0].name
+        return torch.from_numpy(self.session.run(None, {name: x.detach().cpu().float().numpy()})[0])

@@ -1,10 +1,8 @@
-"""The files of an export folder beside the model (``preprocess.json``, ``README.md``), reading one back
-(:func:`load_export`), and turning raw inputs into the exported graph's input (:func:`prepare_inputs`)."""
+"""The files of an export folder beside the model (``preprocess.json``, ``README.md``), and turning raw inputs
+into the exported graph's input (:func:`prepare_inputs`); :mod:`trickbag.runs.export` reads a folder back."""
 
 from __future__ import annotations
 
-import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +10,7 @@ import torch
 
 from trickbag.errors import TrickbagError
 
-__all__ = ["preprocess_json", "usage_note", "load_export", "prepare_inputs"]
+__all__ = ["preprocess_json", "usage_note", "prepare_inputs"]
 
 _OUTPUT = {
     "classification": "probabilities of the classes, in the order of 'classes' (softmax)",
@@ -67,7 +65,7 @@ def preprocess_json(fmt: str, file: str, recipe: Any, data: Any, module: Any, ne
                     plain: bool) -> dict[str, Any]:
     """What a caller must do to an input of the exported model, and what comes out (``preprocess.json``)."""
     from trickbag import __version__
-    from trickbag.train.build import _num_outputs, make_task, resolve_model_name
+    from trickbag.train.parts import _num_outputs, make_task, resolve_model_name
     from trickbag.train.tricks import eval_wrappers
 
     state = dict(data.fitted or {})
@@ -178,61 +176,3 @@ def _table_rows(state: dict[str, Any], items: list[Any]) -> torch.Tensor:
             header, rows = read_csv(item, repr(str(item)))
             parts.append(read_cells(columns, header, rows, str(item)))
     return torch.cat(parts)
-
-
-def load_export(folder: Path) -> Any:
-    """(model, predict) of an export folder (see :func:`trickbag.runs.export.load`)."""
-    from trickbag.runs.export import Loaded, _predictor
-
-    info = json.loads((folder / "preprocess.json").read_text(encoding="utf-8"))
-    path, fmt, state = folder / info["model_file"], info["format"], info["fitted"]
-    if fmt == "torchscript":
-        with warnings.catch_warnings():  # torch.jit.load's deprecation notice: the format still loads
-            warnings.simplefilter("ignore", FutureWarning)
-            model = torch.jit.load(str(path)).eval()
-    elif fmt == "exported":
-        model = torch.export.load(str(path)).module()
-    elif fmt == "onnx":
-        model = _OnnxModule(path)
-    else:
-        return _load_weights(folder, info)
-    return Loaded(model, _predictor(model, state))
-
-
-def _load_weights(folder: Path, info: dict[str, Any]) -> Any:
-    """A safetensors export: the built-in architecture rebuilt, the weights loaded, the recipe's evaluation."""
-    from trickbag._optional import require
-    from trickbag.data.sources.fitted import restore
-    from trickbag.models import build_model
-    from trickbag.recipe import load_recipe
-    from trickbag.runs.export import Deployed, Loaded, _predictor
-    from trickbag.train.tricks import eval_wrappers
-
-    load_file = require("safetensors.torch", extra="export", feature="loading a safetensors export").load_file
-    a, state = info["architecture"], info["fitted"]
-    if ":" in a["model"]:
-        raise TrickbagError(f"{str(folder)!r} holds weights of your own model {a['model']!r}: build it yourself and "
-                            "load model.safetensors into it")
-    network = build_model(a["model"], tuple(a["input_shape"]), a["num_outputs"], **a["kwargs"])
-    network.load_state_dict(load_file(str(folder / info["model_file"])))
-    recipe = load_recipe(str(folder / "recipe.yaml"))
-    data = restore(state)
-    wrappers = [] if info.get("plain") else [w for _, w in eval_wrappers(recipe, data.input_shape)]
-    module = Deployed(network, info["task"], encoder=data.prepare if "table" in state else None, wrappers=wrappers,
-                      target_mean=data.target_mean, target_std=data.target_std).eval()
-    return Loaded(network.eval(), _predictor(module, state))
-
-
-class _OnnxModule(torch.nn.Module):
-    """An ONNX file run by onnxruntime, called like a module (CPU)."""
-
-    def __init__(self, path: Path) -> None:
-        from trickbag._optional import require
-
-        super().__init__()
-        ort = require("onnxruntime", extra="export", feature="loading an ONNX export")
-        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        name = self.session.get_inputs()[0].name
-        return torch.from_numpy(self.session.run(None, {name: x.detach().cpu().float().numpy()})[0])

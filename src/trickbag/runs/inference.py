@@ -17,7 +17,7 @@ import torch
 from trickbag import runtime
 from trickbag.data.sources.images import MAX_IMAGE_PIXELS
 from trickbag.errors import CheckpointError, TrickbagError
-from trickbag.train.build import make_loader, make_task, model_from_checkpoint
+from trickbag.train.parts import make_loader, make_task, model_from_checkpoint
 from trickbag.train.tricks import eval_wrappers
 
 __all__ = ["evaluate_run", "predict", "predict_image", "prediction_rows", "expand_inputs", "checkpoint_of"]
@@ -218,7 +218,7 @@ def predict(path: Path, inputs: list[str], *, top_k: int = 5, trust_code: bool =
 def _checked(forward: Any, x: Any, recipe: Any, data: Any) -> Any:
     """``forward(x)``, a model/input mismatch turned into one line (the pre-flight check of eval/predict)."""
     from trickbag.runs.preflight import model_hint
-    from trickbag.train.build import resolve_model_name
+    from trickbag.train.parts import resolve_model_name
 
     try:
         return forward(x)

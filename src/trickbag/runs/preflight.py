@@ -65,7 +65,7 @@ def preflight(trainer: Any, ctx: Any) -> None:
     :class:`PreflightError` naming the model, the input shape, the error and the fix (an output the
     loss cannot take is named as such, before the loss's own error)."""
     from trickbag.nn import unwrap
-    from trickbag.train.build import resolve_model_name
+    from trickbag.train.parts import resolve_model_name
 
     data, name = ctx.data, resolve_model_name(ctx.recipe, ctx.data)
     shape = tuple(data.input_shape)

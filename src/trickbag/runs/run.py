@@ -29,11 +29,11 @@ from trickbag.runs.extras import check_run_extras
 from trickbag.runs.preflight import preflight
 from trickbag.runs.resume import apply_resume, check_resume, log_resume, train_longer_hint
 from trickbag.runs.summary import RunResult, format_summary, model_summary
-from trickbag.train.build import BuildContext, build
+from trickbag.train.build import build
 from trickbag.train.checkpoint import check_state_fits, load_checkpoint
 from trickbag.train.checkpointing import Checkpointing
 from trickbag.train.distributed import on_main, scaling_notes
-from trickbag.train.plugin import Plugin
+from trickbag.train.plugin import BuildContext, Plugin
 from trickbag.train.signals import GracefulInterrupt
 from trickbag.train.state import StopReason
 from trickbag.train.trainer import Trainer
@@ -203,7 +203,7 @@ class _Session:
             log_resume(self.run_dir, None, "the beginning (no checkpoint yet)", {})
         n = lambda ds: len(ds) if ds is not None else 0  # noqa: E731
         eff = r.data.batch_size * r.train.accumulate * self.dist.world_size
-        from trickbag.train.build import resolve_model_name
+        from trickbag.train.parts import resolve_model_name
 
         self.say(
             f"trickbag: training {r.name!r} ({resolve_model_name(r, ctx.data)}, "

@@ -149,7 +149,7 @@ class Trainer:
         self.state.save_checkpoint = self.save_checkpoint
         self.state.eval_loop = self._eval_loop
         if tricks or any(p.needs_setup() for p in self.plugins):
-            from trickbag.train.build import set_up_plugins  # the recipe build's set-up path (it imports us)
+            from trickbag.train.setup import set_up_plugins  # imports the recipe schema: only when there are tricks
 
             self.plugins, self.clip = set_up_plugins(self.state, tricks, self.plugins, clip=clip, scheduler=scheduler,
                                                      seed=seed, monitor=self.monitor, mode=self.mode)

@@ -13,7 +13,7 @@ from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import BatchGather, TensorDataset, collate, random_shift
 from trickbag.recipe import load_recipe
 from trickbag.runtime import DistInfo
-from trickbag.train.build import make_loader
+from trickbag.train.parts import make_loader
 
 
 class PerSample(torch.utils.data.Dataset):

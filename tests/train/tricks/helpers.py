@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from trickbag.recipe import load_recipe
-from trickbag.train.build import build, model_for
+from trickbag.train.build import build
 from trickbag.train.events import Event
+from trickbag.train.parts import model_for
 from trickbag.train.plugin import Plugin
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from trickbag.recipe import load_recipe
-from trickbag.train.build import model_for
+from trickbag.train.parts import model_for
 from trickbag.train.tricks.ema import EMAPlugin
 
 from .helpers import Hook, tiny_base

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from trickbag.errors import ConflictError
 from trickbag.models import BUILTIN_MODELS
 from trickbag.recipe import load_recipe
-from trickbag.train.build import model_for
 from trickbag.train.checkpoint import load_checkpoint
+from trickbag.train.parts import model_for
 from trickbag.train.tricks import check_interactions
 
 from . import helpers as h

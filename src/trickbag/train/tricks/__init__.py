@@ -41,7 +41,7 @@ from trickbag.train.tricks import compile as compile_
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
+    from trickbag.train.plugin import RecipeView
 
 __all__ = ["MODULES", "TRICKS", "TricksConfig", "Trick", "build_tricks", "check_interactions", "eval_wrappers",
            "describe_tricks"]
@@ -66,7 +66,7 @@ TricksConfig = create_model(
 )
 
 
-def _enabled(recipe: Recipe) -> list[tuple[Trick, Any]]:
+def _enabled(recipe: RecipeView) -> list[tuple[Trick, Any]]:
     out = []
     for name, trick in TRICKS.items():
         cfg = getattr(recipe.tricks, name)
@@ -75,7 +75,7 @@ def _enabled(recipe: Recipe) -> list[tuple[Trick, Any]]:
     return out
 
 
-def check_interactions(recipe: Recipe) -> None:
+def check_interactions(recipe: RecipeView) -> None:
     """Raise a one-line :class:`~trickbag.errors.RecipeError` for refused combinations and tasks."""
     task = recipe.task.type
     for trick, _ in _enabled(recipe):
@@ -87,7 +87,7 @@ def check_interactions(recipe: Recipe) -> None:
             check(recipe)
 
 
-def build_tricks(recipe: Recipe) -> list[Plugin]:
+def build_tricks(recipe: RecipeView) -> list[Plugin]:
     """Plug-ins for the tricks enabled in ``recipe.tricks``, in :data:`MODULES` order (checks first).
 
     >>> from trickbag.recipe import load_recipe
@@ -103,7 +103,7 @@ def build_tricks(recipe: Recipe) -> list[Plugin]:
     return plugins
 
 
-def eval_wrappers(recipe: Recipe, input_shape: tuple[int, ...]) -> list[tuple[str, Callable[[Any], Any]]]:
+def eval_wrappers(recipe: RecipeView, input_shape: tuple[int, ...]) -> list[tuple[str, Callable[[Any], Any]]]:
     """``(phrase, wrap)`` for every enabled trick that changes how a trained model predicts, in plug-in
     order: ``trickbag eval`` / ``predict`` wrap the model's forward with them, as the run's own
     evaluation did (flip TTA, the multi-scale test size)."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from trickbag.errors import ConflictError
 
 if TYPE_CHECKING:
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext
 
 CLASSIFICATION_ONLY = ("classification",)
 

@@ -18,8 +18,7 @@ from trickbag.errors import RecipeError
 from trickbag.train.plugin import Plugin
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 __all__ = ["Trick", "ALL_TASKS", "GeneratorState", "WrapPredict", "EvalOnAverage", "image_shape", "add_raw_metrics"]
@@ -53,8 +52,8 @@ class Trick:
     name: str
     config: type[TrickSection]
     description: str
-    build: Callable[[Any, Recipe], list[Plugin]]
-    checks: tuple[Callable[[Recipe], None], ...] = ()
+    build: Callable[[Any, RecipeView], list[Plugin]]
+    checks: tuple[Callable[[RecipeView], None], ...] = ()
     tasks: tuple[str, ...] = ALL_TASKS
     why: str = ""
     eval_wrapper: Callable[[Any, tuple[int, ...]], Wrapper | None] | None = None

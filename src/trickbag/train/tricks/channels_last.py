@@ -9,8 +9,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick, WrapPredict, image_shape
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -39,7 +38,7 @@ class ChannelsLastPlugin(Plugin):
         state.batch = (_nhwc(state.batch[0]), *state.batch[1:])
 
 
-def build(cfg: ChannelsLastConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: ChannelsLastConfig, recipe: RecipeView) -> list[Plugin]:
     return [ChannelsLastPlugin(), WrapPredict("channels_last", lambda forward: (lambda x: forward(_nhwc(x))))]
 
 

@@ -13,8 +13,7 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY, classification_loss
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
 
 
 class ClassBalancedConfig(TrickSection):
@@ -48,7 +47,7 @@ class ClassBalancedPlugin(Plugin):
         ctx.notes.append("class-balanced weights: " + ", ".join(f"{w:.3g}" for w in weight.tolist()))
 
 
-def build(cfg: ClassBalancedConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: ClassBalancedConfig, recipe: RecipeView) -> list[Plugin]:
     return [ClassBalancedPlugin(cfg.beta)]
 
 

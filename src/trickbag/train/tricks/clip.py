@@ -16,8 +16,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
 
 
 class ClipConfig(TrickSection):
@@ -68,11 +67,11 @@ class ClipPlugin(Plugin):
         return {id(p) for p in heads[-1].parameters()}
 
 
-def build(cfg: ClipConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: ClipConfig, recipe: RecipeView) -> list[Plugin]:
     return [ClipPlugin(cfg)]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     """Gradients are clipped by one rule: train.clip or tricks.clip."""
     if recipe.tricks.clip.enabled and recipe.train.clip is not None:
         raise ConflictError(

@@ -11,8 +11,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
 
 
 class CompileConfig(TrickSection):
@@ -46,7 +45,7 @@ class CompilePlugin(Plugin):
         ctx.notes.append(f"torch.compile (backend {c.backend}, mode {c.mode}): the first updates are slow")
 
 
-def build(cfg: CompileConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: CompileConfig, recipe: RecipeView) -> list[Plugin]:
     return [CompilePlugin(cfg)]
 
 

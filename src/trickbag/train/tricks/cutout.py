@@ -11,8 +11,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import GeneratorState, Trick, image_shape
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -47,7 +46,7 @@ class CutoutPlugin(GeneratorState, Plugin):
         state.batch = (cutout(x, self.size, generator=self.generator, prob=self.prob), *state.batch[1:])
 
 
-def build(cfg: CutoutConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: CutoutConfig, recipe: RecipeView) -> list[Plugin]:
     return [CutoutPlugin(cfg.size, cfg.prob)]
 
 

@@ -19,8 +19,7 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -78,11 +77,11 @@ class DistillationPlugin(Plugin):
         state.loss = self.alpha * soft + (1.0 - self.alpha) * state.loss
 
 
-def build(cfg: DistillationConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: DistillationConfig, recipe: RecipeView) -> list[Plugin]:
     return [DistillationPlugin(str(cfg.teacher), cfg.temperature, cfg.alpha)]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     cfg = recipe.tricks.distillation
     if cfg.enabled and not cfg.teacher:
         raise RecipeError(

@@ -24,8 +24,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -121,11 +120,11 @@ class EMAPlugin(EvalOnAverage):
         self.kept_averaged = bool(sd.get("kept_averaged", self.cfg.select != "raw"))
 
 
-def build(cfg: EMAConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: EMAConfig, recipe: RecipeView) -> list[Plugin]:
     return [EMAPlugin(cfg)]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     if recipe.tricks.ema.enabled and recipe.tricks.swa.enabled:
         raise ConflictError(
             "tricks.ema and tricks.swa both average the weights and would each evaluate their own average; "

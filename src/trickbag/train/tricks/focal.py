@@ -13,8 +13,7 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY, classification_loss
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
 
 
 class FocalConfig(TrickSection):
@@ -62,7 +61,7 @@ class FocalPlugin(Plugin):
         loss.gamma, loss.alpha = self.gamma, alpha
 
 
-def build(cfg: FocalConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: FocalConfig, recipe: RecipeView) -> list[Plugin]:
     return [FocalPlugin(cfg.gamma, cfg.alpha)]
 
 

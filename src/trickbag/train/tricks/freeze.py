@@ -20,8 +20,7 @@ from trickbag.train.tricks.base import Trick
 from trickbag.train.tricks.param_groups import recipe_param_groups
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -45,7 +44,7 @@ class FreezePlugin(Plugin):
 
     name = "freeze"
 
-    def __init__(self, cfg: FreezeConfig, recipe: Recipe) -> None:
+    def __init__(self, cfg: FreezeConfig, recipe: RecipeView) -> None:
         self.cfg, self.recipe = cfg, recipe
         self.frozen: list[str] = []
         self.unfrozen = False
@@ -129,11 +128,11 @@ class FreezePlugin(Plugin):
             self._unfreeze(self._optimizer, self._scheduler)
 
 
-def build(cfg: FreezeConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: FreezeConfig, recipe: RecipeView) -> list[Plugin]:
     return [FreezePlugin(cfg, recipe)]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     """The unfreeze epoch lies inside the run, and not under DDP."""
     f, epochs = recipe.tricks.freeze, recipe.train.epochs
     if not f.enabled or f.unfreeze_epoch is None:

@@ -11,7 +11,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -36,7 +36,7 @@ class L1Plugin(Plugin):
         state.loss = state.loss + self.weight * l1_penalty(params)
 
 
-def build(cfg: L1Config, recipe: Recipe) -> list[Plugin]:
+def build(cfg: L1Config, recipe: RecipeView) -> list[Plugin]:
     return [L1Plugin(cfg.weight)]
 
 

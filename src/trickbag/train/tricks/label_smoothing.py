@@ -16,8 +16,7 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY, classification_loss
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
 
 
 class LabelSmoothingConfig(TrickSection):
@@ -38,7 +37,7 @@ class LabelSmoothingPlugin(Plugin):
         classification_loss(ctx, "label_smoothing").smoothing = 0.0 if self.folded else self.eps
 
 
-def build(cfg: LabelSmoothingConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: LabelSmoothingConfig, recipe: RecipeView) -> list[Plugin]:
     return [LabelSmoothingPlugin(cfg.eps, folded_into_mix=recipe.tricks.mix.enabled)]
 
 

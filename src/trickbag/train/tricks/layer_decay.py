@@ -15,7 +15,7 @@ from trickbag.train.tricks.base import Trick
 from trickbag.train.tricks.param_groups import ParamGroupsPlugin
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
+    from trickbag.train.plugin import RecipeView
 
 
 class LayerDecayConfig(TrickSection):
@@ -25,7 +25,7 @@ class LayerDecayConfig(TrickSection):
     depth: int = Field(1, ge=1)  # name components that make a layer: 1 -> 'features', 2 -> 'features.0'
 
 
-def build(cfg: LayerDecayConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: LayerDecayConfig, recipe: RecipeView) -> list[Plugin]:
     # one plug-in builds the groups for both sections
     return [] if recipe.tricks.param_groups.enabled else [ParamGroupsPlugin(recipe)]
 

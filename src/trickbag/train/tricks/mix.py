@@ -17,8 +17,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import GeneratorState, Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -69,12 +68,12 @@ class MixPlugin(GeneratorState, Plugin):
         state.batch = (xm, ym, *state.batch[2:])
 
 
-def build(cfg: MixConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: MixConfig, recipe: RecipeView) -> list[Plugin]:
     ls = recipe.tricks.label_smoothing
     return [MixPlugin(cfg, ls.eps if ls.enabled else 0.0)]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     """Something to mix; training accuracy is undefined on mixed targets, so it cannot be monitored."""
     cfg = recipe.tricks.mix
     if not cfg.enabled:

@@ -16,8 +16,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick, WrapPredict, image_shape
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -111,7 +110,7 @@ def eval_wrapper(cfg: MultiscaleConfig, input_shape: tuple[int, ...]) -> Any | N
     return lambda forward: (lambda x: forward(resize(x, size, mode)))
 
 
-def build(cfg: MultiscaleConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: MultiscaleConfig, recipe: RecipeView) -> list[Plugin]:
     wrap = eval_wrapper(cfg, ())
     return [MultiscalePlugin(cfg, recipe.train.epochs, recipe.train.seed)] + (
         [WrapPredict("multiscale", wrap)] if wrap else [])

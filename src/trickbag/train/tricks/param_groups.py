@@ -16,8 +16,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
 
 
 class ParamGroupsConfig(TrickSection):
@@ -35,7 +34,7 @@ class ParamGroupsConfig(TrickSection):
         return v
 
 
-def recipe_param_groups(model: Any, recipe: Recipe) -> list[dict[str, Any]]:
+def recipe_param_groups(model: Any, recipe: RecipeView) -> list[dict[str, Any]]:
     """Optimizer groups of ``model``'s trainable parameters as ``tricks.param_groups`` / ``layer_decay``
     define them (each group with ``lr``, ``weight_decay``, ``name`` and ``param_names``); with both
     off, one group holding every trainable parameter at the optimizer's defaults.
@@ -73,7 +72,7 @@ class ParamGroupsPlugin(Plugin):
 
     name = "param_groups"
 
-    def __init__(self, recipe: Recipe) -> None:
+    def __init__(self, recipe: RecipeView) -> None:
         self.recipe = recipe
 
     def configure(self, ctx: BuildContext) -> None:
@@ -85,7 +84,7 @@ class ParamGroupsPlugin(Plugin):
                          f"learning rates {lrs}")
 
 
-def build(cfg: ParamGroupsConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: ParamGroupsConfig, recipe: RecipeView) -> list[Plugin]:
     return [ParamGroupsPlugin(recipe)]
 
 

@@ -16,7 +16,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -88,7 +88,7 @@ class ProfilePlugin(Plugin):
         self.done = bool(sd.get("done", False))
 
 
-def build(cfg: ProfileConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: ProfileConfig, recipe: RecipeView) -> list[Plugin]:
     return [ProfilePlugin(cfg)]
 
 

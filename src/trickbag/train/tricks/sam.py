@@ -17,8 +17,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -63,11 +62,11 @@ class SAMPlugin(Plugin):
         enable_running_stats(state.model)
 
 
-def build(cfg: SAMConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: SAMConfig, recipe: RecipeView) -> list[Plugin]:
     return [SAMPlugin(cfg.rho, cfg.adaptive)]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     """SAM's second pass is not covered by the fp16 GradScaler's scale / unscale / inf-check bookkeeping."""
     if recipe.tricks.sam.enabled and recipe.train.precision == "16":
         raise ConflictError(

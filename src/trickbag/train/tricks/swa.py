@@ -22,8 +22,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
     from trickbag.train.state import State
 
 
@@ -152,11 +151,11 @@ class SWAPlugin(EvalOnAverage):
         # the phase itself (scheduler hand-over, SWALR) starts again at FIT_START
 
 
-def build(cfg: SWAConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: SWAConfig, recipe: RecipeView) -> list[Plugin]:
     return [SWAPlugin(cfg, start_epoch(cfg, recipe.train.epochs))]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     cfg, epochs = recipe.tricks.swa, recipe.train.epochs
     if cfg.enabled and start_epoch(cfg, epochs) >= epochs:
         raise RecipeError(

@@ -10,8 +10,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick, WrapPredict
 
 if TYPE_CHECKING:
-    from trickbag.recipe import Recipe
-    from trickbag.train.build import BuildContext
+    from trickbag.train.plugin import BuildContext, RecipeView
 
 
 class TTAConfig(TrickSection):
@@ -48,11 +47,11 @@ class _CheckShape(Plugin):
             )
 
 
-def build(cfg: TTAConfig, recipe: Recipe) -> list[Plugin]:
+def build(cfg: TTAConfig, recipe: RecipeView) -> list[Plugin]:
     return [_CheckShape(cfg), WrapPredict("tta", eval_wrapper(cfg, ()))]
 
 
-def check(recipe: Recipe) -> None:
+def check(recipe: RecipeView) -> None:
     t = recipe.tricks.tta
     if t.enabled and not (t.hflip or t.vflip):
         raise RecipeError("tricks.tta has no flip turned on; set tricks.tta.hflip=true and/or tricks.tta.vflip=true")
