@@ -64,27 +64,31 @@ class Guard:
     _cond: tuple[str, bool] | None = field(default=None, repr=False)
 
     def condition(self) -> tuple[str, bool]:
-        """The test, normalised (``x is not None`` as ``x``, ``not x`` as ``x`` with the branch flipped), and the
-        branch this guard is: two ``if`` statements with the same test take the same branch."""
+        """The test, normalised (see :meth:`normalised`) and dumped, and the branch this guard is: two ``if``
+        statements with the same test take the same branch."""
         if self._cond is None:
-            test, branch = self.node.test, self.branch
-            while True:
-                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                    test, branch = test.operand, not branch
-                elif isinstance(test, ast.Compare) and len(test.ops) == 1 \
-                        and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
-                        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
-                    flip = isinstance(test.ops[0], ast.Is)
-                    test, branch = test.left, branch != flip
-                else:
-                    break
+            test, branch = self.normalised()
             self._cond = (ast.dump(test), branch)
         return self._cond
 
+    def normalised(self) -> tuple[ast.AST, bool]:
+        """(test, branch) with ``x is not None`` read as ``x`` and ``not x`` / ``x is None`` as ``x`` in the other
+        branch: ``else`` of ``if scaler is not None`` is ``(scaler, False)``."""
+        test, branch = self.node.test, self.branch
+        while True:
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, branch = test.operand, not branch
+            elif isinstance(test, ast.Compare) and len(test.ops) == 1 \
+                    and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+                    and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+                flip = isinstance(test.ops[0], ast.Is)
+                test, branch = test.left, branch != flip
+            else:
+                return test, branch
+
     def same_test(self, other: Guard) -> bool:
         """Another ``if`` at the same loop depth with this one's test (no call in it: a call may answer differently)."""
-        return other.node is not self.node and other.depth == self.depth \
-            and self.condition()[0] == other.condition()[0] \
+        return other.node is not self.node and self.condition()[0] == other.condition()[0] \
             and not any(isinstance(n, ast.Call) for n in ast.walk(self.node.test))
 
 
@@ -163,14 +167,20 @@ class Event:
                 if g.node is h.node:
                     if g.branch != h.branch:
                         return True
-                elif g.same_test(h) and g.condition()[1] != h.condition()[1] \
-                        and self.loops[:g.depth] == other.loops[:h.depth] and not self._reassigned(g, h):
+                elif g.same_test(h) and g.condition()[1] != h.condition()[1] and not self._reassigned(other, g, h):
                     return True
         return False
 
-    def _reassigned(self, g: Guard, h: Guard) -> bool:
+    def _reassigned(self, other: Event, g: Guard, h: Guard) -> bool:
+        """Are the two ``if`` statements in different iterations of a loop, or is a name of their test assigned
+        between them (or in a loop around one of them only)?"""
+        common = min(g.depth, h.depth)
+        if self.loops[:common] != other.loops[:common]:
+            return True
         names = {d for n in ast.walk(g.node.test) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
-        lo, hi = sorted((g.node.lineno, h.node.lineno))
+        lines = [g.node.lineno, h.node.lineno] + [getattr(lp.node, "lineno", 0) for lp in self.loops[common:g.depth]] \
+            + [getattr(lp.node, "lineno", 0) for lp in other.loops[common:h.depth]]
+        lo, hi = min(lines), max(lines)
         return any(set(a.names) & names and lo <= getattr(a.node, "lineno", 0) <= hi for a in self.fm.assigns)
 
     def kinds(self) -> set[str]:
@@ -799,6 +809,7 @@ class _Walker:
         self.fm = fm
         self.order = 0
         self.comprehensions: bool | None = None  # does the function hold any comprehension at all
+        self.values: dict[str, ast.AST | None] = {}  # name -> the value last assigned to it (walk order)
 
     def run(self) -> None:
         for arg, default in _defaults(self.fm.node):
@@ -851,7 +862,7 @@ class _Walker:
         """An ``if`` and its ``elif`` branches, iteratively (a 1000-branch ``elif`` chain nests 1000 deep)."""
         while True:
             self.exprs(st.test, guards, loops, ctx)
-            accum = guard_is_accum(st.test)
+            accum = guard_is_accum(st.test) or self.accum_flag(st.test)
             self.block(st.body, guards + (Guard(st, True, len(loops), accum),), loops, ctx)
             guards = guards + (Guard(st, False, len(loops), accum),)
             if len(st.orelse) != 1 or not isinstance(st.orelse[0], ast.If):
@@ -882,9 +893,19 @@ class _Walker:
         elif isinstance(st, (ast.AugAssign, ast.AnnAssign)) and dotted(st.target):
             self.assign([dotted(st.target)], st.value, st, loops, getattr(st, "op", None), ctx)
 
+    def accum_flag(self, test: ast.AST) -> bool:
+        """``if do_step:`` where ``do_step`` was last set from an accumulation test (``do_step = n % k == 0``)."""
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        value = self.values.get(dotted(test) or "")
+        return value is not None and guard_is_accum(value)
+
     def assign(self, names: list, value: ast.AST | None, node: ast.AST, loops: tuple,
                op: ast.operator | None = None, ctx: tuple = ()) -> None:
         self.order += 1
+        for n in names:
+            if n:
+                self.values[n] = value if op is None else None
         self.fm.assigns.append(Assignment([n for n in names if n], value, node, self.order, loops, op, ctx))
 
     def exprs(self, node: ast.AST, guards: tuple, loops: tuple, ctx: tuple) -> None:

@@ -56,3 +56,31 @@ def amp_flag_reassigned_between(model, loader, optimizer, scaler, use_amp):
         if not use_amp:
             optimizer.step()  # expect: TB112
         optimizer.zero_grad()
+
+
+def amp_and_plain_micro_batches(model, loader, optimizer, scaler, accum):
+    for x, y in loader:
+        for cx, cy in zip(x.chunk(accum), y.chunk(accum)):
+            loss = loss_fn(model(cx), cy) / accum
+            if scaler is not None:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad()
+
+
+def amp_flag_set_in_the_micro_batch_loop(model, loader, optimizer, scaler, accum):
+    for x, y in loader:
+        for cx, cy in zip(x.chunk(accum), y.chunk(accum)):
+            loss = loss_fn(model(cx), cy) / accum
+            use_scaler = scaler is not None and loss.isfinite()
+            if use_scaler:
+                scaler.scale(loss).backward()
+        if not use_scaler:
+            optimizer.step()  # expect: TB112
+        optimizer.zero_grad()

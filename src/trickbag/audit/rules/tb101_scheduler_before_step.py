@@ -6,11 +6,12 @@ right example."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import dotted, name_tokens
+from trickbag.audit._ast import call_name, dotted, name_tokens
 from trickbag.audit._flow import (
     BACKWARD,
     SCHED,
@@ -46,7 +47,9 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     happens one epoch early) and PyTorch warns about it.  A cheat-sheet classic: ``scheduler.step()``
     as the first line of the epoch loop, before the epoch is trained.  A step function without a
     loop of its own counts as one iteration (Lightning's manual optimisation:
-    ``self.manual_backward(loss); sch.step(); opt.step()`` in ``training_step``).
+    ``self.manual_backward(loss); sch.step(); opt.step()`` in ``training_step``).  A handler run at the start of
+    an epoch or iteration (ignite's ``@trainer.on(Events.EPOCH_STARTED)``, an ``on_epoch_start`` hook) that steps
+    the scheduler runs before that epoch's updates, in a file that steps an optimizer.
 
     Wrong::
 
@@ -77,6 +80,33 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
                 yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same iteration")
     for fm in file.functions:
         yield from _scheduler_first_in_step_function(file, fm)
+    yield from _scheduler_in_start_handler(file)
+
+
+_START_EVENT = re.compile(r"^(EPOCH|ITERATION)_STARTED$")
+_START_HOOK = re.compile(r"^on_(train_)?(epoch|batch|iteration|step)_(start|begin)$")
+
+
+def _scheduler_in_start_handler(file: FileModel) -> Iterator[Hit]:
+    """A handler run at the start of an epoch or iteration (ignite's ``@trainer.on(Events.EPOCH_STARTED)`` or
+    ``add_event_handler(Events.EPOCH_STARTED, fn)``, an ``on_epoch_start`` / ``on_train_batch_begin`` hook) that
+    steps the scheduler, in a file whose training steps an optimizer: it runs before that epoch's updates."""
+    if not any(stepish(e) for fm in file.functions for e in fm.events):
+        return
+    registered = {dotted(n.args[1]) for n in file.nodes if isinstance(n, ast.Call)
+                  and call_name(n) == "add_event_handler" and len(n.args) > 1
+                  and _START_EVENT.match((dotted(n.args[0]) or "").split(".")[-1])}
+    for fm in file.functions:
+        decorators = getattr(fm.node, "decorator_list", [])
+        starts = fm.name in registered or _START_HOOK.match(fm.name) or any(
+            isinstance(d, ast.Call) and call_name(d) == "on" and d.args
+            and _START_EVENT.match((dotted(d.args[0]) or "").split(".")[-1]) for d in decorators)
+        if not starts:
+            continue
+        for e in fm.kind_events(SCHED):
+            if not cast(ast.Call, e.node).args and not e.loops and not _after_first_guarded(e):
+                yield Hit(e.node, f"{e.recv}.step() runs in a handler at the start of the epoch or iteration, before "
+                                  f"its optimizer steps")
 
 
 def _before_its_step(file: FileModel, e: Event, events: list[Event]) -> bool:

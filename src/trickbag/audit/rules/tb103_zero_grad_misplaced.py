@@ -14,6 +14,8 @@ from trickbag.audit._flow import (
     ZERO,
     Event,
     FileModel,
+    FunctionModel,
+    backward_like,
 )
 from trickbag.audit._loop_facts import _helper_name, _managed, micro_batch_events
 from trickbag.audit.registry import Hit, rule
@@ -45,7 +47,9 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
     the micro-batches accumulated so far: the update sees only the last one (the "accumulation"
     does nothing but lower the learning rate).  Between ``backward()`` and ``step()`` it zeroes the
     gradients the step was about to use.  In a loop without accumulation, zeroing at the top of the
-    iteration is correct.
+    iteration is correct.  ``if n % k == 0: optimizer.zero_grad()`` at the top of the iteration and ``if n % k
+    == 0: optimizer.step()`` after a backward run on every micro-batch (the same test twice) zero the window's
+    gradients in the very iteration that steps: the update sees one micro-batch.
 
     A local helper that only zeroes the gradients (``self._reset()`` setting ``p.grad = None`` in a loop over
     the parameters) counts where it is called, and is reported at that call when it runs on every micro-batch.
@@ -77,7 +81,25 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
             yield Hit(z.node, f"{_helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
                               f"the gradients being accumulated")
     for fm in file.functions:
+        for z in fm.kind_events(ZERO):
+            if not _managed(z) and _zeroes_window_start(fm, z):
+                yield Hit(z.node, "zero_grad() under the update test runs before the backward of the micro-batch "
+                                  "that steps: it discards the gradients accumulated so far")
         for s in fm.kind_events(STEP):
             for z in _zero_between(fm, s):
                 yield Hit(z.node, "zero_grad() between backward() and step() zeroes the gradients the step uses")
 
+
+
+def _zeroes_window_start(fm: FunctionModel, z: Event) -> bool:
+    """``if n % k == 0: zero_grad()``, then a backward run on every micro-batch, then ``if n % k == 0: step()``
+    (another ``if`` with the same test): the update keeps one micro-batch of its window."""
+    mine = [g for g in z.guards if g.accum]
+    for s in fm.kind_events(STEP):
+        if s.order < z.order or s.loops != z.loops or s.exclusive(z) or not any(
+                g.same_test(h) and g.condition()[1] == h.condition()[1] for g in mine for h in s.guards):
+            continue
+        if any(z.order < b.order < s.order and b.loops == z.loops and not any(g.accum for g in b.guards)
+               and not b.exclusive(s) and not b.exclusive(z) for b in fm.events if backward_like(b)):
+            return True
+    return False

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from trickbag.audit import _roles as R
+from trickbag.audit._ast import dotted
 from trickbag.audit._flow import (
     CALL,
     CLIP,
@@ -35,11 +37,15 @@ def _unscales_itself(c: Event) -> bool:
 
 
 def _scaler_in_use(fm, c: Event) -> bool:
+    """A scaler scales or steps on the clip's path, and the clip is not in the branch without one (``else`` of
+    ``if scaler is not None``, ``if not scaler``)."""
+    if any(not branch and fm.role(dotted(test)) == R.SCALER for test, branch in (g.normalised() for g in c.guards)):
+        return False
     loop = train_loop(c)
     for e in fm.events:
         if e.exclusive(c) or (loop is not None and loop not in e.loops):
             continue
-        if e.kind in (SCALE, SCALER_UPDATE) or (e.kind == STEP and e.extra.get("scaler")):
+        if e.kinds() & {SCALE, SCALER_UPDATE} or (e.kind == STEP and e.extra.get("scaler")):
             return True
     return False
 
@@ -58,7 +64,9 @@ def clip_before_unscale(file: FileModel) -> Iterator[Hit]:
     scale, reports nothing; the order is still wrong the day the scaler is switched on.
 
     Clipping done by a local helper (``clip(model, 1.0)`` whose body calls ``clip_grad_norm_``) counts where the
-    helper is called, and is reported at that call.
+    helper is called, and is reported at that call.  The scaling may happen in helpers and in methods of other
+    objects of the file (an AMP engine's ``backward_loss``, a precision plug-in's ``optimizer_step``).  A clip in
+    the branch without a scaler (``else`` of ``if scaler is not None``) is not reported.
 
     Wrong::
 

@@ -1,4 +1,4 @@
-"""TB304 warmup-starts-at-zero: A warm-up ``LambdaLR`` whose factor is 0 at step 0.
+"""TB304 warmup-starts-at-zero: A warm-up schedule whose learning rate is 0 at step 0.
 
 The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
 right example."""
@@ -258,7 +258,7 @@ def _is_partial(fm: FunctionModel, call: ast.Call) -> bool:
 
 @rule("TB304", "warmup-starts-at-zero", fix="make the factor non-zero at step 0, e.g. (step + 1) / warmup_steps")
 def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
-    """A warm-up ``LambdaLR`` whose factor is 0 at step 0.
+    """A warm-up schedule whose learning rate is 0 at step 0.
 
     ``LambdaLR`` sets the learning rate to ``base_lr * lr_lambda(step)`` starting with step 0.  With
     ``lambda step: step / warmup`` the first update is done with learning rate 0 (a wasted step;
@@ -273,6 +273,11 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
     ``min(step / warmup, decay)`` is 0 too when the decay is provably >= 0 (``0.5 * (1 + cos(...))``,
     ``exp(...)``, a square), and so is 0 scaled by a positive factor (the Noam schedule
     ``d_model ** -0.5 * min(step ** -0.5 if step > 0 else 0.0, step * warmup ** -1.5)``).
+
+    A hand-written schedule counts too: a function of the file whose result is set into the optimizer's
+    ``param_groups[...]["lr"]`` (directly or through a name: ``lr = get_lr(it)``), called with a count that is 0
+    on the first iteration (``for it in range(n)``, ``enumerate(...)``, or ``it = 0`` incremented in the loop),
+    and returning 0 for it (``return learning_rate * it / warmup_iters``).
 
     Wrong::
 
@@ -291,6 +296,54 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
                 hit = _zero_at_start(fm, lam)
                 if hit is not None:
                     yield Hit(hit, "the warm-up factor is 0 at step 0: the first update uses learning rate 0")
+    seen: set[int] = set()
+    for helper in _manual_schedules(file):
+        hit = _zero_at_start(helper, helper.node) if id(helper) not in seen else None
+        seen.add(id(helper))
+        if hit is not None:
+            yield Hit(hit, "the learning rate this function returns is 0 at iteration 0, and it is set into the "
+                           "optimizer's param_groups from iteration 0: the first update uses learning rate 0")
+
+
+def _manual_schedules(file: FileModel) -> Iterator[FunctionModel]:
+    """Functions of this file whose result is set as the learning rate (``g["lr"] = get_lr(it)``, or through a
+    name: ``lr = get_lr(it)``) with a first argument that is 0 on the first iteration."""
+    for fm in file.functions:
+        for n in fm.nodes:
+            if not (isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant)
+                                                      and t.slice.value == "lr" for t in n.targets)):
+                continue
+            calls = [c for c in ast.walk(n.value) if isinstance(c, ast.Call)]
+            for name in (d for m in ast.walk(n.value) if isinstance(m, ast.Name) and (d := m.id)):
+                calls += [a.value for a in fm.assigns if a.names == [name] and isinstance(a.value, ast.Call)]
+            for c in calls:
+                helper = file.resolve(c, fm)
+                if helper is not None and c.args and _zero_first(fm, c.args[0]):
+                    yield helper
+
+
+def _zero_first(fm: FunctionModel, arg: ast.AST) -> bool:
+    """``arg`` is 0 on the first iteration: the index of ``for it in range(n)`` / ``enumerate(...)``, or a count
+    set to 0 before the loop (``iter_num = 0``) that the loop increments."""
+    name = dotted(arg)
+    if not isinstance(arg, ast.Name) or name is None:
+        return False
+    for loop in fm.loops:
+        node = loop.node
+        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Call):
+            first = node.target.elts[0] if isinstance(node.target, ast.Tuple) and node.target.elts else node.target
+            it = node.iter
+            if isinstance(first, ast.Name) and first.id == name and (
+                    (call_name(it) == "range" and (len(it.args) == 1 or _const(it.args[0]) == 0))
+                    or (call_name(it) == "enumerate" and not it.keywords and len(it.args) == 1)):
+                return True
+    inits = [a for scope in (fm, fm.file.module) for a in scope.assigns if a.names == [name] and a.op is None]
+    bumped = any(a.names == [name] and isinstance(a.op, ast.Add) for a in fm.assigns)
+    return bool(inits) and bumped and all(a.value is not None and _const(a.value) == 0 for a in inits)
+
+
+def _const(node: ast.AST) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
 
 
 def _zero_at_start(fm: FunctionModel, lam: ast.AST) -> ast.AST | None:
