@@ -166,27 +166,24 @@ class _Session:
                     p.load_state_dict(states[p.key])
 
     def _file_plugins(self) -> list[Plugin]:
-        from trickbag.train.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-        from trickbag.train.plots import Plots
-        from trickbag.train.progress import ProgressBar
+        """The run folder's plug-ins, as a hand-built Trainer's ``run_dir=`` makes them, from the recipe."""
+        from trickbag.train.loggers import WandbLogger
+        from trickbag.train.runfolder import RunFolder
 
         r, d = self.recipe, self.run_dir
         assert d is not None
-        out: list[Plugin] = [CSVLogger(d / "metrics.csv", every_steps=r.log.every_steps)]
-        if r.log.tensorboard:
-            out.append(TensorBoardLogger(d / "tb", every_steps=r.log.every_steps))
+        folder = RunFolder(
+            path=d, progress=False if self.quiet else (True if r.run.progress else "lines"),
+            log_every_steps=r.log.every_steps, checkpoint_every_steps=r.train.checkpoint_every_steps,
+            keep_checkpoints=r.train.keep_checkpoints, plots=r.run.plots, tensorboard=r.log.tensorboard,
+            extra={"recipe": r.model_dump(mode="json"), "classes": self.ctx.data.classes, **self.ctx.checkpoint_extra},
+        )
+        out = folder.plugins(monitor=self.ctx.monitor, mode=self.ctx.mode)
+        assert isinstance(out[-1], Checkpointing)
+        self.checkpointing = out[-1]
         if r.log.wandb:
-            out.append(WandbLogger(d, r.model_dump(mode="json"), every_steps=r.log.every_steps))
-        if r.run.plots:
-            out.append(Plots(d, title=d.name, monitor=self.ctx.monitor, mode=self.ctx.mode))
-        if not self.quiet:  # run.progress=false: plain lines per epoch instead of a bar (as in a log file)
-            out.append(ProgressBar(every_steps=max(1, min(10, r.log.every_steps)), monitor=self.ctx.monitor,
-                                   mode=self.ctx.mode, bar=None if r.run.progress else False))
-        self.checkpointing = Checkpointing(
-            d / "checkpoints", monitor=self.ctx.monitor, mode=self.ctx.mode, every_steps=r.train.checkpoint_every_steps,
-            keep=r.train.keep_checkpoints, extra={"recipe": r.model_dump(mode="json"), "classes": self.ctx.data.classes,
-                                                  **self.ctx.checkpoint_extra})
-        return out + [self.checkpointing]
+            out.insert(len(out) - 1, WandbLogger(d, r.model_dump(mode="json"), every_steps=r.log.every_steps))
+        return out
 
     def announce(self) -> None:
         r, ctx, s = self.recipe, self.ctx, self.trainer.state

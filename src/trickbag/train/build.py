@@ -74,8 +74,9 @@ def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = N
         ctx.model, ctx.optimizer, ctx.train_loader, ctx.val_loader, task=task, loss_fn=ctx.loss_fn,
         scheduler=ctx.scheduler, plugins=ctx.plugins, max_epochs=recipe.train.epochs,
         precision=recipe.train.precision, accumulate=recipe.train.accumulate, clip=ctx.clip, device=dev,
-        run_dir=run_dir, monitor=ctx.monitor, mode=ctx.mode, eval_every=recipe.train.eval_every,
+        monitor=ctx.monitor, mode=ctx.mode, eval_every=recipe.train.eval_every,
         nonfinite=recipe.train.nonfinite, max_nonfinite=recipe.train.max_nonfinite,
     )
+    trainer.state.run_dir = run_dir  # the run path adds the run folder's plug-ins itself
     return trainer, ctx
 

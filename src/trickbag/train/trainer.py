@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any, Literal, cast
 import torch
 
 from trickbag import runtime
+from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
 from trickbag.train import distributed as _dist
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler, update_size
@@ -34,6 +36,7 @@ from trickbag.train.checkpoint import save_checkpoint
 from trickbag.train.events import REVERSED_EVENTS, Event
 from trickbag.train.nonfinite import NonFiniteGuard
 from trickbag.train.plugin import Plugin
+from trickbag.train.runfolder import FolderSession, RunFolder, find_resume_checkpoint
 from trickbag.train.state import State
 from trickbag.train.tasks import Classification, Task
 
@@ -95,7 +98,12 @@ class Trainer:
             :func:`trickbag.optim.clip_gradients` with ``value=``); applied once per update, after
             unscaling; ``None`` for no clipping.
         device: ``"auto"``, ``"cpu"``, ``"cuda:1"``, ... or a ``torch.device``.
-        run_dir: where plug-ins that write files put them; the trainer itself writes nothing.
+        run_dir: a run folder, as ``trickbag train`` writes one: ``metrics.csv``, ``checkpoints/`` (``last.pt``,
+            ``best.pt``), plots, ``summary.txt``, a lock while :meth:`fit` runs; ``fit(resume=True)`` continues
+            from its newest checkpoint. A :class:`~trickbag.train.runfolder.RunFolder` sets the details (step
+            checkpoints, TensorBoard, what every checkpoint stores). None: the trainer writes nothing.
+        progress: ``True`` a progress bar on a terminal (epoch lines elsewhere), ``"lines"`` epoch lines,
+            ``False`` nothing; None (default): a bar on a terminal, epoch lines with a ``run_dir``, else nothing.
         monitor / mode: the metric a plateau scheduler follows (default: the task's).
         eval_every: epochs between evaluations.
         nonfinite: ``"skip"`` or ``"stop"`` updates with a NaN/Inf loss, gradient or buffer
@@ -122,7 +130,8 @@ class Trainer:
                  scheduler: Any = None, tricks: Mapping[str, Any] | None = None, plugins: Sequence[Plugin] = (),
                  max_epochs: int = 1,
                  precision: Precision = "32", accumulate: int = 1, clip: Clip = None,
-                 device: str | torch.device = "auto", run_dir: str | Path | None = None,
+                 device: str | torch.device = "auto", run_dir: str | Path | RunFolder | None = None,
+                 progress: bool | str | None = None,
                  monitor: str | None = None, mode: Literal["max", "min"] | None = None, eval_every: int = 1,
                  nonfinite: Literal["skip", "stop"] | NonFiniteGuard | None = None, max_nonfinite: int = 5,
                  seed: int | None = None) -> None:
@@ -143,7 +152,7 @@ class Trainer:
         self.state = State(
             model=model, optimizer=optimizer, task=task, loss_fn=loss_fn or task.loss, train_loader=train_loader,
             val_loader=val_loader, device=self.device, precision=precision, accumulate=accumulate,
-            max_epochs=max_epochs, scheduler=scheduler, run_dir=Path(run_dir) if run_dir is not None else None,
+            max_epochs=max_epochs, scheduler=scheduler, run_dir=None,
             scaler=torch.amp.GradScaler(self.device.type, enabled=(precision == "16")), dist=dist,
         )
         self.state.save_checkpoint = self.save_checkpoint
@@ -155,10 +164,31 @@ class Trainer:
                                                      seed=seed, monitor=self.monitor, mode=self.mode)
         elif callable(scheduler):
             self.state.scheduler = scheduler(optimizer)
+        self.folder: FolderSession | None = None
+        self._open_run_folder(run_dir, progress)
         self._takes_closure = bool(getattr(self.state.optimizer, "takes_closure", False))
         self._build_dispatch()
 
     # ------------------------------------------------------------------ plumbing
+    def _open_run_folder(self, run_dir: str | Path | RunFolder | None, progress: bool | str | None) -> None:
+        """The run folder's plug-ins (files, progress) after the caller's; progress alone without a folder."""
+        if progress is None:
+            progress = bool(run_dir is not None or sys.stderr.isatty())
+        show = self._show_progress = bool(progress) and self.state.dist.is_main
+        if run_dir is None:
+            if show:
+                from trickbag.train.progress import ProgressBar
+
+                self.plugins.append(ProgressBar(monitor=self.monitor, mode=self.mode,
+                                                bar=None if progress is True else False))
+            return
+        folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(path=Path(run_dir), progress=progress)
+        if not show:
+            folder = dataclasses.replace(folder, progress=False)
+        self.state.run_dir = folder.path
+        self.folder = FolderSession(folder.path, monitor=self.monitor, mode=self.mode)
+        self.plugins += [self.folder, *folder.plugins(monitor=self.monitor, mode=self.mode)]
+
     def _build_dispatch(self) -> None:
         self._dispatch: dict[Event, list[Callable[[State], None]]] = {}
         for event in Event:
@@ -199,8 +229,40 @@ class Trainer:
         return isinstance(self.state.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
 
     # ------------------------------------------------------------------ training
-    def fit(self) -> State:
-        """Train for ``max_epochs`` (or until a plug-in stops the run); returns the final :class:`State`."""
+    def fit(self, *, resume: bool = False) -> State:
+        """Train for ``max_epochs`` (or until a plug-in stops the run); returns the final :class:`State`.
+
+        With a ``run_dir``: the folder is locked while training; ``resume=True`` continues from its newest
+        readable checkpoint (from the start when it has none yet), and without it a folder that already holds
+        checkpoints is refused rather than overwritten."""
+        if self.folder is None:
+            if resume:
+                raise TrickbagError("fit(resume=True) needs the Trainer's run_dir, the folder to resume from")
+            return self._fit()
+        try:
+            self.folder.acquire()
+            self._pick_up(resume)
+            return self._fit()
+        finally:
+            self.folder.release()
+
+    def _pick_up(self, resume: bool) -> None:
+        assert self.folder is not None
+        found = find_resume_checkpoint(self.folder.path)
+        if found is None:
+            return
+        path, ckpt = found
+        if not resume:
+            raise TrickbagError(f"run folder {str(self.folder.path)!r} already holds a run ({path.name}); continue it "
+                                "with fit(resume=True), or give another run_dir")
+        if self.state.step or self.state.epoch:
+            raise TrickbagError("fit(resume=True) on a Trainer that has trained already; make a new Trainer")
+        self.load_state_dict(ckpt)
+        if self._show_progress:
+            print(f"trickbag: resuming {self.folder.path} from {path.name} at epoch {self.state.epoch + 1}, "
+                  f"update {self.state.step}", file=sys.stderr, flush=True)
+
+    def _fit(self) -> State:
         s = self.state
         if self.guard is not None:
             self.guard.start(s)
