@@ -4,11 +4,13 @@ import aliases, edit distance.  Standard library only (``trickbag lint`` never i
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections import deque
 from collections.abc import Iterator
 
-__all__ = ["dotted", "call_name", "receiver", "calls_in_order", "Imports", "edit_distance", "name_tokens",
-           "names_in", "const_value", "str_const", "has_binop", "walk_no_defs"]
+__all__ = ["dotted", "walk", "child_nodes", "call_name", "receiver", "calls_in_order", "Imports", "edit_distance",
+           "name_tokens", "names_in", "const_value", "str_const", "has_binop", "walk_no_defs"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -65,8 +67,41 @@ def _post_order(node: ast.AST, out: list[ast.Call]) -> None:
             todo.append((n, True))
             children = [n.func, *n.args, *(k.value for k in n.keywords)]
         else:
-            children = list(ast.iter_child_nodes(n))
+            children = child_nodes(n)
         todo.extend((c, False) for c in reversed(children))
+
+
+#: the child fields of each node type, without ``ctx`` (Load/Store markers no rule looks at)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` as a list, without the ``ctx`` markers, computed once per node (kept on the node:
+    the trees are walked many times by the flow model and the rules)."""
+    cached = node.__dict__.get("_tb_children")
+    if cached is not None:
+        return cached
+    fields = _CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = _CHILD_FIELDS[type(node)] = tuple(f for f in node._fields if f != "ctx")
+    out: list[ast.AST] = []
+    for f in fields:
+        v = getattr(node, f, None)
+        if isinstance(v, list):
+            out.extend(x for x in v if isinstance(x, ast.AST))
+        elif isinstance(v, ast.AST):
+            out.append(v)
+    node.__dict__["_tb_children"] = out
+    return out
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` (breadth first, same order) over :func:`child_nodes`."""
+    todo = deque([node])
+    while todo:
+        n = todo.popleft()
+        todo.extend(child_nodes(n))
+        yield n
 
 
 def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
@@ -75,7 +110,7 @@ def walk_no_defs(node: ast.AST) -> Iterator[ast.AST]:
     while todo:
         n = todo.pop()
         yield n
-        for child in ast.iter_child_nodes(n):
+        for child in child_nodes(n):
             if not isinstance(child, _DEFS):
                 todo.append(child)
 
@@ -85,7 +120,7 @@ class Imports:
 
     def __init__(self, nodes: ast.AST | list[ast.AST]) -> None:
         self.alias: dict[str, str] = {}
-        for node in nodes if isinstance(nodes, list) else ast.walk(nodes):
+        for node in nodes if isinstance(nodes, list) else walk(nodes):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -126,10 +161,16 @@ def edit_distance(a: str, b: str) -> int:
     return prev[-1]
 
 
-def name_tokens(text: str) -> list[str]:
-    """Lower-case words of an identifier: ``valLoader_2`` -> ``['val', 'loader', '2']``."""
-    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
-    return [t for t in re.split(r"[^A-Za-z0-9]+", text.lower()) if t]
+@functools.lru_cache(maxsize=65536)
+def name_tokens(text: str) -> tuple[str, ...]:
+    """Lower-case words of an identifier: ``valLoader_2`` -> ``('val', 'loader', '2')`` (cached: the same names
+    come back in every file)."""
+    text = _CAMEL.sub(r"\1_\2", text)
+    return tuple(t for t in _NON_WORD.split(text.lower()) if t)
+
+
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_NON_WORD = re.compile(r"[^A-Za-z0-9]+")
 
 
 def names_in(node: ast.AST) -> set[str]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, name_tokens
+from trickbag.audit._ast import call_name, dotted, name_tokens, walk
 from trickbag.audit._flow import (
     BACKWARD,
     CALL,
@@ -70,7 +70,7 @@ def _instance_classes(file: FileModel) -> dict[str, set[str]]:
 
 
 def _evaluating_class(cls: ast.ClassDef) -> bool:
-    calls = [n for n in ast.walk(cls) if isinstance(n, ast.Call)]
+    calls = [n for n in walk(cls) if isinstance(n, ast.Call)]
     return any(call_name(n) == "eval" and not n.args and not n.keywords for n in calls) \
         and not any(call_name(n) == "train" for n in calls)
 
@@ -130,7 +130,7 @@ def _full_batch_validation(fm: FunctionModel) -> Iterator[Event]:
 
 
 def _valish(nodes: list[ast.AST]) -> bool:
-    words = {t for a in nodes for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))
+    words = {t for a in nodes for n in walk(a) if isinstance(n, (ast.Name, ast.Attribute))
              for t in name_tokens(dotted(n) or "")}
     return bool(words & _VALISH)
 
@@ -152,7 +152,7 @@ def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], a
             if isinstance(parent, ast.Call) else [parent.left, *parent.comparators]  # ``p.eq(y_val)`` too
         seen: set[int] = set()
         for owner in inner:
-            for n in ast.walk(owner):
+            for n in walk(owner):
                 if id(n) not in seen:
                     seen.add(id(n))
                     parents.setdefault(id(n), []).append((inner, owner))
@@ -229,7 +229,7 @@ def _find_trained_models(file: FileModel) -> set[str]:
     out = set()
     for node in file.nodes:
         if isinstance(node, ast.Call) and R.role_by_constructor(node, file.imports, file.class_names) == R.OPTIMIZER:
-            for n in ast.walk(node):
+            for n in walk(node):
                 if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters") \
                         and isinstance(n.func, ast.Attribute) and (name := dotted(n.func.value)):
                     out.add(short_name(name))

@@ -170,14 +170,17 @@ def _averages_weights(fm: FunctionModel, call: ast.Call, name: str, helper: Func
     ``moving_average(ema, model, decay)`` (a name saying so, called with a model), or a local helper
     whose body blends one model's parameters into another's (``p_ema.mul_(d).add_(p, alpha=1 - d)``)."""
     words = set(name_tokens(name))
-    named = bool(words & _AVERAGE_WORDS) and bool(words & _UPDATE_WORDS)
-    with_model = any(fm.role(dotted(a)) in (R.MODEL, R.EMA) for a in list(call.args) + [k.value for k in call.keywords])
+    named = bool(words & _AVERAGE_WORDS) and bool(words & _UPDATE_WORDS) and any(
+        fm.role(dotted(a)) in (R.MODEL, R.EMA) for a in list(call.args) + [k.value for k in call.keywords])
     if helper is None:
-        return named and with_model
-    body = [n for n in helper.nodes if isinstance(n, ast.Call)]
-    if any(call_name(n) in _TRAINING_CALLS for n in body):
-        return False
-    return (named and with_model) or _blends_parameters(helper, body)
+        return named
+    table = fm.file.memo("weight_averagers", dict)  # id(helper) -> blends / None: trains (computed once)
+    if id(helper) not in table:
+        body = [n for n in helper.nodes if isinstance(n, ast.Call)]
+        table[id(helper)] = None if any(call_name(n) in _TRAINING_CALLS for n in body) \
+            else _blends_parameters(helper, body)
+    blends = table[id(helper)]
+    return blends is not None and (named or blends)
 
 
 def _blends_parameters(helper: FunctionModel, body: list[ast.Call]) -> bool:

@@ -16,10 +16,12 @@ from trickbag.audit._ast import (
     Imports,
     call_name,
     calls_in_order,
+    child_nodes,
     const_value,
     dotted,
     name_tokens,
     receiver,
+    walk,
     walk_no_defs,
 )
 from trickbag.audit._events import (
@@ -89,7 +91,7 @@ class Guard:
     def same_test(self, other: Guard) -> bool:
         """Another ``if`` at the same loop depth with this one's test (no call in it: a call may answer differently)."""
         return other.node is not self.node and self.condition()[0] == other.condition()[0] \
-            and not any(isinstance(n, ast.Call) for n in ast.walk(self.node.test))
+            and not any(isinstance(n, ast.Call) for n in walk(self.node.test))
 
 
 @dataclass(eq=False)
@@ -106,7 +108,7 @@ class Loop:
     def targets(self) -> set[str]:
         gens = getattr(self.node, "generators", None)  # a comprehension: every ``for`` of it
         targets = [g.target for g in gens] if gens else [getattr(self.node, "target", None)]
-        return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return {n.id for t in targets if t is not None for n in walk(t) if isinstance(n, ast.Name)}
 
     @property
     def iter(self) -> ast.AST | None:
@@ -177,7 +179,7 @@ class Event:
         common = min(g.depth, h.depth)
         if self.loops[:common] != other.loops[:common]:
             return True
-        names = {d for n in ast.walk(g.node.test) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
+        names = {d for n in walk(g.node.test) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
         lines = [g.node.lineno, h.node.lineno] + [getattr(lp.node, "lineno", 0) for lp in self.loops[common:g.depth]] \
             + [getattr(lp.node, "lineno", 0) for lp in other.loops[common:h.depth]]
         lo, hi = min(lines), max(lines)
@@ -251,7 +253,7 @@ def guard_is_accum(test: ast.AST) -> bool:
     """True for an ``if`` test that looks like an accumulation boundary."""
     for n in walk_no_defs(test):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
-            words = set()
+            words: set[str] = set()
             for m in walk_no_defs(n.right):
                 if isinstance(m, (ast.Name, ast.Attribute)):
                     words.update(name_tokens(dotted(m) or ""))
@@ -395,7 +397,7 @@ def _decorator_kind(dec: ast.AST, file: FileModel) -> str | None:
     local = file.top.get(name)
     if local is not None and any((isinstance(n, ast.Name) and n.id in _GRAD_OFF)
                                  or (isinstance(n, ast.Attribute) and n.attr in _GRAD_OFF)
-                                 for n in ast.walk(local.node)):
+                                 for n in walk(local.node)):
         return "nograd"
     return None
 
@@ -581,7 +583,7 @@ class FileModel:
         self.path = path
         #: which torch the project supports (:data:`trickbag.audit._project.OLD_TORCH` / ``NEW_TORCH``), None: unknown
         self.torch_support = torch_support
-        self.nodes: list[ast.AST] = list(ast.walk(tree))
+        self.nodes: list[ast.AST] = list(walk(tree))
         self._memo: dict[str, object] = {}
         self.imports = Imports(self.nodes)
         #: the file is a test module (``test_*.py``, or in a ``tests/`` folder and importing pytest / unittest)
@@ -609,7 +611,7 @@ class FileModel:
     def _make_children(self, node: ast.AST, cls: ast.ClassDef | None, parent: FunctionModel,
                        in_class: bool) -> None:
         """Every function and method of the tree, in source order (iterative: deep expressions are fine)."""
-        todo = [(child, cls, parent, in_class) for child in reversed(list(ast.iter_child_nodes(node)))
+        todo = [(child, cls, parent, in_class) for child in reversed(list(child_nodes(node)))
                 if isinstance(child, _BLOCKS)]
         while todo:
             child, cls, parent, in_class = todo.pop()
@@ -628,13 +630,13 @@ class FileModel:
             elif isinstance(child, ast.Lambda):
                 continue
             # definitions are statements: only statement bodies are walked (expressions hold no ``def``)
-            todo.extend((c, *nxt) for c in reversed(list(ast.iter_child_nodes(child))) if isinstance(c, _BLOCKS))
+            todo.extend((c, *nxt) for c in reversed(list(child_nodes(child))) if isinstance(c, _BLOCKS))
 
     def _class_roles(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         for cls in self.classes.values():
             roles = out.setdefault(cls.name, {})
-            for n in ast.walk(cls):
+            for n in walk(cls):
                 if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
                     role = R.role_by_constructor(n.value, self.imports, self.class_names)
                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
@@ -724,7 +726,7 @@ class FileModel:
         return self.memo("optimized", lambda: {
             dotted(n.func.value) for node in self.nodes if isinstance(node, ast.Call)
             and R.role_by_constructor(node, self.imports, self.class_names) == R.OPTIMIZER
-            for n in ast.walk(node) if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters")
+            for n in walk(node) if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters")
             and isinstance(n.func, ast.Attribute) and dotted(n.func.value)} | {
             dotted(n.func.value) for n in self.nodes if isinstance(n, ast.Call) and call_name(n) == "eval"
             and not n.args and not n.keywords and isinstance(n.func, ast.Attribute) and dotted(n.func.value)
@@ -776,7 +778,7 @@ _SUBMODULE_CALLS = {"modules", "children", "named_modules", "named_children"}
 
 def _lists_submodules(expr: ast.AST, listed: set[str]) -> bool:
     return any((isinstance(n, ast.Call) and call_name(n) in _SUBMODULE_CALLS)
-               or (isinstance(n, ast.Name) and n.id in listed) for n in ast.walk(expr))
+               or (isinstance(n, ast.Name) and n.id in listed) for n in walk(expr))
 
 
 def _submodule_names(func: ast.AST) -> set[str]:
@@ -784,18 +786,18 @@ def _submodule_names(func: ast.AST) -> set[str]:
     ``.modules()`` / ``.children()`` (directly or through a list built from them) and non-parameters
     selected by ``isinstance``."""
     params = (
-        {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+        {a.arg for a in walk(func.args) if isinstance(a, ast.arg)}
         if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
         else set()
     )
     listed: set[str] = set()
-    for n in ast.walk(func):
+    for n in walk(func):
         if isinstance(n, ast.Assign) and _lists_submodules(n.value, set()):
             listed |= {t.id for t in n.targets if isinstance(t, ast.Name)}
     names: set[str] = set()
-    for n in ast.walk(func):
+    for n in walk(func):
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and _lists_submodules(n.iter, listed):
-            names |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+            names |= {t.id for t in walk(n.target) if isinstance(t, ast.Name)}
         elif isinstance(n, ast.Call) and call_name(n) == "isinstance" and n.args \
                 and isinstance(n.args[0], ast.Name) and n.args[0].id not in params:
             names.add(n.args[0].id)
@@ -877,7 +879,7 @@ class _Walker:
             self.exprs(st.test, guards, loops + (loop,), ctx)
         else:
             self.exprs(st.iter, guards, loops, ctx)
-            names = [dotted(n) for n in ast.walk(st.target) if isinstance(n, ast.Name)]
+            names = [dotted(n) for n in walk(st.target) if isinstance(n, ast.Name)]
             self.assign(names, None, st, loops + (loop,), ctx=ctx)
         self.block(st.body, guards, loops + (loop,), ctx)
         self.block(st.orelse, guards, loops, ctx)
@@ -933,7 +935,7 @@ class _Walker:
                 else:
                     loop = Loop(comp, here[-1] if here else None, len(here) + 1)
                     self.fm.loops.append(loop)
-                    names = [dotted(n) for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)]
+                    names = [dotted(n) for g in comp.generators for n in walk(g.target) if isinstance(n, ast.Name)]
                     self.assign(names, None, comp, here + (loop,), ctx=ctx)
                     made[id(comp)] = here + (loop,)
             here = made[id(comp)]
@@ -984,10 +986,10 @@ def _comprehension_of(node: ast.AST) -> dict[int, tuple]:
         if isinstance(n, _COMPREHENSIONS):
             first = n.generators[0].iter
             todo.append((first, comps))
-            todo.extend((c, comps + (n,)) for c in ast.iter_child_nodes(n) if c is not n.generators[0])
-            todo.extend((c, comps + (n,)) for c in ast.iter_child_nodes(n.generators[0]) if c is not first)
+            todo.extend((c, comps + (n,)) for c in child_nodes(n) if c is not n.generators[0])
+            todo.extend((c, comps + (n,)) for c in child_nodes(n.generators[0]) if c is not first)
         elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend((c, comps) for c in ast.iter_child_nodes(n))
+            todo.extend((c, comps) for c in child_nodes(n))
     return out
 
 

@@ -7,7 +7,7 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, has_binop, name_tokens, names_in
+from trickbag.audit._ast import call_name, dotted, has_binop, name_tokens, names_in, walk
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, STEP, TRAIN, TRAIN_CALL, Event, FileModel, FunctionModel, Loop
 
 __all__ = ["stepish", "has_kind", "train_loop", "at_level", "loops_of", "scaled_loss", "mode_events", "same_model",
@@ -58,7 +58,7 @@ def scaled_loss(fm: FunctionModel, expr: ast.AST | None, before: int, counter: s
         return scaled_loss(fm, expr.args[0], before, counter, depth)  # the scaler wrapper is transparent
     if has_binop(expr, _DIV_OPS) or _mentions_counter(expr, counter):
         return True
-    if any(isinstance(n, ast.Call) and call_name(n) in _SCALING_METHODS for n in ast.walk(expr)):
+    if any(isinstance(n, ast.Call) and call_name(n) in _SCALING_METHODS for n in walk(expr)):
         return True
     helper = fm.file.resolve(expr, fm) if isinstance(expr, ast.Call) else None
     if helper is not None:
@@ -192,7 +192,7 @@ def is_valish(loop: Loop) -> bool:
     if it is None:
         return False
     words: set[str] = set()
-    for n in ast.walk(it):
+    for n in walk(it):
         if isinstance(n, (ast.Name, ast.Attribute)):
             words.update(name_tokens(dotted(n) or (n.attr if isinstance(n, ast.Attribute) else "")))
         elif isinstance(n, ast.Constant) and isinstance(n.value, str):
@@ -208,7 +208,7 @@ def is_data_loop(loop: Loop) -> bool:
     """A loop over a data set (``for x, y in loader``, ``enumerate(tqdm(dataloader))``)."""
     it = loop.iter
     words: set[str] = set()
-    for n in ast.walk(it) if it is not None else ():
+    for n in walk(it) if it is not None else ():
         if isinstance(n, (ast.Name, ast.Attribute)):
             words.update(name_tokens(dotted(n) or (n.attr if isinstance(n, ast.Attribute) else "")))
     return bool(words & _DATA)

@@ -4,6 +4,7 @@ the constructor assigned to it, its annotation, or the names people commonly use
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 from trickbag.audit._ast import Imports, call_name, dotted, name_tokens
@@ -95,8 +96,9 @@ _NOT_AN_OBJECT = {"state", "states", "dict", "path", "paths", "name", "names", "
                   "results"}
 
 
+@functools.lru_cache(maxsize=65536)
 def role_by_name(name: str | None) -> str | None:
-    """The role suggested by the last component of a dotted name (``self.opt_g`` -> optimizer)."""
+    """The role suggested by the last component of a dotted name (``self.opt_g`` -> optimizer); cached."""
     if not name:
         return None
     last = name.split(".")[-1].replace("[]", "").lower()

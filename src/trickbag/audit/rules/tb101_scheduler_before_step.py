@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, name_tokens
+from trickbag.audit._ast import call_name, dotted, name_tokens, walk
 from trickbag.audit._flow import (
     BACKWARD,
     SCHED,
@@ -30,7 +30,7 @@ __all__: list[str] = []
 def _counter_guarded(ev: Event, loop) -> bool:
     """``if epoch > 0: scheduler.step()`` at the top of a loop runs after the previous iteration."""
     for g in ev.rel_guards(loop):
-        for n in ast.walk(g.node.test):
+        for n in walk(g.node.test):
             if isinstance(n, ast.Compare) and any(isinstance(o, (ast.Gt, ast.GtE, ast.NotEq)) for o in n.ops):
                 if {dotted(x) for x in [n.left, *n.comparators]} & loop.targets:
                     return True
@@ -134,7 +134,7 @@ def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
 def _after_first_guarded(ev: Event) -> bool:
     """``if batch_idx > 0: sch.step()`` (or ``!= 0``): stepped for the previous step, on purpose."""
     return any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.Gt, ast.GtE, ast.NotEq)) for o in n.ops)
-               for g in ev.guards for n in ast.walk(g.node.test))
+               for g in ev.guards for n in walk(g.node.test))
 
 
 _SCHED_WORDS = {"sched", "scheduler", "lr", "schedule", "warmup"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, dotted
+from trickbag.audit._ast import call_name, dotted, walk
 from trickbag.audit._flow import (
     SCHED,
     FileModel,
@@ -25,7 +25,7 @@ def _prepared(file: FileModel, name: str) -> bool:
     """``name`` was passed through ``accelerator.prepare(...)`` (assigned from it, or handed to it)."""
     table = file.memo("prepared", lambda: {
         d for n in file.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-        and call_name(n.value) == "prepare" for t in n.targets for e in ast.walk(t) if (d := dotted(e))} | {
+        and call_name(n.value) == "prepare" for t in n.targets for e in walk(t) if (d := dotted(e))} | {
         d for n in file.nodes if isinstance(n, ast.Call) and call_name(n) == "prepare" for a in n.args
         if (d := dotted(a))})
     return name in table or short_name(name) in {short_name(x) for x in table}

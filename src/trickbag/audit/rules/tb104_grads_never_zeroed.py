@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted
+from trickbag.audit._ast import call_name, dotted, walk
 from trickbag.audit._flow import (
     BACKWARD,
     STEP,
@@ -36,7 +36,7 @@ def _find_optimizer_models(file: FileModel) -> dict[str, set[str]]:
             if a.value is None or a.op is not None or len(a.names) != 1 or \
                     R.role_by_constructor(a.value, file.imports, file.class_names) != R.OPTIMIZER:
                 continue
-            out[a.names[0]] = {short_name(d) for n in ast.walk(a.value) if isinstance(n, ast.Call)
+            out[a.names[0]] = {short_name(d) for n in walk(a.value) if isinstance(n, ast.Call)
                                and call_name(n) in ("parameters", "named_parameters")
                                and isinstance(n.func, ast.Attribute) and (d := dotted(n.func.value))}
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value
+from trickbag.audit._ast import call_name, const_value, walk
 from trickbag.audit._eval_facts import _eval_forwards, _file_trains, _mode_before, _smoke_check, _test_code
 from trickbag.audit._flow import (
     BACKWARD,
@@ -48,7 +48,7 @@ def _defined_without_grad(fm: FunctionModel) -> bool:
     if parent is None:
         return False
     for n in parent.nodes:
-        if isinstance(n, (ast.With, ast.AsyncWith)) and any(fm.node in ast.walk(st) for st in n.body):
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(fm.node in walk(st) for st in n.body):
             return any(isinstance(i.context_expr, ast.Call)
                        and call_name(i.context_expr) in ("no_grad", "inference_mode") for i in n.items)
     return False

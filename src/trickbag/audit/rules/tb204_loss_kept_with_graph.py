@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, walk_no_defs
+from trickbag.audit._ast import call_name, dotted, walk, walk_no_defs
 from trickbag.audit._eval_facts import _bound_args
 from trickbag.audit._flow import (
     BACKWARD,
@@ -265,7 +265,7 @@ def _persistent_sum(helper: FunctionModel, param: str) -> str | None:
 def _names(node: ast.AST | None) -> set[str]:
     if node is None:
         return set()
-    return {d for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
+    return {d for n in walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
 
 
 def _reset_in_loop(fm: FunctionModel, target: str, loop: Loop, node: ast.AST) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TypeGuard
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, edit_distance
+from trickbag.audit._ast import call_name, dotted, edit_distance, walk
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
 
@@ -141,7 +141,7 @@ def _n_keys(d: ast.Dict | ast.Call) -> int:
 
 
 def _holds_parameters(value: ast.AST) -> bool:
-    for n in ast.walk(value):
+    for n in walk(value):
         if isinstance(n, ast.Call) and call_name(n) in {"parameters", "named_parameters"}:
             return True
         if isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) or "").split(".")[-1] in _PARAM_WORDS:

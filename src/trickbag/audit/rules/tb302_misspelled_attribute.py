@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, edit_distance
+from trickbag.audit._ast import call_name, child_nodes, dotted, edit_distance
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
 
@@ -111,5 +111,5 @@ def _setattr_calls(fm: FunctionModel) -> Iterator[tuple[ast.Call, str, str]]:
             base = dotted(n.args[0])
             if base:
                 yield n, base, n.args[1].value
-        todo.extend(c for c in ast.iter_child_nodes(n)
+        todo.extend(c for c in child_nodes(n)
                     if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))

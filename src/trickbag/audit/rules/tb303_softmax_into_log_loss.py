@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TypeGuard, cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, name_tokens, walk_no_defs
+from trickbag.audit._ast import call_name, dotted, name_tokens, walk, walk_no_defs
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
 
@@ -237,7 +237,7 @@ def _picked_probabilities(fm: FunctionModel, node: ast.AST | None, line: int, pr
                 return src is not None and _softmaxed(fm, src, line, probs)
             node = src
         elif isinstance(node, ast.Subscript):
-            labels = any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(node.slice))
+            labels = any(isinstance(n, (ast.Name, ast.Call)) for n in walk(node.slice))
             return labels and _softmaxed(fm, node.value, line, probs)
         elif dotted(node):
             assigns = [a for a in fm.assigns if a.names == [dotted(node)] and a.value is not None and a.op is None

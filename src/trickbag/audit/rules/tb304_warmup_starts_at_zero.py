@@ -11,7 +11,7 @@ import operator
 from collections.abc import Iterator
 from typing import TypeGuard
 
-from trickbag.audit._ast import call_name, dotted
+from trickbag.audit._ast import call_name, dotted, walk
 from trickbag.audit._flow import FileModel, FunctionModel, _returned_nested
 from trickbag.audit.registry import Hit, rule
 
@@ -313,8 +313,8 @@ def _manual_schedules(file: FileModel) -> Iterator[FunctionModel]:
             if not (isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant)
                                                       and t.slice.value == "lr" for t in n.targets)):
                 continue
-            calls = [c for c in ast.walk(n.value) if isinstance(c, ast.Call)]
-            for name in (d for m in ast.walk(n.value) if isinstance(m, ast.Name) and (d := m.id)):
+            calls = [c for c in walk(n.value) if isinstance(c, ast.Call)]
+            for name in (d for m in walk(n.value) if isinstance(m, ast.Name) and (d := m.id)):
                 calls += [a.value for a in fm.assigns if a.names == [name] and isinstance(a.value, ast.Call)]
             for c in calls:
                 helper = file.resolve(c, fm)

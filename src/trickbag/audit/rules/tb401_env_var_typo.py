@@ -6,6 +6,7 @@ right example."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from collections.abc import Iterator
 
@@ -41,6 +42,7 @@ _KNOWN_MISTAKES = {"CUBLAS_WORKSPACE": "CUBLAS_WORKSPACE_CONFIG", "CUDA_DEVICES"
                    "CUBLAS_WORKSPACE_CONF": "CUBLAS_WORKSPACE_CONFIG", "OMP_THREADS": "OMP_NUM_THREADS"}
 
 
+@functools.lru_cache(maxsize=4096)
 def meant_env(key: str) -> str | None:
     """The known variable a misspelled environment-variable name was meant to be (None if fine)."""
     if key in KNOWN_ENV or not key:
@@ -55,8 +57,10 @@ def meant_env(key: str) -> str | None:
         return _KNOWN_MISTAKES[key.upper()]
     if len(key) < 8:
         return None
-    near = sorted((edit_distance(key.upper(), k), k) for k in KNOWN_ENV if len(k) >= 8)
-    if near and near[0][0] <= (2 if len(key) >= 12 else 1):
+    most = 2 if len(key) >= 12 else 1  # edits allowed; a length difference alone costs that many
+    near = sorted((edit_distance(key.upper(), k), k) for k in KNOWN_ENV
+                  if len(k) >= 8 and abs(len(k) - len(key)) <= most)
+    if near and near[0][0] <= most:
         return near[0][1]
     prefixed = [k for k in KNOWN_ENV if k.startswith(key.upper() + "_") and len(key) >= 10]
     return prefixed[0] if len(prefixed) == 1 else None

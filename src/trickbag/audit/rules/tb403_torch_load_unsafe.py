@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value
+from trickbag.audit._ast import call_name, const_value, walk
 from trickbag.audit._flow import FileModel
 from trickbag.audit._project import OLD_TORCH
 from trickbag.audit.registry import Hit, rule
@@ -26,7 +26,7 @@ def _from_outside(node: ast.AST | None) -> bool:
     ``input()``, an environment variable, a download or a URL."""
     if node is None:
         return False
-    for n in ast.walk(node):
+    for n in walk(node):
         if isinstance(n, ast.Name) and n.id in _OUTSIDE:
             return True
         if isinstance(n, ast.Attribute) and n.attr in _OUTSIDE:
@@ -39,7 +39,7 @@ def _from_outside(node: ast.AST | None) -> bool:
 
 
 def _names(node: ast.AST | None) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)} if node is not None else set()
 
 
 def _parameters_around(file: FileModel) -> dict[int, set[str]]:
@@ -62,7 +62,7 @@ def _own_file(node: ast.AST | None) -> bool:
     (``f"{run_dir}/last.pt"``, ``os.path.join(cache_dir, "labels.cache")``, ``run_dir / "last.pt"``)."""
     if node is None or _from_outside(node):
         return False
-    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(node))
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in walk(node))
 
 
 @rule("TB403", "torch-load-unsafe", fix="torch.load(path, map_location=..., weights_only=True)", severity="warning")

@@ -9,7 +9,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trickbag.audit._ast import Imports, call_name, const_value, dotted
+from trickbag.audit._ast import Imports, call_name, child_nodes, const_value, dotted
 from trickbag.audit._flow import FileModel
 from trickbag.audit.registry import Hit, rule
 
@@ -55,7 +55,7 @@ def _branches(tree: ast.AST) -> dict[int, list[tuple[int, bool]]]:
             for s in node.orelse:
                 visit(s, path + [(id(node), False)])
             return
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             visit(child, path)
 
     visit(tree, [])
