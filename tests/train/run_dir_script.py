@@ -1,6 +1,6 @@
-"""A hand-built Trainer with a run folder, three tricks and step checkpoints: ``python run_dir_script.py RUN
-[--resume] [--kill-at N]``. ``--kill-at N`` ends the process with SIGKILL right after update N (no clean-up,
-as a power cut or the kernel's OOM killer would)."""
+"""A hand-built Trainer with a run folder, four tricks (two drawing random numbers) and step checkpoints:
+``python run_dir_script.py RUN [--resume] [--kill-at N]``. ``--kill-at N`` ends the process with SIGKILL right
+after update N (no clean-up, as a power cut or the kernel's OOM killer would)."""
 
 from __future__ import annotations
 
@@ -49,10 +49,11 @@ def main() -> None:
     train = DataLoader(ds, batch_size=16, sampler=EpochSampler(len(ds), seed=0))
     val = DataLoader(TensorDataset(x[:32], y[:32]), batch_size=32)
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Dropout(0.2),
-                                torch.nn.Flatten(), torch.nn.Linear(4 * 36, 2))
+                                torch.nn.AdaptiveAvgPool2d(3), torch.nn.Flatten(), torch.nn.Linear(4 * 9, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     trainer = Trainer(model, opt, train, val, max_epochs=3, device="cpu", seed=1,
-                      tricks={"ema": {"decay": 0.9}, "mix": {"mixup_alpha": 0.2}, "label_smoothing": {}},
+                      tricks={"ema": {"decay": 0.9}, "mix": {"mixup_alpha": 0.2}, "label_smoothing": {},
+                              "multiscale": {"train_sizes": [6, 7, 8], "finetune_epochs": 1}},
                       scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=7, gamma=0.5),
                       plugins=[StartAt(), *([KillAt(a.kill_at)] if a.kill_at else [])],
                       run_dir=RunFolder(path=a.run, checkpoint_every_steps=4, progress="lines"))

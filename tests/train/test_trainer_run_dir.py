@@ -40,7 +40,7 @@ def test_the_run_folder_holds_what_a_command_line_run_writes(reference):
     assert {"metrics.csv", "summary.txt", "checkpoints/last.pt", "checkpoints/best.pt", ".lock"} <= names
     assert any(n.startswith("checkpoints/step-") for n in names)
     last = load(reference / "checkpoints" / "last.pt")
-    assert last["counters"]["epoch"] == 3 and set(last["plugins"]) >= {"ema", "mix", "run_folder"}
+    assert last["counters"]["epoch"] == 3 and set(last["plugins"]) >= {"ema", "mix", "multiscale", "run_folder"}
     summary = (reference / "summary.txt").read_text()
     assert "trained 3 of 3 epochs, 18 updates" in summary and "best val/acc" in summary
     rows = csv_without_times(reference / "metrics.csv")

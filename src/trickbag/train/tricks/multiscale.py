@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 
 from trickbag.config import TrickSection, needs_items
 from trickbag.train.plugin import Plugin
-from trickbag.train.tricks.base import Trick, WrapPredict, image_shape
+from trickbag.train.tricks.base import GeneratorState, Trick, WrapPredict, image_shape
 
 if TYPE_CHECKING:
     from trickbag.train.plugin import BuildContext, RecipeView
@@ -57,8 +57,11 @@ def resize(x: Any, size: tuple[int, int], mode: str) -> Any:
     return F.interpolate(x, size=size, mode=mode, align_corners=False if smooth else None, antialias=smooth)
 
 
-class MultiscalePlugin(Plugin):
-    """Resize training batches at BATCH_START; the test size at evaluation is a :class:`WrapPredict`."""
+class MultiscalePlugin(GeneratorState, Plugin):
+    """Resize training batches at BATCH_START; the test size at evaluation is a :class:`WrapPredict`.
+
+    Sizes are drawn from the trick's own checkpointed generator, as every trick draws (seed, trick name),
+    and the same stream on every rank: all ranks train an update at one size, so none waits for another."""
 
     name = "multiscale"
 
@@ -72,6 +75,9 @@ class MultiscalePlugin(Plugin):
         self.native: tuple[int, int] = (0, 0)
 
     def configure(self, ctx: BuildContext) -> None:
+        from trickbag.runtime import trick_generator
+
+        self.generator = trick_generator(self.seed, "multiscale")  # rank 0's stream on every rank (see above)
         self.native = tuple(image_shape(ctx, "multiscale")[1:])  # type: ignore[assignment]
         ts = self.test or self.native
         self.train_sizes = pixel_sizes(self.sizes, ts[0])
@@ -85,7 +91,7 @@ class MultiscalePlugin(Plugin):
         return (self.test_size, self.test_size) if self.test_size else None
 
     def size_for(self, epoch: int, batch_idx: int) -> tuple[int, int]:
-        """Input size of the training batch ``batch_idx`` of ``epoch``."""
+        """Input size of the training batch ``batch_idx`` of ``epoch`` (drawn: call it once per batch)."""
         import torch
 
         if epoch >= self.finetune_from:
@@ -93,8 +99,7 @@ class MultiscalePlugin(Plugin):
         if len(self.train_sizes) == 1:
             s = self.train_sizes[0]
         else:
-            g = torch.Generator().manual_seed(hash((self.seed, epoch, batch_idx)) & 0x7FFF_FFFF_FFFF_FFFF)
-            s = self.train_sizes[int(torch.randint(len(self.train_sizes), (1,), generator=g))]
+            s = self.train_sizes[int(torch.randint(len(self.train_sizes), (1,), generator=self.generator))]
         return (s, s)
 
     def on_batch_start(self, state: State) -> None:
