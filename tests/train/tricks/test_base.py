@@ -55,3 +55,46 @@ def test_a_resumed_rank_above_0_forks_the_trick_generator_rank_0_continues_it(tr
     seed = int.from_bytes(hashlib.sha256(f"{base}/1".encode()).digest()[:8], "little") & (2**63 - 1)
     assert torch.equal(draws[1], torch.rand(4, generator=torch.Generator().manual_seed(seed)))
     assert not torch.equal(draws[1], draws[0]) and not torch.equal(draws[1], draws[2])
+
+
+# ---------------------------------------------------------------------- run order from declared constraints
+def _satisfied(order: list[str]) -> list[str]:
+    from trickbag.train.tricks import TRICKS
+
+    pos = {n: i for i, n in enumerate(order)}
+    broken = [f"{t.name} after {a}" for t in TRICKS.values() for a in t.after if pos[a] > pos[t.name]]
+    broken += [f"{t.name} last" for t in TRICKS.values() if t.last and pos[t.name] != len(order) - 1]
+    return broken
+
+
+def test_the_run_order_keeps_every_declared_constraint_whatever_the_module_order():
+    import random
+
+    from trickbag.train.tricks import MODULES, TRICKS, run_order
+
+    assert _satisfied(list(TRICKS)) == []
+    assert list(TRICKS) == [m.TRICK.name for m in MODULES]  # the registry's order already satisfies them
+    rng = random.Random(0)
+    for _ in range(200):
+        shuffled = [m.TRICK for m in MODULES]
+        rng.shuffle(shuffled)
+        assert _satisfied([t.name for t in run_order(shuffled)]) == []
+
+
+def test_the_checker_sees_a_broken_order_and_run_order_refuses_circles_and_unknown_names():
+    import dataclasses
+
+    from trickbag.train.tricks import TRICKS, run_order
+
+    names = list(TRICKS)
+    names.remove("cutout")
+    assert _satisfied(names + ["cutout"]) == ["mix after cutout", "profile last"]
+    backwards = ["cutout", *names[::-1]]  # cutout first: only mix's constraint kept
+    assert sorted(_satisfied(backwards)) == sorted([
+        "compile after channels_last", "ema after compile", "ema after freeze", "swa after compile", "swa after freeze",
+        "sam after grad_norm", "l1 after distillation", "param_groups after freeze", "profile last"])
+    a, b = (dataclasses.replace(TRICKS["l1"], name=n) for n in "ab")
+    with pytest.raises(ValueError, match="circle among: a, b"):
+        run_order([dataclasses.replace(a, after=("b",)), dataclasses.replace(b, after=("a",))])
+    with pytest.raises(ValueError, match="unknown tricks: a -> zzz"):
+        run_order([dataclasses.replace(a, after=("zzz",))])

@@ -8,7 +8,7 @@ interaction checks are generated from :data:`TRICKS`; the trainer and the run pa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, create_model
@@ -43,10 +43,11 @@ from trickbag.train.tricks.base import Trick
 if TYPE_CHECKING:
     from trickbag.train.plugin import RecipeView
 
-__all__ = ["MODULES", "TRICKS", "TricksConfig", "Trick", "build_tricks", "check_interactions", "eval_wrappers",
-           "describe_tricks"]
+__all__ = ["MODULES", "TRICKS", "run_order", "TricksConfig", "Trick", "build_tricks", "check_interactions",
+           "eval_wrappers", "describe_tricks"]
 
-#: the trick modules, in the order their plug-ins run (events follow it; ``*_END`` events reverse it)
+#: the trick modules; the order their plug-ins run in is :func:`run_order` of it: each trick's ``after`` and
+#: ``last``, and where those leave a choice, this order
 MODULES = (
     cutout, mix, label_smoothing, focal, class_balanced, distillation, l1,  # the batch and the loss
     grad_norm, clip, sam,  # gradients and the optimizer
@@ -56,7 +57,34 @@ MODULES = (
     profile,
 )
 
-TRICKS: dict[str, Trick] = {m.TRICK.name: m.TRICK for m in MODULES}
+def run_order(tricks: Sequence[Trick]) -> list[Trick]:
+    """``tricks`` ordered so that every trick follows the ones it names in ``after`` and ``last`` ones come last;
+    among tricks free to go, the earliest in ``tricks`` goes first. A circle of constraints is an error.
+
+    >>> import dataclasses
+    >>> a, b, c = (Trick(name=n, config=None, description="", build=None) for n in "abc")  # type: ignore[arg-type]
+    >>> [t.name for t in run_order([dataclasses.replace(a, after=("c",)), b, c])]
+    ['b', 'c', 'a']
+    """
+    names = {t.name for t in tricks}
+    unknown = sorted({f"{t.name} -> {n}" for t in tricks for n in t.after if n not in names})
+    if unknown:
+        raise ValueError(f"trick ordering names unknown tricks: {', '.join(unknown)}")
+    last = [t.name for t in tricks if t.last]
+    needs = {t.name: set(t.after) | (set(names) - set(last) if t.last else set()) for t in tricks}
+    out: list[Trick] = []
+    left = list(tricks)
+    while left:
+        free = next((t for t in left if not (needs[t.name] - {o.name for o in out})), None)
+        if free is None:
+            raise ValueError(f"trick ordering has a circle among: {', '.join(t.name for t in left)}")
+        out.append(free)
+        left.remove(free)
+    return out
+
+
+#: the tricks by recipe key, in the order their plug-ins run
+TRICKS: dict[str, Trick] = {t.name: t for t in run_order([m.TRICK for m in MODULES])}
 
 TricksConfig = create_model(
     "TricksConfig",
@@ -88,7 +116,7 @@ def check_interactions(recipe: RecipeView) -> None:
 
 
 def build_tricks(recipe: RecipeView) -> list[Plugin]:
-    """Plug-ins for the tricks enabled in ``recipe.tricks``, in :data:`MODULES` order (checks first).
+    """Plug-ins for the tricks enabled in ``recipe.tricks``, in :data:`TRICKS` (run) order (checks first).
 
     >>> from trickbag.recipe import load_recipe
     >>> on = ["tricks.l1.enabled=true", "tricks.mix.enabled=true", "tricks.cutout.enabled=true"]

@@ -47,6 +47,9 @@ class Trick:
         describe_eval: ``describe_eval(cfg) -> str``, the phrase ``eval``/``predict`` print for it.
         recipe_only: why a hand-built :class:`~trickbag.train.trainer.Trainer` cannot switch it on from
             ``tricks=`` and what to pass instead (empty: it can).
+        after: tricks whose plug-ins must run before this one's (build seams and loop events; ``*_END``
+            events reverse the order), each for a reason stated beside it.
+        last: this trick's plug-ins run after every other trick's.
     """
 
     name: str
@@ -59,6 +62,8 @@ class Trick:
     eval_wrapper: Callable[[Any, tuple[int, ...]], Wrapper | None] | None = None
     describe_eval: Callable[[Any], str] | None = None
     recipe_only: str = ""
+    after: tuple[str, ...] = ()
+    last: bool = False
 
 
 class GeneratorState:

@@ -51,6 +51,7 @@ def build(cfg: CompileConfig, recipe: RecipeView) -> list[Plugin]:
 
 TRICK = Trick(
     name="compile",
+    after=("channels_last",),  # the model is compiled in its final memory format
     config=CompileConfig,
     description="torch.compile the model (off by default); checkpoint keys stay those of the plain model",
     build=build,

@@ -134,6 +134,7 @@ def check(recipe: RecipeView) -> None:
 
 TRICK = Trick(
     name="ema",
+    after=("compile", "freeze"),  # it averages the model as the build left it
     config=EMAConfig,
     description="EMA of the weights (Polyak averaging); evaluation and best.pt use it, raw accuracy logged too",
     build=build,

@@ -42,6 +42,7 @@ def build(cfg: L1Config, recipe: RecipeView) -> list[Plugin]:
 
 TRICK = Trick(
     name="l1",
+    after=("distillation",),  # the penalty is added to the whole loss, after distillation's blend
     config=L1Config,
     description="L1 penalty: add weight * sum |w| over trainable parameters to the loss",
     build=build,

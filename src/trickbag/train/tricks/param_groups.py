@@ -90,6 +90,7 @@ def build(cfg: ParamGroupsConfig, recipe: RecipeView) -> list[Plugin]:
 
 TRICK = Trick(
     name="param_groups",
+    after=("freeze",),  # groups are made from the parameters freeze leaves trainable
     config=ParamGroupsConfig,
     description="Parameter groups: no weight decay on biases/norms, LR factor per name pattern",
     build=build,

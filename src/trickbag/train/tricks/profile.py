@@ -94,6 +94,7 @@ def build(cfg: ProfileConfig, recipe: RecipeView) -> list[Plugin]:
 
 TRICK = Trick(
     name="profile",
+    last=True,  # it times the whole update, every other trick included
     config=ProfileConfig,
     description="Profile a few updates with torch.profiler; Chrome trace and op table in <run>/profile/",
     build=build,

@@ -77,6 +77,7 @@ def check(recipe: RecipeView) -> None:
 
 TRICK = Trick(
     name="sam",
+    after=("grad_norm",),  # the logged norm is the first pass's, before SAM's second pass
     config=SAMConfig,
     description="SAM / ASAM: minimise the worst loss within radius rho (Foret 2021, Kwon 2021); 2 passes",
     build=build,

@@ -166,6 +166,7 @@ def check(recipe: RecipeView) -> None:
 
 TRICK = Trick(
     name="swa",
+    after=("compile", "freeze"),  # it averages the model as the build left it
     config=SWAConfig,
     description="SWA: average the last epochs' weights at a constant LR (SWALR), BN statistics recomputed",
     build=build,
