@@ -722,15 +722,16 @@ class FileModel:
 
     def optimized(self) -> set[str]:
         """Dotted names whose ``.parameters()`` go to an optimizer constructor (``RMSprop(agent.parameters())``),
-        or switched by a bare ``agent.eval()``: models whatever their name."""
+        or switched to eval by a bare ``agent.eval()`` / ``agent.train(False)``: models whatever their name."""
         return self.memo("optimized", lambda: {
             dotted(n.func.value) for node in self.nodes if isinstance(node, ast.Call)
             and R.role_by_constructor(node, self.imports, self.class_names) == R.OPTIMIZER
             for n in walk(node) if isinstance(n, ast.Call) and call_name(n) in ("parameters", "named_parameters")
             and isinstance(n.func, ast.Attribute) and dotted(n.func.value)} | {
-            dotted(n.func.value) for n in self.nodes if isinstance(n, ast.Call) and call_name(n) == "eval"
-            and not n.args and not n.keywords and isinstance(n.func, ast.Attribute) and dotted(n.func.value)
-            and "trainer" not in (dotted(n.func.value) or "").lower()})
+            dotted(n.func.value) for n in self.nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and ((call_name(n) == "eval" and not n.args and not n.keywords)
+                 or (call_name(n) == "train" and len(n.args) == 1 and const_value(n.args[0]) is False))
+            and dotted(n.func.value) and "trainer" not in (dotted(n.func.value) or "").lower()})
 
     def memo(self, key: str, compute):
         """``compute()`` once per file (rules share file-wide tables this way)."""

@@ -180,7 +180,15 @@ def is_eval_function(fm: FunctionModel) -> bool:
             return False  # Lightning hooks, and an nn.Module's own predict()/inference() methods
     if fm.grad_disabled:
         return True
-    return bool(R.EVAL_NAME.match(fm.name))
+    return bool(R.EVAL_NAME.match(fm.name)) and not any(_feeds_backward(site) for site in fm.call_sites())
+
+
+def _feeds_backward(site: Event) -> bool:
+    """The call runs before a backward of the same pass, on its path (``loss = crit(self.infer(x), y);
+    loss.backward()``): the function is part of the training step, whatever its name."""
+    guards = {id(g.node) for g in site.guards}
+    return any(b.loops == site.loops and b.order > site.order and not b.exclusive(site)
+               and guards <= {id(g.node) for g in b.guards} for b in site.fm.kind_events(BACKWARD))
 
 
 _VALISH = {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout", "heldout"}

@@ -29,9 +29,9 @@ from trickbag.audit import lint
 #: the recall the linter must keep on these files (found on the marked line / marked mistakes).
 #: Measured on the default output: 24 of 44 (0.55) at d998856 and a181da2, 30 of 44 (0.68) at 63c2de8, 34 of 44
 #: (0.77) with TB113 and methods of other objects followed, 40 of 44 (0.91) with start-of-epoch handlers (TB101),
-#: zero_grad under the update test (TB103) and hand-written warm-up functions (TB304); raise it with every
-#: improvement (found / marked).
-RECALL_FLOOR = 40 / 44
+#: zero_grad under the update test (TB103) and hand-written warm-up functions (TB304), 41 of 44 (0.93) with a
+#: validation step through a method shared with training (TB203); raise it with every improvement (found / marked).
+RECALL_FLOOR = 41 / 44
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]_*.py"))

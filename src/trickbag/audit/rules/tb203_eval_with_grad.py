@@ -68,6 +68,11 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     activations are kept for a backward that never comes (memory grows, out-of-memory on larger
     validation batches) and the forward is slower.
 
+    A method of the trainer that runs the model and is shared with the training step (``self.infer(x)``) is a
+    forward where a validation step calls it; a function named like an evaluation (``infer``, ``predict``) that the
+    training step runs before its backward is part of training, not an evaluation.  ``module.train(False)`` is an
+    eval switch like ``module.eval()``.
+
     Wrong::
 
         def validate(model, loader):

@@ -1,0 +1,63 @@
+# TB202 train-in-eval-mode: fixture (read as text by tests/audit/test_rule_fixtures.py, never run).
+# ruff: noqa  (wrong code on purpose, names left undefined)
+import torch
+
+
+def never_back_to_train(model, loader, val_loader, optimizer, epochs):
+    for _epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        model.eval()  # expect: TB202
+        with torch.no_grad():
+            val = sum(loss_fn(model(x), y).item() for x, y in val_loader)
+
+
+def back_to_train_every_epoch(model, loader, val_loader, optimizer, epochs):
+    for _epoch in range(epochs):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            val = sum(loss_fn(model(x), y).item() for x, y in val_loader)
+
+
+def mode_restored(model, loader, optimizer):
+    for x, y in loader:
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            probe = model(x)
+        model.train(was_training)
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+
+
+def frozen_backbone(model, loader, optimizer):
+    model.backbone.requires_grad_(False)
+    model.backbone.eval()  # a frozen part kept in eval mode on purpose, not trained
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model.head(model.backbone(x)), y).backward()
+        optimizer.step()
+
+
+def validate(model, val_loader):
+    model.eval()
+    with torch.no_grad():
+        return sum(loss_fn(model(x), y).item() for x, y in val_loader)
+
+
+def validation_mid_epoch(model, loader, val_loader, optimizer, every):
+    model.train()
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        if i % every == 0:
+            validate(model, val_loader)  # expect: TB202

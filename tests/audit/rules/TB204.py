@@ -1,0 +1,44 @@
+# TB204 loss-kept-with-graph: fixture (read as text by tests/audit/test_rule_fixtures.py, never run).
+# ruff: noqa  (wrong code on purpose, names left undefined)
+
+
+def running_total_keeps_graphs(model, loader, optimizer):
+    total_loss = 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss  # expect: TB204
+    return total_loss
+
+
+def running_total_of_numbers(model, loader, optimizer):
+    total_loss = 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss.item()
+    return total_loss
+
+
+def detached_list(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return losses
+
+
+def loss_summed_before_backward(model, x_chunks, y_chunks, optimizer):
+    optimizer.zero_grad()
+    total = 0.0
+    for x, y in zip(x_chunks, y_chunks):
+        total += loss_fn(model(x), y)  # the sum is what backward() runs on
+    total.backward()
+    optimizer.step()
