@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -374,3 +375,39 @@ def test_epoch_metrics_report_lr_of_every_param_group_throughput_and_sample_weig
     assert [b for _, _, b in seen] == [8, 8, 8, 6]
     assert m["train/loss"] == pytest.approx(sum(loss * b for loss, _, b in seen) / 30, rel=1e-6)
     assert m["train/acc"] == pytest.approx(sum(c for _, c, _ in seen) / 30)
+
+
+def test_a_plugin_vetoes_an_update_through_the_state_and_a_second_eval_weights_owner_is_refused():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from trickbag.train.plugin import Plugin
+    from trickbag.train.trainer import Trainer
+
+    class VetoOdd(Plugin):  # skip every other update
+        def __init__(self):
+            self.calls = 0
+
+        def on_after_backward(self, state):
+            self.calls += 1
+            if self.calls % 2:
+                state.veto_update("odd")
+
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 3), torch.randint(0, 2, (64,))
+    model = torch.nn.Linear(3, 2)
+    ref = copy.deepcopy(model)
+    t = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), DataLoader(TensorDataset(x, y), batch_size=8),
+                plugins=[VetoOdd()], device="cpu", progress=False)
+    s = t.fit()
+    assert (s.step, s.skipped_steps) == (4, 4)  # 8 batches: 4 applied, 4 vetoed
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)  # the reference: plain SGD on the even batches only
+    for i in range(1, 8, 2):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ref(x[8 * i:8 * i + 8]), y[8 * i:8 * i + 8]).backward()
+        opt.step()
+    for a, b in zip(ref.parameters(), model.parameters()):
+        torch.testing.assert_close(a, b)
+    s.provide_eval_weights(dict, owner="mine")
+    s.provide_eval_weights(dict, owner="mine")  # the same owner again (a second fit): fine
+    with pytest.raises(ValueError, match="theirs and mine both provide"):
+        s.provide_eval_weights(dict, owner="theirs")

@@ -3,7 +3,7 @@
 A single non-finite value poisons the weights, the optimizer moments and every later step, and
 the run then trains on NaN for hours. :class:`NonFiniteGuard`, a part of the trainer
 (``Trainer(nonfinite="skip")``), looks at every optimizer update before it is applied (right after
-AFTER_BACKWARD) and vetoes it (``state.step_skipped = True``; the trainer
+AFTER_BACKWARD) and vetoes it (``state.veto_update(...)``; the trainer
 then zeroes the gradients and does not step the optimizer or the LR schedule). The forward passes
 of a vetoed update have already moved the model's buffers (BatchNorm running statistics, which a
 NaN batch turns into NaN/inf for good): the guard copies the buffers before each update and puts
@@ -149,7 +149,7 @@ class NonFiniteGuard:
         if not (bad_loss or bad_rest):
             self.in_row = 0
             return False
-        state.step_skipped = True
+        state.veto_update("non-finite")
         if restore:
             torch._foreach_copy_(self._buffers, self._saved)
         self.skipped += 1

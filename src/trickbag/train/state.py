@@ -57,7 +57,8 @@ class State:
     output: torch.Tensor | None = None
     loss: torch.Tensor | None = None  # LOSS may replace it (un-divided by accumulation)
     grad_norm: torch.Tensor | None = None  # total norm before clipping, when clipping is on
-    step_skipped: bool = False  # the last update was skipped (fp16 overflow or non-finite)
+    step_skipped: bool = False  # the last update was skipped (fp16 overflow, non-finite, a plug-in's veto)
+    veto_reason: str = ""  # why the last update was vetoed (:meth:`veto_update`), "" otherwise
     skipped_steps: int = 0  # updates skipped so far, for any reason
     nonfinite_skipped: int = 0  # of which for a non-finite loss or gradients
     closure_pass: bool = False  # True while a two-pass optimizer re-runs forward/backward
@@ -71,13 +72,29 @@ class State:
     stop_reason: StopReason | None = None
     stop_detail: str = ""
     predict: Callable[[torch.Tensor], torch.Tensor] | None = None  # forward used by evaluate()
-    #: the weights evaluation uses when they are not the model's own (EMA, SWA): saved as ``eval_model``
+    #: the weights evaluation uses when they are not the model's own (EMA, SWA): saved as ``eval_model``;
+    #: set with :meth:`provide_eval_weights`
     eval_weights: Callable[[], dict[str, torch.Tensor]] | None = None
+    eval_weights_owner: str = ""
     #: ``save_checkpoint(path, **extra)``: write the trainer's full state atomically at the current point
     save_checkpoint: Callable[..., Path] | None = None
     #: ``eval_loop(loader) -> metrics``: the evaluation loop alone (no events, no mode change),
     #: for plug-ins that evaluate a second set of weights (EMA / SWA report the raw weights too)
     eval_loop: Callable[[Any], dict[str, float]] | None = None
+
+    def veto_update(self, reason: str = "") -> None:
+        """At AFTER_BACKWARD: skip the update about to be applied (no optimizer step, no schedule step; the
+        gradients are dropped and the update counted as skipped). Plug-ins at STEP see ``step_skipped``."""
+        self.step_skipped = True
+        self.veto_reason = reason
+
+    def provide_eval_weights(self, provider: Callable[[], dict[str, torch.Tensor]], *, owner: str) -> None:
+        """Name the weights evaluation reports and checkpoints store as ``eval_model`` (an average of the
+        model's): one provider per run, so a second owner is refused rather than silently replacing it."""
+        if self.eval_weights is not None and self.eval_weights_owner != owner:
+            raise ValueError(f"{owner} and {self.eval_weights_owner} both provide the weights evaluation uses; "
+                             "keep one of them")
+        self.eval_weights, self.eval_weights_owner = provider, owner
 
     def stop(self, reason: StopReason, detail: str = "") -> None:
         """Ask the trainer to stop after the current update (or epoch), with a reason to report."""

@@ -347,8 +347,8 @@ class Trainer:
         s = self.state
         if s.scaler.is_enabled():
             s.scaler.unscale_(s.optimizer)
-        s.step_skipped = False
-        self._emit(Event.AFTER_BACKWARD)
+        s.step_skipped, s.veto_reason = False, ""
+        self._emit(Event.AFTER_BACKWARD)  # a plug-in may veto the update here (state.veto_update)
         if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
             return self._skip(vetoed=True)
         self._clip_gradients()

@@ -76,7 +76,7 @@ class EMAPlugin(EvalOnAverage):
 
     def on_fit_start(self, state: State) -> None:
         self._in_fit = True
-        state.eval_weights = lambda: self._eval_weights(state)
+        state.provide_eval_weights(lambda: self._eval_weights(state), owner="tricks.ema")
 
     def on_step(self, state: State) -> None:
         if not state.step_skipped:

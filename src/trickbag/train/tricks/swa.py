@@ -87,7 +87,7 @@ class SWAPlugin(EvalOnAverage):
         if self._swalr_state is not None:
             self.swalr.load_state_dict(self._swalr_state)
             self._swalr_state = None
-        state.eval_weights = self._eval_state
+        state.provide_eval_weights(self._eval_state, owner="tricks.swa")
 
     def _average(self, state: State) -> None:
         self.swa.update(state.model)
