@@ -186,10 +186,28 @@ class Event:
         return any(set(a.names) & names and lo <= getattr(a.node, "lineno", 0) <= hi for a in self.fm.assigns)
 
     def kinds(self) -> set[str]:
-        """Its kind, and for a call of a local helper every kind the helper contains."""
+        """Its kind, and for a call of a local helper every kind the helper runs when given these arguments."""
         if self.kind == CALL:
-            return {self.kind} | self.fm.file.summary(self.extra["helper"]).kinds
+            return {self.kind} | self.fm.file.summary(self.extra["helper"], 0, self.constants()).kinds
         return {self.kind}
+
+    def constants(self) -> frozenset | None:
+        """For a call of a local helper, the (parameter, constant) pairs it passes to parameters the helper
+        compares to constants (``set_mode("eval", ...)`` -> ``{("mode", "eval")}``); None when there are none."""
+        if "constants" not in self.extra:
+            helper, call = self.extra.get("helper"), self.node
+            found = None
+            if helper is not None and isinstance(call, ast.Call) and self.fm.file.tested_params(helper):
+                tested = self.fm.file.tested_params(helper)
+                args = helper.node.args  # a def: only defs are helpers
+                params = [a.arg for a in args.posonlyargs + args.args]
+                if helper.cls is not None and isinstance(call.func, ast.Attribute) and params:
+                    params = params[1:]
+                pairs = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+                found = frozenset((p, a.value) for p, a in pairs if p in tested and isinstance(a, ast.Constant)
+                                  and isinstance(a.value, (str, int, bool))) or None
+            self.extra["constants"] = found
+        return self.extra["constants"]
 
 
 @dataclass(eq=False)
@@ -601,7 +619,7 @@ class FileModel:
             fm.collect_roles()
         for fm in self.functions:
             _Walker(fm).run()
-        self._summaries: dict[int, Summary] = {}
+        self._summaries: dict[tuple[int, frozenset | None], Summary] = {}
 
     def _add(self, node: ast.AST, cls: ast.ClassDef | None, parent: FunctionModel | None) -> FunctionModel:
         fm = FunctionModel(node, self, cls, parent)
@@ -748,19 +766,24 @@ class FileModel:
                     return found
         return None
 
-    def summary(self, fm: FunctionModel, _depth: int = 0) -> Summary:
-        """Kinds of events a helper runs (through its own helpers too) and its last train/eval switch."""
-        if id(fm) in self._summaries:
-            return self._summaries[id(fm)]
-        self._summaries[id(fm)] = Summary(set(), None, set())  # cycle guard
+    def summary(self, fm: FunctionModel, _depth: int = 0, consts: frozenset | None = None) -> Summary:
+        """Kinds of events a helper runs (through its own helpers too) and its last train/eval switch; with
+        ``consts`` (parameter, constant) pairs a call passes, the branches those constants rule out are left out
+        (``set_mode("eval", models)`` runs ``if mode == "eval": m.eval()`` only)."""
+        key = (id(fm), consts)
+        if key in self._summaries:
+            return self._summaries[key]
+        self._summaries[key] = Summary(set(), None, set())  # cycle guard
         kinds: set[str] = set()
         last_mode, recvs = None, set()
         subs = _submodule_names(fm.node)
         for e in fm.events:
             if e.kind == EVAL and (e.recv or "") in subs:
                 continue  # ``for m in model.modules(): m.eval()``: a frozen layer, not the model
+            if consts and _ruled_out(e, dict(consts)):
+                continue
             if e.kind == CALL and _depth < 4:
-                sub = self.summary(e.extra["helper"], _depth + 1)
+                sub = self.summary(e.extra["helper"], _depth + 1, e.constants())
                 kinds |= sub.kinds
                 last_mode = sub.last_mode or last_mode
                 recvs |= sub.mode_recvs
@@ -770,8 +793,35 @@ class FileModel:
                 last_mode = e
                 recvs.add(e.recv or "")
         result = Summary(kinds, last_mode, recvs)
-        self._summaries[id(fm)] = result
+        self._summaries[key] = result
         return result
+
+    def tested_params(self, fm: FunctionModel) -> set[str]:
+        """Parameters of ``fm`` that an ``if`` of it compares to a constant (``if mode == "eval":``)."""
+        table = cast("dict[int, set[str]]", self.memo("tested_params", dict))
+        if id(fm) not in table:
+            args = getattr(fm.node, "args", None)
+            params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} if args is not None else set()
+            tested = {_constant_test(g.node.test)[0] for e in fm.events for g in e.guards}
+            table[id(fm)] = {p for p in params if p in tested}
+        return table[id(fm)]
+
+
+def _constant_test(test: ast.AST) -> tuple[str | None, object, bool]:
+    """(name, constant, equal) for ``name == constant`` / ``name != constant``; (None, None, False) otherwise."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
+            and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant):
+        return test.left.id, test.comparators[0].value, isinstance(test.ops[0], ast.Eq)
+    return None, None, False
+
+
+def _ruled_out(e: Event, consts: dict[str, object]) -> bool:
+    """An event in a branch that the constants bound to the parameters never take."""
+    for g in e.guards:
+        name, value, equal = _constant_test(g.node.test)
+        if name is not None and name in consts and ((consts[name] == value) == equal) != g.branch:
+            return True
+    return False
 
 
 _SUBMODULE_CALLS = {"modules", "children", "named_modules", "named_children"}

@@ -61,3 +61,45 @@ def validation_mid_epoch(model, loader, val_loader, optimizer, every):
         optimizer.step()
         if i % every == 0:
             validate(model, val_loader)  # expect: TB202
+
+
+def set_mode(mode, models):
+    for m in models:
+        if mode == "train":
+            m.train()
+        if mode == "eval":
+            m.eval()
+
+
+def check_accuracy(encoder, decoder, loader):
+    set_mode("eval", [encoder, decoder])
+    with torch.no_grad():
+        return sum((decoder(encoder(x)).argmax(1) == y).sum().item() for x, y in loader)
+
+
+def check_accuracy_and_back(encoder, decoder, loader):
+    set_mode("eval", [encoder, decoder])
+    with torch.no_grad():
+        acc = sum((decoder(encoder(x)).argmax(1) == y).sum().item() for x, y in loader)
+    set_mode("train", [encoder, decoder])
+    return acc
+
+
+def train_with_checks(encoder, decoder, loader, val_loader, optimizer, every):
+    set_mode("train", [encoder, decoder])
+    for t, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss_fn(decoder(encoder(x)), y).backward()
+        optimizer.step()
+        if t % every == 0:
+            check_accuracy(encoder, decoder, val_loader)  # expect: TB202
+
+
+def train_with_checks_that_switch_back(encoder, decoder, loader, val_loader, optimizer, every):
+    set_mode("train", [encoder, decoder])
+    for t, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        loss_fn(decoder(encoder(x)), y).backward()
+        optimizer.step()
+        if t % every == 0:
+            check_accuracy_and_back(encoder, decoder, val_loader)

@@ -87,7 +87,8 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     ``model.train()`` at the top of each epoch (or at the end of the evaluation).
 
     ``model.train(was_training)`` / ``model.train(mode=prev)`` restores a saved mode and counts as switching
-    back; only ``model.train(False)`` is a switch to eval.
+    back; only ``model.train(False)`` is a switch to eval.  A helper that switches by a mode argument
+    (``set_mode("eval", models)`` with ``if mode == "eval": m.eval()``) is read with the constant it is given.
 
     Wrong::
 
