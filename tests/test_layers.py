@@ -89,3 +89,80 @@ def test_the_layer_finder_sees_an_upward_import():
     assert layer_of("trickbag.nn.ema") < layer_of("trickbag.train.trainer")
     assert layer_of("trickbag.train.tricks.mix") < layer_of("trickbag.recipe") < layer_of("trickbag.train.build")
     assert layer_of("trickbag.train.plugin") < layer_of("trickbag.train.tricks.mix")
+
+
+# ---------------------------------------------------------------------- no import circle, hints included
+def _target_module(name: str, modules: set[str]) -> str | None:
+    """The module an import names (``trickbag.a.b.C`` -> ``trickbag.a.b``), or None outside ``src``."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports, counting every import: top level, inside functions, and under
+    ``if TYPE_CHECKING:`` (a type hint is a dependency of the design even when it costs nothing at run time)."""
+    paths = {module_name(p): p for p in SRC.rglob("*.py")}
+    modules = set(paths)
+    graph: dict[str, set[str]] = {}
+    for me, path in paths.items():
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("trickbag"):
+                out.update(t for a in node.names if (t := _target_module(f"{node.module}.{a.name}", modules)))
+            elif isinstance(node, ast.Import):
+                out.update(t for a in node.names if a.name.startswith("trickbag")
+                           and (t := _target_module(a.name, modules)))
+        graph[me] = out - {me, "trickbag"}  # the top package re-exports lazily
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def test_no_import_circle_in_src():
+    assert import_circles(import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    """The check above can fail: a three-module circle (a hint-only edge closing it) is found, a chain is not."""
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_import_graph_counts_type_hints_and_deferred_imports():
+    graph = import_graph()
+    assert "trickbag.train.tasks" in graph["trickbag.train.plugin"]  # under TYPE_CHECKING
+    assert "trickbag.train.setup" in graph["trickbag.train.trainer"]  # inside Trainer.__init__

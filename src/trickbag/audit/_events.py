@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, receiver
-
-if TYPE_CHECKING:  # pragma: no cover
-    from trickbag.audit._flow import FunctionModel
 
 __all__ = ["classify", "BACKWARD", "STEP", "ZERO", "SCHED", "SCALE", "UNSCALE", "SCALER_UPDATE", "CLIP",
            "EMA_UPDATE", "FORWARD", "EVAL", "TRAIN", "CALL", "TRAIN_CALL"]
@@ -21,6 +18,19 @@ BACKWARD, STEP, ZERO, SCHED, SCALE, UNSCALE, SCALER_UPDATE = \
     "backward", "step", "zero_grad", "sched", "scale", "unscale", "scaler_update"
 CLIP, EMA_UPDATE, FORWARD, EVAL, TRAIN, CALL, TRAIN_CALL = \
     "clip", "ema", "forward", "eval", "train", "call", "train_call"
+
+class FunctionModel(Protocol):
+    """What classifying a call reads of the function it sits in: the flow model's
+    :class:`trickbag.audit._flow.FunctionModel`, named here by its shape so the two modules do not import
+    each other."""
+
+    file: Any
+
+    @property
+    def nodes(self) -> list[ast.AST]: ...
+
+    def role(self, name: str | None) -> str | None: ...
+
 
 _BACKWARD_DRIVERS = re.compile(r"accelerator|fabric|engine|^self$|trainer|manual")
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
