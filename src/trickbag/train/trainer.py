@@ -332,13 +332,15 @@ class Trainer:
         finally:
             self.state.epoch_done = False
 
-    def _forward_loss(self) -> torch.Tensor:
+    def _forward_loss(self, *, watch: bool = True) -> torch.Tensor:
+        """Forward and loss under autocast, LOSS; the one path of training, SAM's second pass and pre-flight
+        (:meth:`try_batch`, which the non-finite guard does not ``watch``)."""
         s = self.state
         with self._autocast():
             s.output = s.model(s.batch[0])
             s.loss = s.loss_fn(s.output, s.batch[1])
             self._emit(Event.LOSS)
-        if self.guard is not None:
+        if watch and self.guard is not None:
             self.guard.watch_loss(s.loss)
         return s.loss
 
@@ -434,11 +436,8 @@ class Trainer:
             s.model.train()
             s.batch = runtime.move_to(batch, self.device)
             self._emit(Event.BATCH_START)
-            with self._autocast():
-                s.output = s.model(s.batch[0])
-                s.loss = s.loss_fn(s.output, s.batch[1])
-                self._emit(Event.LOSS)
-            s.scaler.scale(s.loss).backward()
+            s.scaler.scale(self._forward_loss(watch=False)).backward()
+            assert s.output is not None
             return s.output.detach()
         finally:
             s.optimizer.zero_grad(set_to_none=True)
