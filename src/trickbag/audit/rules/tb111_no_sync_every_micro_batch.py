@@ -5,12 +5,15 @@ right example."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
+from trickbag.audit._ast import call_name, const_value, dotted, walk
 from trickbag.audit._flow import (
     BACKWARD,
     STEP,
     FileModel,
+    FunctionModel,
 )
 from trickbag.audit._query import loops_of, train_loop
 from trickbag.audit.registry import Hit, rule
@@ -26,7 +29,9 @@ def no_sync_every_micro_batch(file: FileModel) -> Iterator[Hit]:
 
     ``no_sync()`` skips the gradient all-reduce.  It belongs on the micro-batches *before* the last
     one of an accumulated update; if every backward runs under it, the processes never average their
-    gradients and the replicas drift apart.
+    gradients and the replicas drift apart.  The same goes for the micro-batch that steps: a ``no_sync()`` chosen
+    by a counter test that holds on it (``model.no_sync if i % k != 0 else nullcontext`` while the step tests
+    ``(i + 1) % k == 0``: off by one) updates each replica with its own gradients.
 
     Wrong::
 
@@ -55,3 +60,68 @@ def no_sync_every_micro_batch(file: FileModel) -> Iterator[Hit]:
         if ctxs and ctxs[0] is not None and all(c is not None for c in ctxs):
             yield Hit(ctxs[0], "every backward() runs under no_sync(): the gradients are "
                                                       "never all-reduced across processes")
+        elif (bad := _no_sync_on_stepping_batch(_fm, loop)) is not None:
+            yield Hit(bad, "no_sync() is chosen on the micro-batch that steps the optimizer: its gradients are not "
+                           "all-reduced before the update (the counter test is off by one from the update test)")
+
+
+def _residue_test(test: ast.AST) -> tuple[str, str, int, int, bool] | None:
+    """``(i + a) % k == b`` (or ``!=``, ``i % k``, ``k`` any name) as (counter, modulus, a, b, equal)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
+            and isinstance(test.left, ast.BinOp) and isinstance(test.left.op, ast.Mod)):
+        return None
+    b = const_value(test.comparators[0])
+    mod, num = dotted(test.left.right), test.left.left
+    offset = 0
+    shift = const_value(num.right) if isinstance(num, ast.BinOp) else None
+    if isinstance(num, ast.BinOp) and isinstance(num.op, (ast.Add, ast.Sub)) and isinstance(shift, int):
+        offset = shift * (1 if isinstance(num.op, ast.Add) else -1)
+        num = num.left
+    counter = dotted(num)
+    if counter is None or mod is None or not isinstance(b, int) or isinstance(b, bool):
+        return None
+    return counter, mod, offset, b, isinstance(test.ops[0], ast.Eq)
+
+
+def _no_sync_choice(fm: FunctionModel, expr: ast.AST) -> tuple[ast.AST, bool] | None:
+    """``model.no_sync() if cond else nullcontext()`` (directly, or called through a name assigned the
+    conditional ``model.no_sync if cond else nullcontext``): (cond, whether no_sync is the branch taken when
+    cond holds)."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        values = [a.value for a in fm.assigns if a.names == [expr.func.id] and a.op is None and a.value is not None]
+        expr = values[-1] if values else expr
+    if not isinstance(expr, ast.IfExp):
+        return None
+
+    def no_sync(e: ast.AST) -> bool:
+        return (isinstance(e, ast.Call) and call_name(e) == "no_sync") or \
+            (isinstance(e, ast.Attribute) and e.attr == "no_sync")
+    if no_sync(expr.body) != no_sync(expr.orelse):
+        return expr.test, no_sync(expr.body)
+    return None
+
+
+def _no_sync_on_stepping_batch(fm: FunctionModel, loop) -> ast.AST | None:
+    """The ``with`` item whose ``no_sync()`` is chosen by a counter test that holds on the micro-batch that steps
+    (``batch_idx % k != 0`` while the step tests ``(batch_idx + 1) % k == 0``)."""
+    acc = fm.accumulation(loop)
+    guard = acc.guard if acc is not None else None
+    step_test = _residue_test(guard.node.test) if guard is not None and guard.branch else None
+    if step_test is None or not step_test[4]:
+        return None
+    counter, mod, a_s, b_s, _ = step_test
+    for st in (n for n in walk(loop.node) if isinstance(n, ast.With)):
+        for item in st.items:
+            choice = _no_sync_choice(fm, item.context_expr)
+            if choice is None:
+                continue
+            test, when = choice
+            terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and when else [test]
+            for t in terms:
+                r = _residue_test(t)
+                if r is None or r[:2] != (counter, mod):
+                    continue
+                congruent = (b_s - a_s + r[2] - r[3]) == 0
+                if (congruent == r[4]) == when:  # the test picks no_sync on the stepping micro-batch
+                    return item.context_expr
+    return None
