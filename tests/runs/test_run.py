@@ -254,3 +254,26 @@ def test_a_corrupt_sample_found_mid_run_is_one_line_a_log_and_a_resumable_folder
     (pets / "dog" / "7.png").write_bytes(good)  # repaired: the run continues as the message says
     assert main(["train", "--resume", str(tmp_path / "x"), "--quiet"]) == 0
     assert (tmp_path / "x" / "summary.txt").is_file()
+
+
+def test_a_recipe_plugin_with_build_time_seams_is_set_up(tiny_recipe, tmp_path, monkeypatch):
+    """``train.plugins`` naming a plug-in that overrides ``configure``/``after_optimizer``: both run, between them
+    the optimizer is built, and the loss it sets is the one the run trains with."""
+    (tmp_path / "my_seams.py").write_text(
+        "import torch\n"
+        "from trickbag.train.plugin import Plugin\n"
+        "class Seams(Plugin):\n"
+        "    calls = []\n"
+        "    def configure(self, ctx):\n"
+        "        Seams.calls.append(('configure', ctx.optimizer is None))\n"
+        "        ctx.loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.3)\n"
+        "    def after_optimizer(self, ctx):\n"
+        "        Seams.calls.append(('after_optimizer', ctx.optimizer is not None))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from trickbag.train.build import build
+
+    trainer, _ = build(tiny_recipe("train.plugins=[my_seams:Seams]"))
+    import my_seams
+
+    assert my_seams.Seams.calls == [("configure", True), ("after_optimizer", True)]
+    assert isinstance(trainer.state.loss_fn, torch.nn.CrossEntropyLoss) and trainer.state.loss_fn.label_smoothing == 0.3

@@ -411,3 +411,21 @@ def test_a_plugin_vetoes_an_update_through_the_state_and_a_second_eval_weights_o
     s.provide_eval_weights(dict, owner="mine")  # the same owner again (a second fit): fine
     with pytest.raises(ValueError, match="theirs and mine both provide"):
         s.provide_eval_weights(dict, owner="theirs")
+
+
+def test_add_plugin_refuses_a_plugin_that_needs_build_time_setup():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from trickbag.train.plugin import Plugin
+    from trickbag.train.trainer import Trainer
+
+    class ChangesLoss(Plugin):
+        def configure(self, ctx):
+            ctx.loss_fn = torch.nn.functional.mse_loss
+
+    model = torch.nn.Linear(3, 2)
+    t = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                DataLoader(TensorDataset(torch.randn(8, 3), torch.randint(0, 2, (8,))), batch_size=4), device="cpu")
+    with pytest.raises(TypeError, match="pass it in Trainer\\(plugins=\\[...\\]\\)"):
+        t.add_plugin(ChangesLoss())
+    t.add_plugin(Plugin())  # nothing to set up: fine

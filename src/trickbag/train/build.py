@@ -21,9 +21,13 @@ from trickbag.train.tricks import build_tricks
 __all__ = ["build"]
 
 
-def _optimizer_and_plugins(recipe: Recipe, ctx: BuildContext, tricks: list[Plugin]) -> None:
+def _optimizer_and_plugins(recipe: Recipe, ctx: BuildContext, tricks: list[Plugin], mine: list[Plugin]) -> None:
+    """Set up the tricks' plug-ins and the recipe's own (``train.plugins``) that have build-time seams; the
+    optimizer and schedule between ``configure`` and ``after_optimizer``. The recipe's own run last (the run
+    path adds them after every other plug-in)."""
     dist = ctx.dist
-    for t in tricks:
+    setup = tricks + [p for p in mine if p.needs_setup()]
+    for t in setup:
         t.configure(ctx)
     if dist.distributed:
         ctx.model = wrap_ddp(ctx.model, ctx.device)
@@ -35,7 +39,7 @@ def _optimizer_and_plugins(recipe: Recipe, ctx: BuildContext, tricks: list[Plugi
     assert ctx.optimizer_factory is not None
     ctx.optimizer = ctx.optimizer_factory(ctx.param_groups)
     ctx.scheduler = build_schedule(recipe, ctx.optimizer, ctx.steps_per_epoch, ctx.notes, ctx.mode)
-    for t in tricks:
+    for t in setup:
         t.after_optimizer(ctx)
         t.set_up = True
     ctx.plugins = list(tricks) + ctx.plugins
@@ -68,7 +72,7 @@ def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = N
     if report is not None:
         ctx.weights_report = report
         ctx.notes.append(f"model.weights: {report}")
-    _optimizer_and_plugins(recipe, ctx, tricks)
+    _optimizer_and_plugins(recipe, ctx, tricks, mine)
     ctx.user_plugins = mine
     trainer = Trainer(
         ctx.model, ctx.optimizer, ctx.train_loader, ctx.val_loader, task=task, loss_fn=ctx.loss_fn,

@@ -196,9 +196,13 @@ class Trainer:
             self._dispatch[event] = [getattr(p, "on_" + event.value) for p in order if p.handles(event)]
 
     def add_plugin(self, plugin: Plugin) -> None:
-        """Append a plug-in (before :meth:`fit`)."""
+        """Append a plug-in (before :meth:`fit`). One with build-time set-up still to run (a trick plug-in) is
+        refused: it must be passed in ``plugins=`` (or its trick in ``tricks=``) so the Trainer sets it up."""
         if not isinstance(plugin, Plugin):
             raise TypeError(f"plugin must be a trickbag Plugin instance, got {type(plugin).__name__}")
+        if plugin.needs_setup():
+            raise TypeError(f"{type(plugin).__name__} changes the model, loss or optimizer when the Trainer is built; "
+                            "pass it in Trainer(plugins=[...]) (or its trick in tricks={...}) instead of add_plugin")
         self.plugins.append(plugin)
         self._build_dispatch()
 
