@@ -185,6 +185,34 @@ def test_clip_before_unscale_with_a_disabled_scaler_is_reported_as_wrong_once_en
     assert "harmless while this GradScaler is disabled" in report.findings[0].message
 
 
+def test_clip_after_step_is_reported_under_the_lint_code():
+    model, opt = make()
+    with audit(model, opt, report=False) as report:
+        for x, y in batches(3):
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # <clip-after>
+    assert where(report, "clip-after-step") == [line_of("clip-after")]
+    assert [f.code for f in report.findings] == ["TB113"]
+    assert report.findings[0].count == 3
+
+
+def test_clip_of_another_model_after_its_own_backward_is_silent():
+    gen, g_opt = make(0)
+    disc, d_opt = make(1)
+    with audit([gen, disc], [g_opt, d_opt], report=False) as report:
+        for x, y in batches(3):
+            d_opt.zero_grad()
+            F.cross_entropy(disc(x), y).backward()
+            d_opt.step()
+            g_opt.zero_grad()
+            F.cross_entropy(gen(x), y).backward()
+            nn.utils.clip_grad_norm_(gen.parameters(), 1.0)  # after d_opt.step(), before g_opt.step()
+            g_opt.step()
+    assert report.findings == []
+
+
 def test_unscale_then_clip_with_a_disabled_scaler_is_silent():
     model, opt = make()
     scaler = torch.amp.GradScaler("cpu", enabled=False)

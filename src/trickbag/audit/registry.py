@@ -81,6 +81,7 @@ RUNTIME: dict[str, str] = {
     "ema-per-micro-batch": "TB108",
     "ema-before-step": "TB108",
     "clip-per-micro-batch": "TB109",
+    "clip-after-step": "TB113",
     "train-in-eval-mode": "TB202",
     "eval-with-grad": "TB203",
     **{name: code for code, (name, _) in RUNTIME_ONLY.items()},

@@ -46,6 +46,7 @@ AUDIT_RULES = {
     "scheduler-on-skipped-step": "scheduler.step() after the GradScaler skipped the optimizer step (inf/NaN grads)",
     "clip-before-unscale": "gradients clipped while still multiplied by the GradScaler's scale",
     "clip-per-micro-batch": "the same parameters clipped more than once between two optimizer steps",
+    "clip-after-step": "gradients clipped after the optimizer step that used them, with no backward since",
     "grads-never-zeroed": "optimizer.step() on gradients accumulated since the previous step (no zero_grad)",
     "zero-grad-before-step": "zero_grad() between backward() and step(): the gradients of the step are erased",
     "train-in-eval-mode": "backward through a forward run in eval mode (dropout off, BatchNorm frozen)",
@@ -132,6 +133,7 @@ class _OptState:
     zero_seen: bool = False  # a backward found the sample gradient empty since the last step
     stale_seen: bool = False  # a backward found the sample gradient still full since the last step
     skipped: bool = False  # the GradScaler skipped the last step
+    stepped: bool = False  # stepped, and no backward since (its gradients were used)
     attached: bool = False
     hook: Any = None
     sample: torch.Tensor | None = None
@@ -307,6 +309,7 @@ class Audit:
         st.steps += 1
         self.report.counts["optimizer steps"] += 1
         st.zeroed = st.zero_seen = st.stale_seen = st.skipped = False
+        st.stepped = True
         self._pending_backward = False
         self._clips.clear()
         self._ema_since.clear()
@@ -329,6 +332,7 @@ class Audit:
         if not self._active:
             return None
         self._pending_backward = True
+        st.stepped = False
         self.report.counts["backwards"] += 1
         if st.steps and not st.zeroed and not st.zero_seen and not st.stale_seen:
             g = st.sample.grad if st.sample is not None else None
@@ -431,6 +435,10 @@ class Audit:
         if self._in_step:
             return  # clipping inside an LBFGS closure: once per evaluation of the closure, by design
         first = parameters if isinstance(parameters, torch.Tensor) else (parameters[0] if parameters else None)
+        if any(st.stepped and any(p is first for g in st.opt.param_groups for p in g["params"])
+               for st in self._opt.values()):
+            self.finding("clip-after-step", "gradients clipped after the optimizer step that used them (no "
+                         "backward since): clip between backward() and step()", user_where())
         key = id(first)
         self._clips[key] = self._clips.get(key, 0) + 1
         if self._clips[key] > 1:
