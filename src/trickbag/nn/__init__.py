@@ -1,10 +1,11 @@
-"""Model-level tricks: weight EMA and SWA, freezing, parameter groups, weight loading, TTA, init, inspection.
+"""Model-level tricks: weight EMA and SWA, drop path, freezing, parameter groups, weight loading, TTA, init, inspection.
 
-Weight EMA and SWA, freezing, optimizer parameter groups and layer ids, checkpoint loading and
-unwrapping (DDP / compile), initialisation, bilinear pooling, flip test-time augmentation and
-inspection helpers.
+Weight EMA and SWA, drop path (stochastic depth), freezing, optimizer parameter groups and layer ids,
+checkpoint loading and unwrapping (DDP / compile), initialisation, bilinear pooling, flip test-time
+augmentation and inspection helpers.
 """
 
+from trickbag.nn.drop_path import DropPath, add_drop_path, drop_path
 from trickbag.nn.ema import EMA
 from trickbag.nn.freeze import freeze, unfreeze
 from trickbag.nn.init import init_weights
@@ -19,8 +20,11 @@ __all__ = [
     "EMA",
     "SWA",
     "BilinearPool",
+    "DropPath",
     "LoadReport",
+    "add_drop_path",
     "count_parameters",
+    "drop_path",
     "feature_extractor",
     "flip_tta",
     "freeze",
