@@ -23,6 +23,7 @@ from trickbag.audit._flow import (
     FunctionModel,
     Loop,
 )
+from trickbag.audit._project import imported_definition
 from trickbag.audit._query import (
     _VALISH,
     has_kind,
@@ -49,23 +50,39 @@ def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
 
 
 def _keeps_itself_in_eval(file: FileModel, name: str) -> bool:
-    """``name`` holds an instance of a class of this file that switches what it holds to eval mode and never
-    back to train (an EMA wrapper built as ``self.net_ema = copy.deepcopy(net).eval()``)."""
-    classes = file.memo("instance_classes", lambda: _instance_classes(file)).get(name, set())
-    return bool(classes) and all(file.memo(f"evaluating_class:{c}", lambda c=c: _evaluating_class(file.classes[c]))
-                                 for c in classes)
+    """``name`` holds an instance of a class (of this file, or imported from a module of the same project) that
+    switches what it holds to eval mode and never back to train (an EMA wrapper built as
+    ``self.net_ema = copy.deepcopy(net).eval()``)."""
+    classes = _wrapper_classes(file, name)
+    return bool(classes) and all(_evaluating_class(c) for c in classes)
 
 
-def _instance_classes(file: FileModel) -> dict[str, set[str]]:
-    """dotted name -> the classes of this file whose instances are assigned to it (``net_ema = NetworkEMA(net)``)."""
-    out: dict[str, set[str]] = {}
+def _runs_without_grad(file: FileModel, name: str) -> bool:
+    """``name`` holds an instance of a class (of this file, or imported from the project) whose ``forward`` runs
+    with gradients off: decorated with ``no_grad`` / ``inference_mode``, or its whole body under such a block."""
+    classes = _wrapper_classes(file, name)
+    return bool(classes) and all(_forward_without_grad(c) for c in classes)
+
+
+def _wrapper_classes(file: FileModel, name: str) -> list[ast.ClassDef]:
+    table = file.memo("instance_classes", lambda: _instance_classes(file))
+    return table.get(name, [])
+
+
+def _instance_classes(file: FileModel) -> dict[str, list[ast.ClassDef]]:
+    """dotted name -> the classes whose instances are assigned to it (``net_ema = NetworkEMA(net)``): classes of
+    this file, and capitalised names imported from the project's own modules."""
+    out: dict[str, list[ast.ClassDef]] = {}
     for n in file.nodes:
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
-            cls = (dotted(n.value.func) or "").split(".")[-1]
-            if cls in file.classes:
+            name = (dotted(n.value.func) or "").split(".")[-1]
+            cls: ast.AST | None = file.classes.get(name)
+            if cls is None and isinstance(n.value.func, ast.Name) and name[:1].isupper():
+                cls = imported_definition(file.tree, file.path, name)
+            if isinstance(cls, ast.ClassDef):
                 for t in n.targets:
-                    if name := dotted(t):
-                        out.setdefault(name, set()).add(cls)
+                    if target := dotted(t):
+                        out.setdefault(target, []).append(cls)
     return out
 
 
@@ -73,6 +90,24 @@ def _evaluating_class(cls: ast.ClassDef) -> bool:
     calls = [n for n in walk(cls) if isinstance(n, ast.Call)]
     return any(call_name(n) == "eval" and not n.args and not n.keywords for n in calls) \
         and not any(call_name(n) == "train" for n in calls)
+
+
+_GRAD_OFF = {"no_grad", "inference_mode"}
+
+
+def _forward_without_grad(cls: ast.ClassDef) -> bool:
+    forward = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in ("forward", "__call__")), None)
+    if forward is None:
+        return False
+    if any(call_name(d) in _GRAD_OFF if isinstance(d, ast.Call) else (dotted(d) or "").split(".")[-1] in _GRAD_OFF
+           for d in forward.decorator_list):
+        return True
+    body = [st for st in forward.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+    guarded = [st for st in body if isinstance(st, ast.With) and any(
+        isinstance(i.context_expr, ast.Call) and call_name(i.context_expr) in _GRAD_OFF for i in st.items)]
+    rest = [st for st in body if st not in guarded]
+    return bool(guarded) and all(isinstance(st, ast.Return) and not any(isinstance(x, ast.Call) for x in walk(st))
+                                 for st in rest)
 
 
 def _forwards(fm: FunctionModel) -> list[Event]:

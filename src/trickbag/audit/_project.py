@@ -1,14 +1,16 @@
 """Facts about the project a linted file belongs to, read from its packaging files: which torch versions
-it supports (``torch>=2.6`` in pyproject.toml, ``torch==1.13.1`` in requirements.txt ...) and whether the
-file is test code.  Standard library only; one read per folder."""
+it supports (``torch>=2.6`` in pyproject.toml, ``torch==1.13.1`` in requirements.txt ...), whether the
+file is test code, and the top-level definitions of the project's modules it imports.  Standard library only;
+one read per folder, one parse per imported module."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from pathlib import Path
 
-__all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH"]
+__all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH", "imported_definition"]
 
 #: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
 OLD_TORCH = "old"
@@ -101,3 +103,47 @@ def in_test_folder(path: str) -> bool:
     """A file under a ``tests`` / ``test`` folder, or named ``*_test.py``: a test module when it also imports
     pytest or unittest."""
     return any(p in _TEST_FOLDERS for p in Path(path).parts[:-1]) or bool(_MAYBE_TEST_FILE.match(Path(path).name))
+
+
+def imported_definition(tree: ast.Module, path: str, name: str) -> ast.ClassDef | ast.FunctionDef | None:
+    """The top-level class or function that ``name`` is bound to in the file ``path`` (parsed as ``tree``) by
+    ``from pkg.mod import Name`` / ``from .mod import Name``, when ``pkg/mod.py`` (or its ``__init__.py``) is a
+    file of the same project: next to the file or in one of its parent folders (up to the repository root)."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if (a.asname or a.name) == name:
+                    found = _module_file(str(Path(path).parent), tuple(node.module.split(".")), node.level)
+                    return _top_definition(found, a.name) if found is not None else None
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_file(folder: str, parts: tuple[str, ...], level: int) -> str | None:
+    here = Path(folder)
+    if level:
+        ups = [here, *here.parents]
+        bases = ups[level - 1:level]
+    else:
+        bases = [here, *here.parents][:8]
+    for base in bases:
+        for candidate in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
+            if candidate.is_file():
+                return str(candidate)
+        if any((base / stop).exists() for stop in _STOP):
+            break
+    return None
+
+
+def _top_definition(path: str, name: str) -> ast.ClassDef | ast.FunctionDef | None:
+    tree = _parsed(path)
+    return next((n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name), None) \
+        if tree is not None else None
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str) -> ast.Module | None:
+    try:
+        return ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None

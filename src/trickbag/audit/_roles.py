@@ -227,7 +227,14 @@ def _loss_leaf(node: ast.AST, role_of) -> bool:
         name = dotted(node.func) or ""
         if role_of(name) == LOSS:
             return True
-        words = set(name_tokens(name.split(".")[-1]))
-        return bool(words & {"loss", "criterion", "crit"}) or name.split(".")[-1] in LOSS_FUNCTIONS \
+        tokens = name_tokens(name.split(".")[-1])
+        if tokens and tokens[-1] in _NOT_LOSS_HEADS:
+            return False  # ``loss_count(...)``, ``loss_weight(...)``: a count or a weight for the loss, not a loss
+        return bool(set(tokens) & {"loss", "criterion", "crit"}) or name.split(".")[-1] in LOSS_FUNCTIONS \
             or name.split(".")[-1].endswith("_loss")
     return False
+
+
+#: last words of a function name that make it return something about a loss, not a loss
+_NOT_LOSS_HEADS = {"count", "counts", "num", "number", "size", "sizes", "weight", "weights", "mask", "masks",
+                   "scale", "scales", "ratio", "names", "keys", "history", "dict", "config", "type", "types"}

@@ -9,7 +9,14 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, const_value, walk
-from trickbag.audit._eval_facts import _eval_forwards, _file_trains, _mode_before, _smoke_check, _test_code
+from trickbag.audit._eval_facts import (
+    _eval_forwards,
+    _file_trains,
+    _mode_before,
+    _runs_without_grad,
+    _smoke_check,
+    _test_code,
+)
 from trickbag.audit._flow import (
     BACKWARD,
     EVAL,
@@ -71,7 +78,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     A method of the trainer that runs the model and is shared with the training step (``self.infer(x)``) is a
     forward where a validation step calls it; a function named like an evaluation (``infer``, ``predict``) that the
     training step runs before its backward is part of training, not an evaluation.  ``module.train(False)`` is an
-    eval switch like ``module.eval()``.
+    eval switch like ``module.eval()``.  The forward of a wrapper whose own ``forward`` runs under ``no_grad`` /
+    ``inference_mode`` (a class of the file, or one imported from a module of the same project) is not reported.
 
     Wrong::
 
@@ -96,7 +104,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
         if fm.grad_disabled or _grad_off_statement(fm) or _test_code(fm):
             continue
         for fwd, scope in _eval_forwards(fm):
-            if fwd.grad_disabled or fwd.in_context("grad") is not None or _smoke_check(fm, fwd):
+            if fwd.grad_disabled or fwd.in_context("grad") is not None or _smoke_check(fm, fwd) \
+                    or _runs_without_grad(file, fwd.recv or ""):
                 continue
             if scope == "function" and fm.kind_events(BACKWARD):
                 continue
