@@ -377,6 +377,25 @@ def runs(rank: int, out: Path) -> dict[str, Any]:
     }
 
 
+@scenario
+def exact_accumulation(rank: int, out: Path) -> dict[str, Any]:
+    """A hand-built Trainer over DDP, uneven everywhere: rank 0 holds 6 samples in micro-batches [4, 2], rank 1
+    holds 4 in [3, 1]; one update of accumulate=2 on each rank (the reference is the 10-sample batch)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from trickbag.train.trainer import Trainer
+
+    torch.manual_seed(0)
+    x, y = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    init = weights(model)
+    parts = [[(0, 4), (4, 6)], [(6, 9), (9, 10)]][rank]
+    wrapped = DDP(model)
+    Trainer(wrapped, torch.optim.SGD(wrapped.parameters(), lr=0.5), [(x[a:b], y[a:b]) for a, b in parts],
+            accumulate=2, device="cpu", progress=False).fit()
+    return {"weights": weights(model), "init": init, "x": x, "y": y}
+
+
 # --------------------------------------------------------------------------- harness
 def _entry(rank: int, names: list[str], out_dir: str) -> None:
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD))  # as torchrun sets them

@@ -266,3 +266,21 @@ def test_resume_under_ddp_continues_exactly(ddp: dict[str, Any]) -> None:
     )
     assert r0["test_resumed"] == r1["test_resumed"]  # both ranks tested the same best.pt
     assert r0["test_resumed"]["test/n"] == 20
+
+
+def test_uneven_micro_batches_over_uneven_shards_give_the_big_batch_update(ddp):
+    """Exact accumulation across processes: each micro-batch weighted by its count, the update divided by the
+    count summed over ranks, so 2 processes with [4, 2] and [3, 1] samples step as one 10-sample batch."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    r0, r1 = ranks(ddp, "exact_accumulation")
+    ref = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    ref.load_state_dict(r0["init"])
+    F.cross_entropy(ref(r0["x"]), r0["y"]).backward()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p -= 0.5 * p.grad
+    assert_same_weights(ref.state_dict(), r0["weights"], atol=1e-6)
+    assert_same_weights(ref.state_dict(), r1["weights"], atol=1e-6)
+

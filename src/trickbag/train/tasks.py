@@ -91,6 +91,13 @@ class Task:
         None when it is undefined for this batch (mixed soft targets)."""
         return None
 
+    def loss_count(self, output: Tensor, target: Tensor) -> int | Tensor:
+        """How many terms the training loss of this batch averages over: the samples by default; a task whose
+        loss averages over something else (valid tokens, labelled elements) returns that count (an int, or a
+        0-d tensor to avoid a host sync). Accumulation weights every micro-batch by it, so that micro-batches
+        of different sizes add up to the gradient of the one big batch."""
+        return int(target.shape[0])
+
     def metric_names(self, *, test: bool = False) -> list[str]:
         """Names of the float metrics :meth:`metrics` reports (besides ``loss`` and ``n``)."""
         raise NotImplementedError

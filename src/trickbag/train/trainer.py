@@ -3,7 +3,9 @@
 Ordering rules the loop keeps (each has a test in ``tests/train``):
 
 * autocast wraps forward + loss only; backward runs outside it;
-* the loss is divided by the number of micro-batches in the update (also for a short last group);
+* exact accumulation: each micro-batch's loss is weighted by its count (``Task.loss_count``) and the update
+  divided by the count over its micro-batches and ranks, so uneven micro-batches give the big batch's gradient;
+  full micro-batches keep the plain ``loss / accumulate``;
 * DDP ``no_sync()`` on all but the last micro-batch of an update;
 * ``scaler.unscale_`` before AFTER_BACKWARD, so clipping and grad-norm logging see true gradients,
   once per optimizer update, not per micro-batch;
@@ -28,6 +30,7 @@ from typing import Any, Literal, cast
 import torch
 
 from trickbag import runtime
+from trickbag.data.sampler import EpochSampler
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
 from trickbag.train import distributed as _dist
@@ -268,6 +271,7 @@ class Trainer:
 
     def _fit(self) -> State:
         s = self.state
+        self._start_counting()
         if self.guard is not None:
             self.guard.start(s)
         self._emit(Event.FIT_START)
@@ -299,7 +303,7 @@ class Trainer:
             size, last = update_size(i, s.accumulate, s.batches_per_epoch)
             with self._no_sync(last):
                 loss = self._forward_loss()
-                s.scaler.scale(loss if size == 1 else loss / size).backward()
+                s.scaler.scale(self._weighted(loss, size)).backward()
             meter.add(loss, s.task.train_stat(s.output, s.batch[1]), int(s.batch[1].shape[0]))
             group += [s.batch] if self._takes_closure else []
             if not last:
@@ -348,11 +352,56 @@ class Trainer:
             self.guard.watch_loss(s.loss)
         return s.loss
 
+    # ------------------------------------------------------------------ exact accumulation
+    def _start_counting(self) -> None:
+        """The nominal count of a micro-batch (the loader's batch size, the same on every rank) and whether
+        every rank's micro-batches have the same sizes (trickbag's padded sampler), so none is all-reduced."""
+        loader = self.state.train_loader
+        self._nominal = int(getattr(loader, "batch_size", None) or 1)
+        sampler = find_sampler(loader)
+        self._equal_shards = isinstance(sampler, EpochSampler) and sampler.pad
+        self._counted: int | torch.Tensor = 0
+
+    def _weighted(self, loss: torch.Tensor, size: int) -> torch.Tensor:
+        """This micro-batch's (mean) loss weighted by its count over the update's nominal count (``size``
+        micro-batches of the nominal count); :meth:`_normalise` corrects the update when the counts were not
+        nominal, so that any split of a batch into micro-batches gives the big batch's gradient."""
+        s = self.state
+        n = s.task.loss_count(s.output, s.batch[1])
+        if size == 1 and (not s.dist.distributed or (self._equal_shards and isinstance(n, int))):
+            return loss  # one micro-batch, the same count on every rank: its mean loss is the update's
+        self._counted = self._counted + n
+        if isinstance(n, int) and n == self._nominal:
+            return loss / size  # the usual case: a plain loss / accumulate
+        return loss * (n / (self._nominal * size))
+
+    def _normalise(self, size: int) -> None:
+        """Scale the update's gradients by its nominal count over the count it saw (summed over ranks unless
+        the shards are equal): exact when micro-batches differ in size (a short last batch, uneven shards, a
+        token count). Nothing to do, and no sync, when every micro-batch was full."""
+        s = self.state
+        counted, nominal = self._counted, self._nominal * size
+        self._counted = 0
+        if isinstance(counted, int) and counted == 0:
+            return  # nothing weighted (one micro-batch per update, see _weighted)
+        if s.dist.distributed and (isinstance(counted, torch.Tensor) or not self._equal_shards):
+            total = torch.as_tensor(counted, dtype=torch.float64, device=self.device).reshape(())
+            torch.distributed.all_reduce(total)
+            counted, nominal = total, nominal * s.dist.world_size
+        elif isinstance(counted, int) and counted == nominal:
+            return
+        grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        if grads:
+            factor = nominal / counted
+            torch._foreach_mul_(grads, factor.float() if isinstance(factor, torch.Tensor) else factor)
+
     def _update(self, group: list[Any], size: int) -> bool:
-        """Unscale, AFTER_BACKWARD, non-finite check, clip, step, schedule; True when the update was vetoed."""
+        """Unscale, exact-accumulation scaling, AFTER_BACKWARD, non-finite check, clip, step, schedule; True
+        when the update was vetoed."""
         s = self.state
         if s.scaler.is_enabled():
             s.scaler.unscale_(s.optimizer)
+        self._normalise(size)  # SAM: its closure normalises the second pass the same way
         s.step_skipped, s.veto_reason = False, ""
         self._emit(Event.AFTER_BACKWARD)  # a plug-in may veto the update here (state.veto_update)
         if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
@@ -411,9 +460,10 @@ class Trainer:
                 for j, batch in enumerate(group):
                     s.batch = batch  # LOSS plug-ins (distillation) see this micro-batch, not the last one
                     with self._no_sync(j == len(group) - 1):
-                        loss = self._forward_loss()
-                        (loss / size).backward()
-                    total = total + loss.detach() / size
+                        weighted = self._weighted(self._forward_loss(), size)
+                        weighted.backward()
+                    total = total + weighted.detach()
+                self._normalise(size)
                 # these are the gradients the update uses: check, log and clip them too
                 self._emit(Event.AFTER_BACKWARD)
                 if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:

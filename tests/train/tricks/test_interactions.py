@@ -68,7 +68,8 @@ def test_sam_with_accumulation_matches_a_manual_computation(monkeypatch):
 
     def grads_at(w, b, group):
         w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
-        loss = sum(F.cross_entropy(x.flatten(1).double() @ w.T + b, y) for x, y in group) / len(group)
+        x, y = torch.cat([x for x, _ in group]), torch.cat([y for _, y in group])  # exact accumulation: the
+        loss = F.cross_entropy(x.flatten(1).double() @ w.T + b, y)  # mean over the update's samples
         return torch.autograd.grad(loss, [w, b])
 
     def norm(gs):
