@@ -1,6 +1,7 @@
 # TB202 train-in-eval-mode: fixture (read as text by tests/audit/test_rule_fixtures.py, never run).
 # ruff: noqa  (wrong code on purpose, names left undefined)
 import torch
+from _tb202_helpers import evaluate_and_back, evaluate_eval_only
 
 
 def never_back_to_train(model, loader, val_loader, optimizer, epochs):
@@ -103,3 +104,25 @@ def train_with_checks_that_switch_back(encoder, decoder, loader, val_loader, opt
         optimizer.step()
         if t % every == 0:
             check_accuracy_and_back(encoder, decoder, val_loader)
+
+
+def validation_in_another_module(model, loader, val_loader, optimizer, every):
+    for _epoch in range(3):
+        model.train()
+        for i, (x, y) in enumerate(loader):
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+            if i % every == 0:
+                evaluate_eval_only(model, val_loader)  # expect: TB202
+
+
+def validation_in_another_module_that_switches_back(model, loader, val_loader, optimizer, every):
+    for _epoch in range(3):
+        model.train()
+        for i, (x, y) in enumerate(loader):
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+            if i % every == 0:
+                evaluate_and_back(model, val_loader)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value, dotted, name_tokens
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk, walk_no_defs
 from trickbag.audit._eval_facts import _trained_models
 from trickbag.audit._flow import (
     BACKWARD,
@@ -22,6 +22,7 @@ from trickbag.audit._flow import (
     FunctionModel,
     Loop,
 )
+from trickbag.audit._project import imported_definition
 from trickbag.audit._query import (
     has_kind,
     mode_events,
@@ -61,20 +62,44 @@ def _training_forwards(fm: FunctionModel) -> Iterator[Event]:
         yield f
 
 
-def _culprit(fm: FunctionModel, fwd: Event) -> Event | None:
-    """The ``eval()`` switch left in force at a training forward, if any."""
+def _culprit(fm: FunctionModel, fwd: Event) -> ast.AST | None:
+    """The ``eval()`` switch (or the call of a helper that does it) left in force at a training forward, if any."""
     for loop in reversed(fwd.loops):
         modes = [(e, k) for e, k in mode_events(fm, loop.events) if same_model(e, fwd)]
         if any(k == TRAIN for _, k in modes):
             return None
         evals = [e for e, k in modes if k == EVAL]
         if evals:
-            return evals[0]
+            return evals[0].node
+        imported = _imported_eval_switch(fm, loop, fwd)
+        if imported is not None:
+            return imported
     outer = fwd.loops[0]
     before = [e for e in fm.events if e.order < fwd.order and outer not in e.loops]
     modes = [(e, k) for e, k in mode_events(fm, before) if same_model(e, fwd)]
     if modes and modes[-1][1] == EVAL and all(fwd.under(g) for g in modes[-1][0].guards):
-        return modes[-1][0]
+        return modes[-1][0].node
+    return None
+
+
+def _imported_eval_switch(fm: FunctionModel, loop: Loop, fwd: Event) -> ast.Call | None:
+    """A call in ``loop`` of a function imported from a module of the same project (``validate(model, data)``)
+    whose body switches the parameter it gets the forward's model in to eval mode and never calls ``train``."""
+    for call in (n for n in walk_no_defs(loop.node) if isinstance(n, ast.Call)):
+        if not isinstance(call.func, ast.Name) or fm.file.resolve(call, fm) is not None:
+            continue
+        fn = imported_definition(fm.file.tree, fm.file.path, call.func.id)
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        calls = [n for n in walk(fn) if isinstance(n, ast.Call)]
+        if any(call_name(n) == "train" for n in calls):
+            continue
+        switched = {dotted(n.func.value) for n in calls if call_name(n) == "eval" and not n.args
+                    and isinstance(n.func, ast.Attribute)}
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+        if any(p in switched and short_name(dotted(a) or "") == short_name(fwd.recv or "") for p, a in bound):
+            return call
     return None
 
 
@@ -88,7 +113,9 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
 
     ``model.train(was_training)`` / ``model.train(mode=prev)`` restores a saved mode and counts as switching
     back; only ``model.train(False)`` is a switch to eval.  A helper that switches by a mode argument
-    (``set_mode("eval", models)`` with ``if mode == "eval": m.eval()``) is read with the constant it is given.
+    (``set_mode("eval", models)`` with ``if mode == "eval": m.eval()``) is read with the constant it is given.  A
+    function imported from a module of the same project (``from prediction import validate``) that switches the
+    model it is given to eval and never calls ``train`` counts where the training loop calls it.
 
     Wrong::
 
@@ -117,12 +144,12 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
         for fwd in _training_forwards(fm):
             bad = _culprit(fm, fwd)
             if bad is not None:
-                yield Hit(bad.node, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
+                yield Hit(bad, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
                                     f"with .train()")
         for loop in fm.loops:
-            bad = _helper_culprit(fm, loop)
-            if bad is not None:
-                yield Hit(bad.node, "the model is switched to eval mode here and the training helpers called in "
+            switch = _helper_culprit(fm, loop)
+            if switch is not None:
+                yield Hit(switch.node, "the model is switched to eval mode here and the training helpers called in "
                                     "this loop never switch it back with .train()")
 
 
