@@ -29,6 +29,7 @@ NEEDS = {
     "swa": ["tricks.swa.start_epoch=1"],
     "multiscale": ["tricks.multiscale.train_sizes=[6, 8]", "tricks.multiscale.test_size=8"],
     "tta": ["tricks.tta.vflip=true"],
+    "drop_path": ["model.name=resnet18", "model.kwargs={{}}", "data.shape=[3,8,8]"],  # {{}}: {} after .format
 }
 #: tricks a hand-built Trainer refuses in one line, and the words the refusal must hold
 RECIPE_ONLY = {"class_balanced": "loss_fn=torch.nn.CrossEntropyLoss(weight="}

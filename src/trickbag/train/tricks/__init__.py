@@ -22,6 +22,7 @@ from trickbag.train.tricks import (
     clip,
     cutout,
     distillation,
+    drop_path,
     ema,
     focal,
     freeze,
@@ -51,7 +52,7 @@ __all__ = ["MODULES", "TRICKS", "run_order", "TricksConfig", "Trick", "build_tri
 MODULES = (
     cutout, mix, label_smoothing, focal, class_balanced, distillation, l1,  # the batch and the loss
     grad_norm, clip, sam,  # gradients and the optimizer
-    freeze, param_groups, layer_decay, multiscale, channels_last, compile_,  # the model and its parameters
+    freeze, param_groups, layer_decay, multiscale, channels_last, drop_path, compile_,  # the model and its parameters
     tta,  # evaluation
     ema, swa,  # weight averaging
     profile,
