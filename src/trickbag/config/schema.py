@@ -230,6 +230,8 @@ class TrainConfig(Section):
     plugins: list[str] = Field(default_factory=list)  # your own plug-ins: package.module:Name (a Plugin class or a function returning plug-ins), run after all others  # noqa: E501 (a key's help is the comment on its line)
     nonfinite: Literal["skip", "stop"] = "skip"  # what a NaN/Inf loss or gradient does
     max_nonfinite: int = Field(5, ge=1)  # stop after this many skipped updates in a row
+    activation_checkpointing: Literal["none", "blocks", "every_k"] = "none"  # recompute the model's repeated blocks in backward instead of keeping their activations: less memory, more time, the same result; every_k: one block in activation_checkpointing_every  # noqa: E501 (a key's help is the comment on its line)
+    activation_checkpointing_every: int = Field(2, ge=1)  # with every_k: checkpoint the 1st block of every this many
 
     @field_validator("precision", mode="before")
     @classmethod

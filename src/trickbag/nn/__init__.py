@@ -1,10 +1,11 @@
 """Model-level tricks: weight EMA and SWA, drop path, freezing, parameter groups, weight loading, TTA, init, inspection.
 
-Weight EMA and SWA, drop path (stochastic depth), freezing, optimizer parameter groups and layer ids,
-checkpoint loading and unwrapping (DDP / compile), initialisation, bilinear pooling, flip test-time
-augmentation and inspection helpers.
+Weight EMA and SWA, drop path (stochastic depth), activation checkpointing of repeated blocks, freezing,
+optimizer parameter groups and layer ids, checkpoint loading and unwrapping (DDP / compile), initialisation,
+bilinear pooling, flip test-time augmentation and inspection helpers.
 """
 
+from trickbag.nn.checkpointing import checkpoint_blocks, find_blocks, uncheckpoint_blocks
 from trickbag.nn.drop_path import DropPath, add_drop_path, drop_path
 from trickbag.nn.ema import EMA
 from trickbag.nn.freeze import freeze, unfreeze
@@ -23,9 +24,11 @@ __all__ = [
     "DropPath",
     "LoadReport",
     "add_drop_path",
+    "checkpoint_blocks",
     "count_parameters",
     "drop_path",
     "feature_extractor",
+    "find_blocks",
     "flip_tta",
     "freeze",
     "init_weights",
@@ -33,6 +36,7 @@ __all__ = [
     "load_matching",
     "param_groups",
     "summary",
+    "uncheckpoint_blocks",
     "unfreeze",
     "unwrap",
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trickbag import runtime
+from trickbag.errors import RecipeError
 from trickbag.recipe import Recipe
 from trickbag.train.parts import build_schedule, data_task_model, make_context, user_plugins, wrap_ddp
 from trickbag.train.plugin import BuildContext, Plugin
@@ -50,6 +51,29 @@ def _optimizer_and_plugins(recipe: Recipe, ctx: BuildContext, tricks: list[Plugi
                                      recipe.train.early_stopping_min_delta))
 
 
+def _checkpoint_activations(recipe: Recipe, ctx: BuildContext) -> None:
+    """``train.activation_checkpointing``: the model's repeated blocks recompute their activations in backward
+    (before the tricks see the model: a copy, a compiled or DDP-wrapped model keeps the checkpointing)."""
+    mode = recipe.train.activation_checkpointing
+    if mode == "none":
+        return
+    from trickbag.nn.checkpointing import checkpoint_blocks, describe_blocks, find_blocks
+
+    key = f"train.activation_checkpointing={mode}"
+    found = find_blocks(ctx.model)
+    if not found:
+        raise RecipeError(f"{key}: the model ({type(ctx.model).__name__}) has no repeated blocks to checkpoint (no "
+                          "nn.Sequential or nn.ModuleList of blocks with layers of their own); allowed: none, or a "
+                          "model with such blocks (digits_cnn, small_cnn, signal_cnn, fast_signal_cnn, resnet18, ...)")
+    every = recipe.train.activation_checkpointing_every if mode == "every_k" else 1
+    try:
+        names = checkpoint_blocks(ctx.model, every=every, blocks=found)
+    except ValueError as exc:
+        raise RecipeError(f"{key}: {exc}") from None
+    ctx.notes.append(f"activation checkpointing: {len(names)} of {len(found)} blocks recompute their activations in "
+                     f"backward ({describe_blocks(ctx.model, names)})")
+
+
 def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = None,
           fitted: dict[str, Any] | None = None) -> tuple[Trainer, BuildContext]:
     """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins).
@@ -72,6 +96,7 @@ def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = N
     if report is not None:
         ctx.weights_report = report
         ctx.notes.append(f"model.weights: {report}")
+    _checkpoint_activations(recipe, ctx)
     _optimizer_and_plugins(recipe, ctx, tricks, mine)
     ctx.user_plugins = mine
     trainer = Trainer(

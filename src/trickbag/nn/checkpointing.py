@@ -1,0 +1,206 @@
+"""Activation checkpointing of a model's repeated blocks: keep a block's input, recompute its activations in backward.
+
+Chen et al. 2016, "Training deep nets with sublinear memory cost": a checkpointed block keeps only its inputs
+for the backward pass and runs its forward a second time there, so the memory its activations took is freed at
+the price of one more forward of that block.  The recompute is :func:`torch.utils.checkpoint.checkpoint`
+(non-reentrant, ``preserve_rng_state=True``: dropout draws the same masks); what torch does not handle is a
+block whose forward changes its buffers — a BatchNorm in train mode would count the batch twice
+(``num_batches_tracked``, ``running_mean`` / ``running_var``).  Here every buffer of the block is put back, after
+the recompute, to what it was before it, so the trained model is the same, buffers included.
+
+The block's class ``forward`` is replaced on the instance only: ``state_dict`` keys do not change (a checkpoint
+loads with or without it), ``copy.deepcopy`` copies the wrapping along, and :func:`uncheckpoint_blocks` undoes it.
+Without gradients (``torch.no_grad``, ``torch.inference_mode``: evaluation) a block runs its plain forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import types
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+__all__ = ["checkpoint_blocks", "describe_blocks", "find_blocks", "uncheckpoint_blocks"]
+
+_Context = contextlib.AbstractContextManager[Any]
+_MARK = "_trickbag_checkpointed"  # instance attribute: True on a block whose forward is checkpointed
+
+
+@contextlib.contextmanager
+def _buffers_kept(block: nn.Module) -> Iterator[None]:
+    """Run the body, then put every buffer of ``block`` back as it was (same tensor object, same values)."""
+    saved = [(m, name, b, b.clone()) for m in block.modules() for name, b in m._buffers.items() if b is not None]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for m, name, b, value in saved:
+                m._buffers[name] = b
+                b.copy_(value)
+
+
+def _contexts(block: nn.Module) -> tuple[_Context, _Context]:
+    """``checkpoint``'s ``context_fn``: nothing around the forward, the block's buffers kept around the recompute."""
+    return contextlib.nullcontext(), _buffers_kept(block)
+
+
+def _checkpointed_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """The forward a checkpointed block gets (bound to it): its class's forward under ``checkpoint``."""
+    forward = type(self).forward
+    if not torch.is_grad_enabled():
+        return forward(self, *args, **kwargs)
+    if torch.compiler.is_compiling():  # compiled: the recompute is functional and does not touch the buffers again
+        return checkpoint(forward, self, *args, use_reentrant=False, **kwargs)
+    return checkpoint(forward, self, *args, use_reentrant=False, context_fn=functools.partial(_contexts, self),
+                      **kwargs)
+
+
+def _is_container(m: nn.Module) -> bool:
+    return isinstance(m, (nn.Sequential, nn.ModuleList))
+
+
+def _is_block(m: nn.Module) -> bool:
+    """A layer of its own layers with parameters, and not itself a container of such blocks."""
+    if not any(True for _ in m.children()) or not any(True for _ in m.parameters()):
+        return False
+    return not (_is_container(m) and any(_is_block(c) for c in m.children()))
+
+
+def _collect(module: nn.Module, prefix: str, out: list[str]) -> None:
+    for name, child in module.named_children():
+        full = f"{prefix}{name}"
+        if _is_container(module) and _is_block(child):
+            out.append(full)
+        else:
+            _collect(child, f"{full}.", out)
+
+
+def find_blocks(model: nn.Module) -> list[str]:
+    """The names of ``model``'s repeated blocks, in order: each child of an ``nn.Sequential`` or ``nn.ModuleList``
+    that has parameters and layers of its own (a torchvision ResNet's ``layer1.0`` ... ``layer4.1``, a
+    ``Sequential(conv, bn, relu)`` stage); a container of such blocks is searched, not taken whole.
+
+    >>> from torch import nn
+    >>> stage = lambda c: nn.Sequential(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c), nn.ReLU())
+    >>> find_blocks(nn.Sequential(stage(3), nn.MaxPool2d(2), stage(3), nn.Flatten()))
+    ['0', '2']
+    >>> find_blocks(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))  # plain layers only: nothing to checkpoint
+    []
+    """
+    out: list[str] = []
+    _collect(model, "", out)
+    return out
+
+
+def _by_class(model: nn.Module, classes: tuple[type[nn.Module], ...]) -> list[str]:
+    out: list[str] = []
+
+    def walk(module: nn.Module, prefix: str) -> None:
+        for name, child in module.named_children():
+            if isinstance(child, classes):
+                out.append(f"{prefix}{name}")
+            else:
+                walk(child, f"{prefix}{name}.")
+
+    walk(model, "")
+    return out
+
+
+def _selected(model: nn.Module, blocks: Iterable[str | type[nn.Module]] | None) -> list[str]:
+    """The block names ``blocks`` asks for (``None``: :func:`find_blocks`), each checked to exist."""
+    if blocks is None:
+        return find_blocks(model)
+    if isinstance(blocks, (str, type)):
+        blocks = [blocks]
+    wanted = list(blocks)
+    classes = tuple(b for b in wanted if isinstance(b, type) and issubclass(b, nn.Module))
+    names = [b for b in wanted if isinstance(b, str)]
+    if len(classes) + len(names) != len(wanted):
+        bad = next(b for b in wanted if not isinstance(b, str) and b not in classes)
+        raise TypeError(f"blocks= takes module names (str) or nn.Module classes, got {bad!r}")
+    modules = dict(model.named_modules())
+    for n in names:
+        if not n or n not in modules:
+            raise ValueError(f"blocks= names {n!r}, which is not a submodule of {type(model).__name__}; "
+                             f"its blocks: {find_blocks(model) or 'none found'}")
+    found = set(names) | set(_by_class(model, classes))
+    return [n for n in modules if n in found]  # in the model's order
+
+
+def _wrap(block: nn.Module, name: str) -> None:
+    if getattr(block, _MARK, False):
+        return
+    if "forward" in vars(block):
+        raise ValueError(f"block {name!r} ({type(block).__name__}) already has a forward of its own on the "
+                         "instance; checkpoint_blocks wraps the class's forward only")
+    block.forward = types.MethodType(_checkpointed_forward, block)
+    setattr(block, _MARK, True)
+
+
+def checkpoint_blocks(model: nn.Module, every: int = 1,
+                      blocks: Iterable[str | type[nn.Module]] | None = None) -> list[str]:
+    """Checkpoint one of every ``every`` blocks of ``model`` (the 1st, the ``every + 1``-th, ...) in place; return
+    their names.
+
+    ``blocks``: the candidates, as module names or ``nn.Module`` classes (``None``: :func:`find_blocks`).  The
+    result is unchanged — gradients, dropout masks, BatchNorm running statistics — only the memory kept for
+    backward shrinks and each checkpointed block runs its forward twice in a training step.  Calling it again
+    on a checkpointed block changes nothing; :func:`uncheckpoint_blocks` undoes it.  ``ValueError`` when there
+    is no block to checkpoint.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> stage = lambda: nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.ReLU())
+    >>> net = nn.Sequential(stage(), stage(), stage(), nn.Linear(4, 2))
+    >>> checkpoint_blocks(net, every=2)
+    ['0', '2']
+    >>> net(torch.randn(8, 4)).sum().backward()
+    >>> int(net[0][1].num_batches_tracked)  # once, though the block ran twice
+    1
+    >>> uncheckpoint_blocks(net)
+    ['0', '2']
+    """
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"every must be an int >= 1 (checkpoint one block in every), got {every!r}")
+    names = _selected(model, blocks)
+    if not names:
+        what = "the blocks= given match no submodule" if blocks is not None else (
+            "no nn.Sequential or nn.ModuleList in it holds a block (a child with parameters and layers of its own)")
+        raise ValueError(f"{type(model).__name__} has nothing to checkpoint: {what}; pass blocks= (module names or "
+                         "classes)")
+    chosen = names[::every]
+    modules = dict(model.named_modules())
+    for n in chosen:
+        _wrap(modules[n], n)
+    return chosen
+
+
+def uncheckpoint_blocks(model: nn.Module) -> list[str]:
+    """Give the checkpointed blocks of ``model`` their plain forward back; return their names."""
+    out = []
+    for name, m in model.named_modules():
+        if getattr(m, _MARK, False):
+            del m.forward
+            delattr(m, _MARK)
+            out.append(name)
+    return out
+
+
+def describe_blocks(model: nn.Module, names: list[str]) -> str:
+    """``'Sequential x4: features.0, features.1, ...'``: the classes and names of the blocks ``names``, for a note.
+
+    >>> from torch import nn
+    >>> stage = lambda: nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    >>> describe_blocks(nn.Sequential(stage(), stage(), nn.Linear(4, 2)), ["0", "1"])
+    'Sequential x2: 0, 1'
+    """
+    modules = dict(model.named_modules())
+    kinds = Counter(type(modules[n]).__name__ for n in names)
+    shown = ", ".join(names if len(names) <= 8 else [*names[:4], "...", *names[-2:]])
+    return f"{', '.join(f'{k} x{v}' for k, v in kinds.items())}: {shown}"
