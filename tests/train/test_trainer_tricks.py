@@ -163,3 +163,20 @@ def test_the_readme_trainer_snippet_runs(tmp_path, monkeypatch):
     trainer = env["trainer"]
     assert [type(p).__name__ for p in trainer.plugins] == ["MixPlugin", "SAMPlugin", "EMAPlugin", "CSVLogger"]
     assert env["state"].epoch == 10 and (tmp_path / "metrics.csv").is_file()
+
+
+def test_a_loss_trick_with_the_callers_own_loss_fn_is_refused_in_one_line():
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from trickbag.errors import ConflictError
+    from trickbag.train.trainer import Trainer
+
+    model = torch.nn.Linear(3, 2)
+    loader = DataLoader(TensorDataset(torch.randn(8, 3), torch.randint(0, 2, (8,))), batch_size=4)
+    with pytest.raises(ConflictError, match="tricks.label_smoothing changes the loss, but loss_fn already replaced"):
+        Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), loader, device="cpu",
+                loss_fn=torch.nn.CrossEntropyLoss(), tricks={"label_smoothing": {}})
+    t = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), loader, device="cpu",
+                tricks={"label_smoothing": {"eps": 0.2}})  # the task's own loss: the trick composes it
+    assert type(t.state.loss_fn).__name__ == "ClassificationLoss"

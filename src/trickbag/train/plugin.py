@@ -138,6 +138,8 @@ class BuildContext:
     device: torch.device
     dist: runtime.DistInfo
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    #: who set ``loss_fn`` when it is not the task's own loss: ``""`` (nobody), ``"loss_fn"`` (the Trainer's caller)
+    loss_owner: str = ""
     train_loader: Any
     val_loader: Any
     test_loader: Any

@@ -76,7 +76,7 @@ def _hand_recipe(tricks: Any, state: State, *, clip: Any, seed: int | None, moni
     return recipe
 
 
-def _hand_context(recipe: Recipe, state: State, clip: Any, monitor: str, mode: str) -> BuildContext:
+def _hand_context(recipe: Recipe, state: State, clip: Any, monitor: str, mode: str, loss_given: bool) -> BuildContext:
     data = _LoaderData(state.train_loader)
     try:
         steps_per_epoch = math.ceil(len(state.train_loader) / state.accumulate)
@@ -89,7 +89,8 @@ def _hand_context(recipe: Recipe, state: State, clip: Any, monitor: str, mode: s
     opt = state.optimizer
     ctx = BuildContext(
         recipe=recipe, data=data, task=state.task, model=state.model, device=state.device,  # type: ignore[arg-type]
-        dist=state.dist, loss_fn=state.loss_fn, train_loader=state.train_loader, val_loader=state.val_loader,
+        dist=state.dist, loss_fn=state.loss_fn, loss_owner="loss_fn" if loss_given else "",
+        train_loader=state.train_loader, val_loader=state.val_loader,
         test_loader=None, steps_per_epoch=steps_per_epoch, total_steps=steps_per_epoch * state.max_epochs,
         num_outputs=int(num_outputs), param_groups=[dict(g) for g in opt.param_groups],
         optimizer_spec=(type(opt), dict(opt.defaults)), clip=clip, monitor=monitor, mode=mode,
@@ -123,14 +124,14 @@ def _probe_outputs(model: torch.nn.Module, data: _LoaderData, device: torch.devi
 
 
 def set_up_plugins(state: State, tricks: Any, plugins: list[Plugin], *, clip: Any, scheduler: Any,
-                   seed: int | None, monitor: str, mode: str) -> tuple[list[Plugin], Any]:
+                   seed: int | None, monitor: str, mode: str, loss_given: bool = False) -> tuple[list[Plugin], Any]:
     """A hand-built Trainer's set-up, the recipe build's own: the ``tricks`` section validated and checked as a
     recipe's (one-line :class:`RecipeError` s), its plug-ins built, then with the ``plugins`` that need set-up,
     ``configure`` d, the optimizer rebuilt if a trick changed its groups or wraps it, the schedule made,
     ``after_optimizer``. Updates ``state`` (model, optimizer, scheduler, loss); returns (plug-ins, clip)."""
     recipe = _hand_recipe(tricks or {}, state, clip=clip, seed=seed, monitor=monitor, mode=mode)
     built = build_tricks(recipe)
-    ctx = _hand_context(recipe, state, clip, monitor, mode)
+    ctx = _hand_context(recipe, state, clip, monitor, mode, loss_given)
     groups, factory = ctx.param_groups, ctx.optimizer_factory
     pending = built + [p for p in plugins if p.needs_setup()]
     for p in pending:

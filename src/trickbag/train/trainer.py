@@ -164,7 +164,8 @@ class Trainer:
             from trickbag.train.setup import set_up_plugins  # imports the recipe schema: only when there are tricks
 
             self.plugins, self.clip = set_up_plugins(self.state, tricks, self.plugins, clip=clip, scheduler=scheduler,
-                                                     seed=seed, monitor=self.monitor, mode=self.mode)
+                                                     seed=seed, monitor=self.monitor, mode=self.mode,
+                                                     loss_given=loss_fn is not None)
         elif callable(scheduler):
             self.state.scheduler = scheduler(optimizer)
         self.folder: FolderSession | None = None

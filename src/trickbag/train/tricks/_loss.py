@@ -19,9 +19,9 @@ def classification_loss(ctx: BuildContext, trick: str) -> Any:
 
     if isinstance(ctx.loss_fn, ClassificationLoss):
         return ctx.loss_fn
-    if ctx.loss_fn != ctx.task.loss:  # bound methods: equal, never identical
+    if ctx.loss_owner:
         raise ConflictError(
-            f"tricks.{trick} changes the loss, but the loss was already replaced by {ctx.loss_fn!r}; "
+            f"tricks.{trick} changes the loss, but {ctx.loss_owner} already replaced it by {ctx.loss_fn!r}; "
             f"turn one of them off"
         )
     ctx.loss_fn = ClassificationLoss(ctx.num_outputs)
