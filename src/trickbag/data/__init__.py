@@ -1,4 +1,4 @@
-"""Data tricks and loading: mixup/CutMix, Cutout, one-hot, dataset statistics, frame sampling, transform presets.
+"""Data tricks and loading: mixup/CutMix, Cutout, random erasing, one-hot, statistics, frame sampling, presets.
 
 The recipe data sources (one module each) are in :mod:`trickbag.data.sources`; the resumable,
 rank-sharded sampler in :mod:`trickbag.data.sampler`.
@@ -10,6 +10,7 @@ Pure functions on tensors; randomness comes from an explicit ``generator=`` (or
 from trickbag._optional import lazy_exports
 from trickbag.data.cutout import cutout
 from trickbag.data.encoding import one_hot
+from trickbag.data.erasing import random_erasing
 from trickbag.data.mix import MixupCutmix, cutmix, mixup
 from trickbag.data.stats import mean_std
 from trickbag.data.video_sampling import tsn_indices
@@ -26,6 +27,7 @@ __all__ = [
     "mean_std",
     "mixup",
     "one_hot",
+    "random_erasing",
     "train_transforms",
     "tsn_indices",
 ]
