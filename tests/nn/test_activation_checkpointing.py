@@ -12,7 +12,7 @@ from torch import nn
 
 from tests.nn.helpers import round_trip
 from trickbag.models import MLP, FastSignalCNN, SmallCNN
-from trickbag.nn import checkpoint_blocks, find_blocks, uncheckpoint_blocks
+from trickbag.nn import add_drop_path, checkpoint_blocks, find_blocks, uncheckpoint_blocks
 
 
 class Residual(nn.Module):
@@ -212,6 +212,19 @@ def test_torchvision_resnet_trains_the_same():
     net = copy.deepcopy(plain)
     checkpoint_blocks(net)
     assert_same_training(plain, net, batches(2, shape=(3, 32, 32)))
+
+
+def test_drop_path_from_its_own_generator_draws_the_same_masks():
+    """add_drop_path's hooks sit inside the blocks and draw from a generator of their own: the recompute replays it."""
+    torch.manual_seed(0)
+    plain = torchvision.models.resnet18(num_classes=3)
+    net = copy.deepcopy(plain)
+    checkpoint_blocks(net)
+    gens = [torch.Generator().manual_seed(5) for _ in range(2)]
+    for model, g in zip((plain, net), gens, strict=True):
+        add_drop_path(model, 0.5, generator=g)
+    assert_same_training(plain, net, batches(2, shape=(3, 32, 32)))
+    assert torch.equal(gens[0].get_state(), gens[1].get_state())  # drawn as often
 
 
 def test_compiled_model_is_unchanged():

@@ -5,8 +5,11 @@ for the backward pass and runs its forward a second time there, so the memory it
 the price of one more forward of that block.  The recompute is :func:`torch.utils.checkpoint.checkpoint`
 (non-reentrant, ``preserve_rng_state=True``: dropout draws the same masks); what torch does not handle is a
 block whose forward changes its buffers — a BatchNorm in train mode would count the batch twice
-(``num_batches_tracked``, ``running_mean`` / ``running_var``).  Here every buffer of the block is put back, after
-the recompute, to what it was before it, so the trained model is the same, buffers included.
+(``num_batches_tracked``, ``running_mean`` / ``running_var``), and a mask drawn from a generator of its own
+(``DropPath(generator=)``) would be drawn anew.  Here every buffer of the block is put back, after the recompute,
+to what it was before it, and the generators its modules and their forward hooks hold as attributes replay the
+forward's draws, so the trained model is the same, buffers included.  (A generator reached otherwise, e.g. in a
+closure, is not seen: pass the block's randomness through the global RNG or a module attribute.)
 
 The block's class ``forward`` is replaced on the instance only: ``state_dict`` keys do not change (a checkpoint
 loads with or without it), ``copy.deepcopy`` copies the wrapping along, and :func:`uncheckpoint_blocks` undoes it.
@@ -32,22 +35,60 @@ _Context = contextlib.AbstractContextManager[Any]
 _MARK = "_trickbag_checkpointed"  # instance attribute: True on a block whose forward is checkpointed
 
 
-@contextlib.contextmanager
-def _buffers_kept(block: nn.Module) -> Iterator[None]:
-    """Run the body, then put every buffer of ``block`` back as it was (same tensor object, same values)."""
-    saved = [(m, name, b, b.clone()) for m in block.modules() for name, b in m._buffers.items() if b is not None]
-    try:
+def _generators(block: nn.Module) -> list[torch.Generator]:
+    """The ``torch.Generator`` objects that ``block``'s modules and their forward hooks hold as attributes (a
+    ``DropPath(generator=)``, :func:`trickbag.nn.add_drop_path`'s hooks)."""
+    found: dict[int, torch.Generator] = {}
+    for m in block.modules():
+        for holder in (m, *m._forward_pre_hooks.values(), *m._forward_hooks.values()):
+            for v in getattr(getattr(holder, "__self__", holder), "__dict__", {}).values():
+                if isinstance(v, torch.Generator):
+                    found[id(v)] = v
+    return list(found.values())
+
+
+class _Recompute:
+    """``checkpoint``'s two contexts for one call on ``block``.
+
+    Around the forward: the states of the block's own generators are noted.  Around the recompute: those states
+    are set again (the masks drawn are the forward's, as ``preserve_rng_state`` does for the global RNG), and
+    after it the generators and every buffer of the block are put back as they were before it (same tensor
+    objects, same values: a BatchNorm counts the batch once).
+    """
+
+    def __init__(self, block: nn.Module) -> None:
+        self.block = block
+        self.generators: list[torch.Generator] = []
+        self.states: list[torch.Tensor] = []
+
+    @contextlib.contextmanager
+    def forward(self) -> Iterator[None]:
+        self.generators = _generators(self.block)
+        self.states = [g.get_state() for g in self.generators]
         yield
-    finally:
-        with torch.no_grad():
-            for m, name, b, value in saved:
-                m._buffers[name] = b
-                b.copy_(value)
+
+    @contextlib.contextmanager
+    def recompute(self) -> Iterator[None]:
+        block = self.block
+        saved = [(m, name, b, b.clone()) for m in block.modules() for name, b in m._buffers.items() if b is not None]
+        now = [g.get_state() for g in self.generators]
+        for g, state in zip(self.generators, self.states):
+            g.set_state(state)
+        try:
+            yield
+        finally:
+            for g, state in zip(self.generators, now):
+                g.set_state(state)
+            with torch.no_grad():
+                for m, name, b, value in saved:
+                    m._buffers[name] = b
+                    b.copy_(value)
 
 
 def _contexts(block: nn.Module) -> tuple[_Context, _Context]:
-    """``checkpoint``'s ``context_fn``: nothing around the forward, the block's buffers kept around the recompute."""
-    return contextlib.nullcontext(), _buffers_kept(block)
+    """``checkpoint``'s ``context_fn``."""
+    r = _Recompute(block)
+    return r.forward(), r.recompute()
 
 
 def _checkpointed_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
