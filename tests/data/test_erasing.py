@@ -76,7 +76,7 @@ def test_each_image_is_erased_with_probability_prob_and_nothing_else_changes(pro
         if box is not None:
             top, left, h, w = box
             assert (b[:, top:top + h, left:left + w] == -1.0).all()
-            assert fits_the_rules(h, w, (0.02, 1 / 3), (0.3, 3.3))
+            assert fits_the_rules(h, w, (0.02, 0.33), (0.3, 3.3))  # the defaults
 
 
 def test_fill_modes():

@@ -27,7 +27,7 @@ def _pair(name: str, v: Sequence[float], high: float | None) -> tuple[float, flo
 
 
 def erasing_boxes(
-    n: int, height: int, width: int, *, scale: Sequence[float] = (0.02, 1 / 3), ratio: Sequence[float] = (0.3, 3.3),
+    n: int, height: int, width: int, *, scale: Sequence[float] = (0.02, 0.33), ratio: Sequence[float] = (0.3, 3.3),
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """``n`` boxes ``[n, 4]`` of ``(top, left, h, w)`` (long) as torchvision's ``RandomErasing`` chooses them.
@@ -62,7 +62,7 @@ def random_erasing(
     x: Tensor,
     *,
     prob: float = 0.5,
-    scale: Sequence[float] = (0.02, 1 / 3),
+    scale: Sequence[float] = (0.02, 0.33),
     ratio: Sequence[float] = (0.3, 3.3),
     fill: Fill = "const",
     value: float = 0.0,
