@@ -155,7 +155,7 @@ def test_resume_of_a_run_on_a_read_only_disk_says_to_copy_it(tmp_path, capsys, m
                                 "--quiet"], capsys)
     assert rc == 0, err
     before = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
-    import trickbag.runs.directory as directory
+    import trickbag.train.runfolder as runfolder  # the run lock lives there
 
     real_open = os.open
 
@@ -169,7 +169,7 @@ def test_resume_of_a_run_on_a_read_only_disk_says_to_copy_it(tmp_path, capsys, m
                 raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
             return real_open(path, flags, *a)
 
-    monkeypatch.setattr(directory, "os", _Os())
+    monkeypatch.setattr(runfolder, "os", _Os())
     rc, out, err = run_inprocess(["train", "--resume", str(tmp_path / "r"), "train.epochs=2"], capsys)
     assert rc == 2 and err.strip().count("\n") == 0, err
     assert "cannot write in the run directory" in err and "Read-only file system" in err and "--resume COPY" in err
