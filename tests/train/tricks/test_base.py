@@ -92,7 +92,8 @@ def test_the_checker_sees_a_broken_order_and_run_order_refuses_circles_and_unkno
     backwards = ["cutout", *names[::-1]]  # cutout first: only mix's constraint kept
     assert sorted(_satisfied(backwards)) == sorted([
         "compile after channels_last", "ema after compile", "ema after freeze", "swa after compile", "swa after freeze",
-        "sam after grad_norm", "l1 after distillation", "param_groups after freeze", "profile last"])
+        "sam after grad_norm", "l1 after distillation", "param_groups after freeze", "profile last",
+        "mix after random_erasing"])
     a, b = (dataclasses.replace(TRICKS["l1"], name=n) for n in "ab")
     with pytest.raises(ValueError, match="circle among: a, b"):
         run_order([dataclasses.replace(a, after=("b",)), dataclasses.replace(b, after=("a",))])

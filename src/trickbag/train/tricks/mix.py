@@ -92,7 +92,7 @@ def check(recipe: RecipeView) -> None:
 
 TRICK = Trick(
     name="mix",
-    after=("cutout",),  # squares are cut out of each image before images are mixed
+    after=("cutout", "random_erasing"),  # squares and rectangles are cut out of each image before images are mixed
     config=MixConfig,
     description="Mixup / CutMix per batch, with a switch between them; soft targets (Zhang 2018, Yun 2019)",
     build=build,
