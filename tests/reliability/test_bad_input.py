@@ -247,7 +247,6 @@ ROWS = [
         TRAIN + FAKE + ["tricks.mix.enabled=true", "tricks.mix.mixup_alpha=0", "tricks.mix.cutmix_alpha=0"],
         "are both 0",
     ),
-    ("SAM with fp16", TRAIN + FAKE + ["tricks.sam.enabled=true", "train.precision=16"], "use train.precision=bf16"),
     ("distillation without teacher", TRAIN + FAKE + ["tricks.distillation.enabled=true"], "teacher is not set"),
     (
         "teacher with other classes",

@@ -114,9 +114,9 @@ def test_tricks_are_validated_and_checked_as_in_a_recipe(tricks, error, words):
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
-def test_sam_with_fp16_is_refused_as_in_a_recipe():
-    with pytest.raises(ConflictError, match="tricks.sam cannot run with train.precision=16"):
-        _tiny(tricks={"sam": {}}, precision="16")
+def test_sam_with_fp16_is_set_up_as_in_a_recipe():
+    trainer = _tiny(tricks={"sam": {}}, precision="16")
+    assert type(trainer.optimizer).__name__ == "SAM" and trainer.state.scaler.is_enabled()
 
 
 def test_a_scheduler_of_the_replaced_optimizer_is_refused():

@@ -49,6 +49,17 @@ Precision = Literal["32", "bf16", "16"]
 Clip = float | Callable[[list[torch.Tensor]], torch.Tensor | None] | None
 
 
+class _Overflow(Exception):
+    """Raised inside an optimizer closure when fp16 gradients of the second pass overflowed: SAM puts the
+    unperturbed weights back, the update is skipped and the scale backs off."""
+
+
+def _finite_grads(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether every gradient the optimizer would use is finite (one host sync)."""
+    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    return not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads, foreach=True)))
+
+
 class _VetoedUpdate(Exception):
     """Raised inside an optimizer closure when the second pass was vetoed (non-finite); SAM puts the
     unperturbed weights back and the trainer counts the update as skipped."""
@@ -408,10 +419,14 @@ class Trainer:
         if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
             return self._skip(vetoed=True)
         self._clip_gradients()
-        if s.scaler.is_enabled():
+        if s.scaler.is_enabled() and self._takes_closure:
+            try:
+                if not self._scaled_closure_step(group, size):
+                    return self._skip(vetoed=False)
+            except _VetoedUpdate:  # the non-finite guard on the second pass: _skip closes the scaler's iteration
+                return self._skip(vetoed=True)
+        elif s.scaler.is_enabled():
             scale_before = s.scaler.get_scale()
-            if self._takes_closure:
-                raise RuntimeError("fp16 GradScaler cannot step an optimizer that needs a closure; use bf16")
             s.scaler.step(s.optimizer)
             s.scaler.update()
             if s.scaler.get_scale() < scale_before:  # inf gradients: the scaler skipped the step
@@ -428,6 +443,23 @@ class Trainer:
         if s.scheduler is not None and not self._is_plateau():
             s.scheduler.step()
         return False
+
+    def _scaled_closure_step(self, group: list[Any], size: int) -> bool:
+        """fp16 with a two-pass optimizer (SAM): the first pass's gradients are unscaled already; an overflow
+        there skips the update before any perturbation. The closure's pass is scaled, unscaled by hand and
+        inf-checked; an overflow there puts the weights back and skips the update. Either skip lowers the
+        scale as the GradScaler would; a clean update steps once and lets the scale grow. True when stepped."""
+        s = self.state
+        if not _finite_grads(s.optimizer):
+            s.scaler.update()  # unscale_ recorded the inf: the scale backs off
+            return False
+        try:
+            s.optimizer.step(self._closure(group, size))  # type: ignore[arg-type]
+        except _Overflow:
+            s.scaler.update(new_scale=s.scaler.get_scale() * s.scaler.get_backoff_factor())
+            return False
+        s.scaler.update()
+        return True
 
     def _skip(self, *, vetoed: bool) -> bool:
         """Count a skipped update (no optimizer step, no schedule step); True when it was vetoed."""
@@ -462,8 +494,13 @@ class Trainer:
                     s.batch = batch  # LOSS plug-ins (distillation) see this micro-batch, not the last one
                     with self._no_sync(j == len(group) - 1):
                         weighted = self._weighted(self._forward_loss(), size)
-                        weighted.backward()
+                        s.scaler.scale(weighted).backward()  # fp16: scaled like the first pass
                     total = total + weighted.detach()
+                if s.scaler.is_enabled():  # unscale by hand (the GradScaler unscales once per update)
+                    grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
+                    torch._foreach_mul_(grads, 1.0 / s.scaler.get_scale())
+                    if not _finite_grads(s.optimizer):
+                        raise _Overflow
                 self._normalise(size)
                 # these are the gradients the update uses: check, log and clip them too
                 self._emit(Event.AFTER_BACKWARD)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from trickbag.config import TrickSection
-from trickbag.errors import ConflictError
 from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
@@ -66,20 +65,10 @@ def build(cfg: SAMConfig, recipe: RecipeView) -> list[Plugin]:
     return [SAMPlugin(cfg.rho, cfg.adaptive)]
 
 
-def check(recipe: RecipeView) -> None:
-    """SAM's second pass is not covered by the fp16 GradScaler's scale / unscale / inf-check bookkeeping."""
-    if recipe.tricks.sam.enabled and recipe.train.precision == "16":
-        raise ConflictError(
-            "tricks.sam cannot run with train.precision=16: the fp16 GradScaler does not scale, unscale or "
-            "inf-check SAM's second pass; use train.precision=bf16 (or 32)"
-        )
-
-
 TRICK = Trick(
     name="sam",
     after=("grad_norm",),  # the logged norm is the first pass's, before SAM's second pass
     config=SAMConfig,
     description="SAM / ASAM: minimise the worst loss within radius rho (Foret 2021, Kwon 2021); 2 passes",
     build=build,
-    checks=(check,),
 )
