@@ -30,9 +30,9 @@ def _finite(params) -> bool:
     return all(bool(torch.isfinite(p.grad).all()) for p in params if p.grad is not None)
 
 
-def _reference(model, x, y, batch, blow_up=None):
+def _reference(model, x, y, batch, blow_up=None, adaptive=False):
     """SAM with a GradScaler by hand; ``blow_up(update, second_pass)`` says when to make the loss inf."""
-    opt = SAM(model.parameters(), torch.optim.SGD, rho=RHO, lr=LR)
+    opt = SAM(model.parameters(), torch.optim.SGD, rho=RHO, lr=LR, adaptive=adaptive)
     scaler = torch.amp.GradScaler("cpu")
     params = list(model.parameters())
     for k, i in enumerate(range(0, len(x), batch)):
@@ -86,15 +86,17 @@ def _trainer(model, x, y, batch, plugins=(), tricks=None, **kw):
                    tricks=tricks or {"sam": {"rho": RHO}}, plugins=list(plugins), progress=False, **kw)
 
 
+@pytest.mark.parametrize("adaptive", [False, True], ids=["sam", "asam"])
 @pytest.mark.parametrize("blow", [None, (1, False), (2, True)], ids=["clean", "first-pass overflow",
                                                                   "second-pass overflow"])
-def test_sam_fp16_matches_sam_with_a_gradscaler_written_by_hand(blow):
+def test_sam_fp16_matches_sam_with_a_gradscaler_written_by_hand(blow, adaptive):
     x, y, model = _data()
     ref = copy.deepcopy(model)
     when = (lambda k, second: (k, second) == blow) if blow else None
-    t = _trainer(model, x, y, 8, plugins=[BlowUp(when)] if when else [])
+    t = _trainer(model, x, y, 8, plugins=[BlowUp(when)] if when else [],
+                 tricks={"sam": {"rho": RHO, "adaptive": adaptive}})
     state = t.fit()
-    ref_scale = _reference(ref, x, y, 8, when)
+    ref_scale = _reference(ref, x, y, 8, when, adaptive)
     for p, q in zip(ref.parameters(), model.parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
     assert state.scaler.get_scale() == ref_scale
