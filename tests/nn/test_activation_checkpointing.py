@@ -12,7 +12,7 @@ from torch import nn
 
 from tests.nn.helpers import round_trip
 from trickbag.models import MLP, FastSignalCNN, SmallCNN
-from trickbag.nn import add_drop_path, checkpoint_blocks, find_blocks, uncheckpoint_blocks
+from trickbag.nn import DropPath, add_drop_path, checkpoint_blocks, find_blocks, uncheckpoint_blocks
 
 
 class Residual(nn.Module):
@@ -232,7 +232,7 @@ def test_compiled_model_is_unchanged():
     plain = SmallCNN(1, 3, width=4, dropout=0.0)
     net = copy.deepcopy(plain)
     checkpoint_blocks(net)
-    compiled = torch.compile(net, backend="aot_eager")
+    compiled = torch.compile(net, backend="aot_eager", fullgraph=True)  # the checkpointed blocks are traced
     x, y = torch.randn(8, 1, 8, 8), torch.randint(0, 3, (8,))
     for model in (plain, compiled):
         nn.functional.cross_entropy(model(x), y).backward()
@@ -241,3 +241,23 @@ def test_compiled_model_is_unchanged():
     for b_ref, b in zip(plain.buffers(), net.buffers(), strict=True):
         torch.testing.assert_close(b, b_ref, rtol=0, atol=1e-6)
     assert int(net.features[0][1].num_batches_tracked) == 1
+
+
+def test_compiled_block_with_its_own_generator_draws_the_same_masks():
+    """A compiled recompute would draw from a block's generator anew: such a block runs its checkpoint eagerly."""
+    def make(g: torch.Generator) -> nn.Module:
+        torch.manual_seed(0)
+        block = lambda: nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6), DropPath(0.5, generator=g))  # noqa: E731
+        return nn.Sequential(block(), block(), nn.Linear(6, 3))
+
+    gens = [torch.Generator().manual_seed(5) for _ in range(2)]
+    plain, net = make(gens[0]), make(gens[1])
+    checkpoint_blocks(net)
+    compiled = torch.compile(net, backend="aot_eager")
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    for model in (plain, compiled):
+        nn.functional.cross_entropy(model(x), y).backward()
+    for p_ref, p in zip(plain.parameters(), net.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, p_ref.grad, rtol=0, atol=1e-6)
+    assert torch.equal(gens[0].get_state(), gens[1].get_state())
+    assert int(net[0][1].num_batches_tracked) == 1

@@ -14,6 +14,8 @@ closure, is not seen: pass the block's randomness through the global RNG or a mo
 The block's class ``forward`` is replaced on the instance only: ``state_dict`` keys do not change (a checkpoint
 loads with or without it), ``copy.deepcopy`` copies the wrapping along, and :func:`uncheckpoint_blocks` undoes it.
 Without gradients (``torch.no_grad``, ``torch.inference_mode``: evaluation) a block runs its plain forward.
+Under ``torch.compile`` the checkpointed blocks are traced (the compiled recompute does not update buffers
+again), except a block holding generators of its own, which runs its checkpoint eagerly so its draws replay.
 """
 
 from __future__ import annotations
@@ -91,15 +93,24 @@ def _contexts(block: nn.Module) -> tuple[_Context, _Context]:
     return r.forward(), r.recompute()
 
 
+def _eager_checkpoint(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    return checkpoint(type(self).forward, self, *args, use_reentrant=False,
+                      context_fn=functools.partial(_contexts, self), **kwargs)
+
+
+_compiler_skips = torch.compiler.disable(_eager_checkpoint)  # a compiled model runs it as it is, untraced
+
+
 def _checkpointed_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
     """The forward a checkpointed block gets (bound to it): its class's forward under ``checkpoint``."""
-    forward = type(self).forward
     if not torch.is_grad_enabled():
-        return forward(self, *args, **kwargs)
-    if torch.compiler.is_compiling():  # compiled: the recompute is functional and does not touch the buffers again
-        return checkpoint(forward, self, *args, use_reentrant=False, **kwargs)
-    return checkpoint(forward, self, *args, use_reentrant=False, context_fn=functools.partial(_contexts, self),
-                      **kwargs)
+        return type(self).forward(self, *args, **kwargs)
+    if not torch.compiler.is_compiling():
+        return _eager_checkpoint(self, *args, **kwargs)
+    if _generators(self):  # compiled, the recompute would draw from them anew: this block is left to eager mode
+        return _compiler_skips(self, *args, **kwargs)
+    # compiled: the recompute is functional and does not touch the buffers again
+    return checkpoint(type(self).forward, self, *args, use_reentrant=False, **kwargs)
 
 
 def _is_container(m: nn.Module) -> bool:
