@@ -130,3 +130,14 @@ def test_an_overflow_skips_the_update_with_the_weights_as_they_were_and_no_sched
     assert state.scheduler.last_epoch == 5  # stepped once per applied update only
     ema = next(p for p in t.plugins if p.name == "ema")
     assert ema.ema.num_updates == 5
+
+
+def test_a_plain_fp16_overflow_advances_neither_schedule_nor_ema():
+    """The one-pass fp16 path: the GradScaler skips the inf update; the trainer counts it as skipped."""
+    x, y, model = _data()
+    t = _trainer(model, x, y, 8, plugins=[BlowUp(lambda k, s: k == 3)], tricks={"ema": {"decay": 0.9}},
+                 scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.9))
+    state = t.fit()
+    assert (state.step, state.skipped_steps) == (5, 1)
+    assert state.scheduler.last_epoch == 5
+    assert next(p for p in t.plugins if p.name == "ema").ema.num_updates == 5
