@@ -4,6 +4,7 @@ checked against a copy of the model trained without checkpointing; less memory k
 from __future__ import annotations
 
 import copy
+import io
 
 import pytest
 import torch
@@ -158,9 +159,21 @@ def test_a_deep_copy_is_checkpointed_on_its_own_weights():
     net = make_net()
     checkpoint_blocks(net)
     twin = copy.deepcopy(net)
-    assert twin[3][0].forward.__self__ is twin[3][0]
+    assert twin[3][0].forward.block is twin[3][0]
     assert_same_training(make_net(), twin, batches(2))
     assert int(net[3][0].bn1.num_batches_tracked) == 0  # the original was not trained through the copy
+
+
+def test_a_whole_pickled_model_stays_checkpointed():
+    net = make_net()
+    checkpoint_blocks(net)
+    buf = io.BytesIO()
+    torch.save(net, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    assert loaded[3][0].forward.block is loaded[3][0]
+    assert_same_training(make_net(), loaded, batches(2))
+    assert uncheckpoint_blocks(loaded) == ["3.0", "3.1", "3.2", "3.3"]
 
 
 def test_blocks_by_name_and_by_class():

@@ -12,7 +12,8 @@ forward's draws, so the trained model is the same, buffers included.  (A generat
 closure, is not seen: pass the block's randomness through the global RNG or a module attribute.)
 
 The block's class ``forward`` is replaced on the instance only: ``state_dict`` keys do not change (a checkpoint
-loads with or without it), ``copy.deepcopy`` copies the wrapping along, and :func:`uncheckpoint_blocks` undoes it.
+loads with or without it), ``copy.deepcopy`` and ``torch.save(model)`` take the wrapping along, and
+:func:`uncheckpoint_blocks` undoes it.
 Without gradients (``torch.no_grad``, ``torch.inference_mode``: evaluation) a block runs its plain forward.
 Under ``torch.compile`` the checkpointed blocks are traced (the compiled recompute does not update buffers
 again), except a block holding generators of its own, which runs its checkpoint eagerly so its draws replay.
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import types
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -34,7 +34,6 @@ from torch.utils.checkpoint import checkpoint
 __all__ = ["checkpoint_blocks", "describe_blocks", "find_blocks", "uncheckpoint_blocks"]
 
 _Context = contextlib.AbstractContextManager[Any]
-_MARK = "_trickbag_checkpointed"  # instance attribute: True on a block whose forward is checkpointed
 
 
 def _generators(block: nn.Module) -> list[torch.Generator]:
@@ -185,14 +184,28 @@ def _selected(model: nn.Module, blocks: Iterable[str | type[nn.Module]] | None) 
     return [n for n in modules if n in found]  # in the model's order
 
 
+class _CheckpointedForward:
+    """The ``forward`` a checkpointed block holds: a plain object, so ``copy.deepcopy`` and ``pickle`` (a whole
+    ``torch.save(model)``) take it along, bound to the copy."""
+
+    def __init__(self, block: nn.Module) -> None:
+        self.block = block
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _checkpointed_forward(self.block, *args, **kwargs)
+
+
+def _is_checkpointed(m: nn.Module) -> bool:
+    return isinstance(vars(m).get("forward"), _CheckpointedForward)
+
+
 def _wrap(block: nn.Module, name: str) -> None:
-    if getattr(block, _MARK, False):
+    if _is_checkpointed(block):
         return
     if "forward" in vars(block):
         raise ValueError(f"block {name!r} ({type(block).__name__}) already has a forward of its own on the "
                          "instance; checkpoint_blocks wraps the class's forward only")
-    block.forward = types.MethodType(_checkpointed_forward, block)
-    setattr(block, _MARK, True)
+    block.forward = _CheckpointedForward(block)
 
 
 def checkpoint_blocks(model: nn.Module, every: int = 1,
@@ -237,9 +250,8 @@ def uncheckpoint_blocks(model: nn.Module) -> list[str]:
     """Give the checkpointed blocks of ``model`` their plain forward back; return their names."""
     out = []
     for name, m in model.named_modules():
-        if getattr(m, _MARK, False):
+        if _is_checkpointed(m):
             del m.forward
-            delattr(m, _MARK)
             out.append(name)
     return out
 
