@@ -542,3 +542,51 @@ def test_scale_lr_mid_schedule_equals_the_schedule_built_with_the_scaled_base(na
     scaled, reference = run(0.2, scale_at=5, factor=0.25), run(0.05)
     assert scaled[10:] == pytest.approx(reference[10:], rel=1e-12, abs=1e-15)  # 2 groups per update
     assert scaled[:10] == run(0.2)[:10]
+
+
+# ---------------------------------------------------------------------- wsd (warmup-stable-decay)
+_SHAPES = {"linear": lambda x: 1 - x, "cosine": lambda x: (1 + math.cos(math.pi * x)) / 2,
+           "1-sqrt": lambda x: 1 - math.sqrt(x)}
+
+
+@pytest.mark.parametrize("shape", list(_SHAPES))
+@pytest.mark.parametrize("w, fraction", [(0, 0.2), (4, 0.5), (3, 1.0)])
+def test_wsd_warms_up_stays_then_decays_with_its_shape(shape: str, w: int, fraction: float) -> None:
+    total, min_lr = 24, 1e-3
+    opt = _opt()
+    sched = build_scheduler(opt, "wsd", total_steps=total, warmup_steps=w, decay_fraction=fraction,
+                            decay_shape=shape, min_lr=min_lr)
+    rows = _run(opt, sched, total + 3)
+    decay = total - round(fraction * (total - w))  # the decay's first update, written out here
+
+    def expected(t: int, b: float) -> float:
+        if t < w:
+            return b * (t + 1) / (w + 1)
+        if t < decay:
+            return b
+        x = min(1.0, (t - decay) / (total - decay))
+        return min_lr + (b - min_lr) * _SHAPES[shape](x)
+
+    _check(rows, expected)
+
+
+def test_wsd_replanned_in_its_stable_phase_stays_stable_and_moves_its_decay() -> None:
+    opt = _opt()
+    sched = build_scheduler(opt, "wsd", total_steps=20, warmup_steps=2, decay_fraction=0.25, decay_shape="linear")
+    _run(opt, sched, 8)  # stable phase (the decay would start at 20 - round(0.25 * 18) = 15)
+    assert replan_schedule(sched, 42) is False
+    rows = _run(opt, sched, 42 - 8)
+    decay = 42 - round(0.25 * 40)  # 32: a quarter of the new length after warm-up
+    for i, row in enumerate(rows):
+        t = 8 + i
+        factor = 1.0 if t < decay else 1 - min(1.0, (t - decay) / (42 - decay))
+        assert row == pytest.approx([b * factor for b in BASES], rel=1e-9, abs=1e-12), t
+
+
+def test_wsd_refuses_bad_options() -> None:
+    with pytest.raises(ValueError, match="decay_shape must be one of linear, cosine, 1-sqrt"):
+        build_scheduler(_opt(), "wsd", total_steps=10, decay_shape="sqrt")
+    with pytest.raises(ValueError, match="decay_fraction"):
+        build_scheduler(_opt(), "wsd", total_steps=10, decay_fraction=0)
+    with pytest.raises(ValueError, match="needs total_steps"):
+        build_scheduler(_opt(), "wsd")

@@ -161,3 +161,28 @@ def test_shortening_below_the_epochs_done_is_refused(tiny_recipe):
                        plugins=[StopAtEpoch(2)], quiet=True)
     with pytest.raises(RecipeError, match="train.epochs=1 is below the 2 epochs"):
         resume_run(first.run_dir, ["train.epochs=1"], quiet=True)
+
+
+def test_a_wsd_run_resumed_longer_in_its_stable_phase_keeps_its_peak_and_moves_the_decay(tiny_recipe, capsys):
+    base = ["log.every_steps=1", "schedule.name=wsd", "schedule.warmup_epochs=0", "schedule.decay_fraction=0.25",
+            "schedule.decay_shape=linear", "optim.lr=0.05", "run.plots=false", "log.tensorboard=false"]
+    first = run_recipe(tiny_recipe(*base, "train.epochs=4"), plugins=[StopAtEpoch(1)], quiet=True)
+    per_epoch = first.history[0]["step"]
+    result = resume_run(first.run_dir, ["train.epochs=8"], quiet=False)
+    total = int(per_epoch * 8)
+    decay = total - round(0.25 * total)  # the new decay's first update
+    assert f"the decay now starts at update {decay}" in capsys.readouterr().out
+    for step, lr in _lr_per_update(result.run_dir):  # row `step`: the LR after `step` updates
+        expected = 0.05 if step < decay else 0.05 * (1 - min(1.0, (step - decay) / (total - decay)))
+        assert lr == pytest.approx(expected, rel=1e-5, abs=1e-7), step
+
+
+def test_schedule_none_keeps_the_optimizers_lr_and_refuses_a_warmup(tiny_recipe):
+    from trickbag.train.build import build
+
+    trainer, _ = build(tiny_recipe("schedule.name=none", "schedule.warmup_epochs=0", "optim.lr=0.03"))
+    assert trainer.state.scheduler is None
+    state = trainer.fit()
+    assert [h["lr/group0"] for h in state.history] == [0.03, 0.03]
+    with pytest.raises(RecipeError, match="schedule.name=none takes no warm-up"):
+        build(tiny_recipe("schedule.name=none", "schedule.warmup_epochs=1"))

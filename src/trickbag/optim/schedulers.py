@@ -40,6 +40,7 @@ SCHEDULERS: tuple[str, ...] = (
     "linear",
     "polynomial",
     "plateau",
+    "wsd",
 )
 
 # Keyword arguments each schedule accepts (beyond total_steps / warmup_*).
@@ -62,13 +63,16 @@ _OPTIONS: dict[str, frozenset[str]] = {
     ),
     "linear": frozenset({"end_factor"}),
     "polynomial": frozenset({"power"}),
+    "wsd": frozenset({"min_lr", "decay_fraction", "decay_shape"}),
     "plateau": frozenset(
         {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"}
     ),
 }
-_NEEDS_TOTAL = frozenset({"cosine", "onecycle", "linear", "polynomial"})
-_LAMBDA_NAMES = ("constant", "step", "multistep", "cosine", "linear", "polynomial")  # LRSchedule's
-_ANNEALED = ("cosine", "linear", "polynomial")  # reach an end value at total_steps and stay there
+_NEEDS_TOTAL = frozenset({"cosine", "onecycle", "linear", "polynomial", "wsd"})
+_LAMBDA_NAMES = ("constant", "step", "multistep", "cosine", "linear", "polynomial", "wsd")  # LRSchedule's
+_ANNEALED = ("cosine", "linear", "polynomial", "wsd")  # reach an end value at total_steps and stay there
+#: the decay shapes of ``wsd``: the unit curve from 1 at the decay's start to 0 at its end
+WSD_SHAPES = ("linear", "cosine", "1-sqrt")
 
 
 @contextmanager
@@ -114,6 +118,8 @@ class _Factor:
         min_lr: float = 0.0,
         end_factor: float = 0.0,
         power: float = 1.0,
+        decay_fraction: float = 0.2,
+        decay_shape: str = "1-sqrt",
     ) -> None:
         self.name = name
         self.base_lr = float(base_lr)
@@ -126,11 +132,19 @@ class _Factor:
         self.min_lr = float(min_lr)
         self.end_factor = float(end_factor)
         self.power = float(power)
-        self.segments: list[list[Any]] = [[self.warmup_steps, 1.0, total_steps]] if name in _ANNEALED else []
+        self.decay_fraction, self.decay_shape = float(decay_fraction), str(decay_shape)
+        first = self.decay_start(total_steps, self.warmup_steps) if name == "wsd" else self.warmup_steps
+        self.segments: list[list[Any]] = [[first, 1.0, total_steps]] if name in _ANNEALED else []
+
+    def decay_start(self, total_steps: Any, t0: int) -> int:
+        """``wsd``: the update the decay starts at, ``decay_fraction`` of the updates after the warm-up before
+        ``total_steps`` (not before ``t0``)."""
+        total = int(total_steps)
+        return max(t0, self.warmup_steps, total - int(round(self.decay_fraction * (total - self.warmup_steps))))
 
     def with_base(self, base_lr: float) -> _Factor:
         """The same plan (segments included) for a param group with base LR ``base_lr``."""
-        if self.name == "cosine" and base_lr < self.min_lr:
+        if self.name in ("cosine", "wsd") and base_lr < self.min_lr:
             raise ValueError(
                 f"min_lr={self.min_lr} of the cosine schedule is above the new group's lr={base_lr}; "
                 "the cosine would raise its LR. Give the group an lr no smaller than min_lr"
@@ -158,14 +172,17 @@ class _Factor:
             return scale * (t - start + 1) / (warm + 1)
         start += warm
         x = 1.0 if end <= start or t >= end else (t - start) / (end - start)
-        if self.name == "cosine":
+        shape = self.decay_shape if self.name == "wsd" else self.name
+        if shape == "cosine":
             return scale * (1.0 + math.cos(math.pi * x)) / 2.0
-        if self.name == "linear":
+        if shape == "linear":
             return scale * (1.0 - x)
+        if shape == "1-sqrt":
+            return scale * (1.0 - math.sqrt(x))
         return scale * (1.0 - x) ** self.power
 
     def _annealed(self, g: float) -> float:
-        if self.name == "cosine":
+        if self.name in ("cosine", "wsd"):
             if self.base_lr <= 0.0:
                 return g  # lr = 0 * factor = 0 whatever the factor
             return (self.min_lr + (self.base_lr - self.min_lr) * g) / self.base_lr
@@ -179,7 +196,8 @@ class _Factor:
         if seg is None and t < w:
             s = self.warmup_start
             return s + (1.0 - s) * t / w
-        if self.name == "constant":
+        if self.name == "constant" or (seg is None and self.name == "wsd"):  # wsd: the stable phase
+            return 1.0
             return 1.0
         if self.name == "step":
             return self.gamma ** ((t - w) // self.step_size)  # type: ignore[operator]
@@ -208,13 +226,14 @@ class _Factor:
             self.segments = self.segments + [[t0, 0.0, t0]]
             self.total_steps = t0
             return
-        if seg is None:  # still warming up: the warm-up continues, the main phase spans the new total
+        if seg is None:  # warming up (wsd: or stable): the warm-up continues, the main phase spans the new total
             if total_steps <= self.warmup_steps:
                 raise ValueError(
                     f"total_steps={total_steps} ends inside the warm-up ({self.warmup_steps} updates, now at update "
                     f"{t0}); give total_steps > {self.warmup_steps}, or <= {t0} to go to the floor at once"
                 )
-            self.segments = [[self.warmup_steps, 1.0, total_steps]]
+            first = self.decay_start(total_steps, t0) if self.name == "wsd" else self.warmup_steps
+            self.segments = [[first, 1.0, total_steps]]  # wsd: the stable phase goes on, the decay moves
         else:
             self.segments = self.segments + [[t0, self._unit(t0, seg), total_steps]]
         self.total_steps = total_steps
@@ -315,6 +334,15 @@ def _plan(name: str, total_steps: int | None, warmup_steps: int, start: float, k
         power = kw.get("power", 1.0)
         _check_number(power, "power", minimum=0.0)
         plan.update(power=float(power))
+    elif name == "wsd":
+        min_lr, fraction, shape = kw.get("min_lr", 0.0), kw.get("decay_fraction", 0.2), kw.get("decay_shape", "1-sqrt")
+        _check_number(min_lr, "min_lr", minimum=0.0)
+        _check_number(fraction, "decay_fraction", minimum=0.0, maximum=1.0)
+        if not fraction > 0:
+            raise ValueError("decay_fraction must be > 0 (the share of the updates after warm-up spent decaying)")
+        if shape not in WSD_SHAPES:
+            raise ValueError(f"decay_shape must be one of {', '.join(WSD_SHAPES)}, got {shape!r}")
+        plan.update(min_lr=float(min_lr), decay_fraction=float(fraction), decay_shape=shape)
     return plan
 
 
@@ -448,6 +476,12 @@ def build_scheduler(
       :math:`\eta` right after warm-up and to ``min_lr`` after ``total_steps`` updates;
     * ``linear`` (``end_factor=0``): :math:`\eta\,(1 + (\text{end\_factor} - 1)\,u / L)`;
     * ``polynomial`` (``power=1``): :math:`\eta\,(1 - u / L)^{\text{power}}`;
+    * ``wsd`` (warmup-stable-decay, a trapezoid; ``decay_fraction=0.2``, ``decay_shape=1-sqrt``, ``min_lr=0``;
+      Hu et al. 2024, Hägele et al. 2024): :math:`\eta` until the decay starts at
+      :math:`D = T - \text{round}(\text{decay\_fraction}\cdot L)`, then
+      :math:`\text{min\_lr} + (\eta - \text{min\_lr})\,s(x)` with :math:`x = (t - D)/(T - D)` and :math:`s` =
+      ``1-sqrt`` :math:`1 - \sqrt{x}`, ``linear`` :math:`1 - x` or ``cosine`` :math:`(1 + \cos \pi x)/2`.
+      :func:`replan_schedule` in the stable phase keeps it stable and moves the decay to the new end;
     * ``onecycle`` (Smith & Topin 2019, ``OneCycleLR`` with ``max_lr`` = each group's LR): has its
       own warm-up (``pct_start``), so ``warmup_steps`` must be 0.  Momentum is cycled only if the
       optimizer already uses momentum or Adam betas (``cycle_momentum`` overrides this);

@@ -119,7 +119,7 @@ def train_longer_hint(run_dir: Path, recipe: Any, epochs_done: int) -> str:
                 f"model.weights={run_dir}/checkpoints/last.pt (schedule.name={name} cannot be extended, so a new run "
                 f"starts from its weights)")
     what = ("the schedule restarts at a tenth of its peak LR, add optim.lr=LR to choose the peak"
-            if name in ("cosine", "linear", "polynomial") else f"schedule.name={name} goes on")
+            if name in ("cosine", "linear", "polynomial", "wsd") else f"schedule.name={name} goes on")
     return f"trickbag train --resume {run_dir} train.epochs={more} ({what})"
 
 
@@ -160,6 +160,10 @@ def _replan(s: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) -> str:
         return (f"train.epochs {old} -> {new}: the schedule had ended (LR {floor:g}), so it restarts: a warm-up over "
                 f"{warm} update{'s' if warm != 1 else ''} to {top:g} ({given}), then a new {ctx.recipe.schedule.name} "
                 f"anneal to update {total}")
+    decay = s.scheduler.lr_lambdas[0].segments[-1][0] if ctx.recipe.schedule.name == "wsd" else None
+    if decay is not None and decay > t0:  # still in the stable phase
+        return f"train.epochs {old} -> {new}: the LR stays at its peak; the decay now starts at update {decay} and " \
+               f"ends at update {total}"
     return f"train.epochs {old} -> {new}: the schedule is re-planned from update {t0} to end at update {total}"
 
 

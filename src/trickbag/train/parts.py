@@ -84,6 +84,8 @@ def _schedule_options(recipe: Recipe, warmup: int, total: int, steps_per_epoch: 
                 "gamma": sc.gamma}
     if sc.name == "polynomial":
         return {"power": sc.power}
+    if sc.name == "wsd":
+        return {"min_lr": sc.min_lr, "decay_fraction": sc.decay_fraction, "decay_shape": sc.decay_shape}
     if sc.name == "plateau":
         if warmup:
             raise RecipeError("schedule.warmup_epochs must be 0 with schedule.name=plateau")
@@ -98,6 +100,11 @@ def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_e
     from trickbag.optim import build_scheduler
 
     sc = recipe.schedule
+    if sc.name == "none":  # the optimizer keeps its own learning rate (schedule-free optimizers)
+        if sc.warmup_epochs:
+            raise RecipeError(f"schedule.name=none takes no warm-up (schedule.warmup_epochs={sc.warmup_epochs}); "
+                              "set schedule.warmup_epochs=0, or use schedule.name=constant for a warm-up alone")
+        return None
     total = steps_per_epoch * recipe.train.epochs
     warmup = int(round(sc.warmup_epochs * steps_per_epoch))
     if warmup >= total and sc.name not in ("constant", "plateau"):
