@@ -186,3 +186,26 @@ def test_schedule_none_keeps_the_optimizers_lr_and_refuses_a_warmup(tiny_recipe)
     assert [h["lr/group0"] for h in state.history] == [0.03, 0.03]
     with pytest.raises(RecipeError, match="schedule.name=none takes no warm-up"):
         build(tiny_recipe("schedule.name=none", "schedule.warmup_epochs=1"))
+
+
+def test_a_run_from_before_a_key_existed_resumes_and_a_changed_new_key_is_still_refused(tiny_recipe):
+    """Keys added since the run was made (missing from its checkpoints and recipe.yaml) trained with their
+    default: resuming is no change; setting one to another value is, unless the key is safe to change."""
+    import yaml
+
+    first = run_recipe(tiny_recipe("train.epochs=3", "run.plots=false", "log.tensorboard=false"),
+                       plugins=[StopAtEpoch(1)], quiet=True)
+    new_keys = [("train", "activation_checkpointing"), ("schedule", "decay_fraction"), ("tricks", "drop_path")]
+    for path in (first.run_dir / "checkpoints").glob("*.pt"):  # as an older trickbag wrote them
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)  # noqa: TB403 (our own checkpoint)
+        for section, key in new_keys:
+            ckpt["recipe"][section].pop(key)
+        torch.save(ckpt, path)
+    recipe = yaml.safe_load((first.run_dir / "recipe.yaml").read_text())
+    for section, key in new_keys:
+        recipe[section].pop(key, None)
+    (first.run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    with pytest.raises(RecipeError, match="cannot change schedule.decay_fraction"):
+        resume_run(first.run_dir, ["schedule.decay_fraction=0.5"], quiet=True)
+    done = resume_run(first.run_dir, ["train.activation_checkpointing=blocks"], quiet=True)  # safe to change
+    assert len(done.history) == 3

@@ -57,6 +57,8 @@ SAFE: dict[str, str] = {
     "train.early_stopping_min_delta": "early stopping",
     "train.plugins": "your own plug-ins",
     "dist.timeout_s": "the process-group timeout",
+    "train.activation_checkpointing": "memory and time only, never the result (e.g. after running out of memory)",
+    "train.activation_checkpointing_every": "memory and time only",
     "description": "the description",
 }
 _IGNORED = ("run.name", "run.dir", "name")
@@ -73,9 +75,20 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{dotted key: (old, new)}`` for every value that differs between two recipe dicts."""
+    """``{dotted key: (old, new)}`` for every value that differs between two recipe dicts.
+
+    A key the old recipe does not have (a run from a trickbag version before the key existed) trained with
+    the key's default, so it has changed only when the new value is not that default."""
     a, b = _flat(old), _flat(new)
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k not in _IGNORED}
+    defaults = _schema_defaults()
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
+            if a.get(k, defaults.get(k)) != b.get(k) and k not in _IGNORED}
+
+
+def _schema_defaults() -> dict[str, Any]:
+    from trickbag.recipe import recipe_from_dict
+
+    return _flat(recipe_from_dict({}).model_dump(mode="json"))
 
 
 def _safe(key: str) -> bool:
