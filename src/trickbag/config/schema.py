@@ -179,13 +179,15 @@ class ModelConfig(Section):
 class OptimConfig(Section):
     """Optimizer and its hyper-parameters."""
 
-    name: Literal["sgd", "adamw", "adam", "rmsprop"] = "sgd"  # the torch optimizer
+    name: Literal["sgd", "adamw", "adam", "rmsprop", "muon"] = "sgd"  # the optimizer (muon: Muon on hidden matrices, AdamW on the rest)  # noqa: E501 (a key's help is the comment on its line)
     lr: float = Field(0.1, gt=0.0)  # peak learning rate (after warmup)
     momentum: float = Field(0.9, ge=0.0, lt=1.0)  # sgd, rmsprop
     nesterov: bool = True  # sgd
     weight_decay: float = Field(5e-4, ge=0.0)  # L2 penalty on the weights (decoupled for adamw)
     betas: tuple[float, float] = (0.9, 0.999)  # adam, adamw
     eps: float = Field(1e-8, gt=0.0)  # adam / adamw / rmsprop: added to the denominator
+    muon_momentum: float = Field(0.95, ge=0.0, lt=1.0)  # muon: momentum of the Muon part (Nesterov)
+    adamw_params: list[str] = Field(default_factory=list)  # muon: more parameter names (fnmatch patterns) for AdamW
 
     @field_validator("betas")
     @classmethod

@@ -12,6 +12,7 @@ The schedules can be extended (a new param group) and re-planned (a new length) 
 """
 
 from trickbag.optim.clipping import adaptive_clip_gradients, clip_gradients
+from trickbag.optim.muon import MuonAdamW, muon_routing
 from trickbag.optim.plot import plot_lr
 from trickbag.optim.sam import SAM, disable_running_stats, enable_running_stats
 from trickbag.optim.schedulers import (
@@ -25,6 +26,8 @@ from trickbag.optim.schedulers import (
 )
 
 __all__ = [
+    "MuonAdamW",
+    "muon_routing",
     "scale_lr",
     "SAM",
     "SCHEDULERS",

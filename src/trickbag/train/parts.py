@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,31 @@ def optimizer_spec(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[st
         "adam": (torch.optim.Adam, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)),
         "rmsprop": (torch.optim.RMSprop, dict(lr=o.lr, momentum=o.momentum, eps=o.eps, weight_decay=o.weight_decay)),
     }
+    if o.name == "muon":  # which parameters Muon takes is decided on the model (make_context)
+        from trickbag.optim.muon import MuonAdamW
+
+        return MuonAdamW, dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.muon_momentum, betas=o.betas, eps=o.eps)
     return table[o.name]
+
+
+def _muon_factory(recipe: Recipe, model: torch.nn.Module, num_outputs: int, kwargs: dict[str, Any],
+                  notes: list[str]) -> Callable[[list[dict[str, Any]]], torch.optim.Optimizer]:
+    """``optim.name=muon``: the routing of the model's parameters, said once, and the optimizer factory."""
+    from trickbag.nn import unwrap
+    from trickbag.optim.muon import MuonAdamW, muon_routing
+
+    net = unwrap(model)
+    muon, adamw = muon_routing(net, num_outputs=num_outputs, adamw_patterns=recipe.optim.adamw_params)
+    if not muon:
+        raise RecipeError(f"optim.name=muon: model {type(net).__name__} has no hidden 2-D weight matrix for Muon "
+                          "(convolutions, embeddings and the head train with AdamW); use optim.name=adamw")
+    named = dict(net.named_parameters())
+    size = lambda names: sum(named[n].numel() for n in names)  # noqa: E731
+    notes.append(f"muon: Muon on {len(muon)} hidden matrices ({size(muon):,} weights), AdamW on {len(adamw)} other "
+                 f"tensors ({size(adamw):,}: embeddings, head, biases, norms, convolutions"
+                 f"{', optim.adamw_params' if recipe.optim.adamw_params else ''})")
+    chosen = [named[n] for n in muon]
+    return lambda groups: MuonAdamW(groups, muon_params=chosen, **kwargs)
 
 
 def _schedule_options(recipe: Recipe, warmup: int, total: int, steps_per_epoch: int, mode: str) -> dict[str, Any]:
@@ -291,7 +316,8 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
         optimizer_spec=optimizer_spec(recipe), clip=recipe.train.clip,
     )
     cls, kwargs = ctx.optimizer_spec
-    ctx.optimizer_factory = lambda groups: cls(groups, **kwargs)
+    ctx.optimizer_factory = (_muon_factory(recipe, model, ctx.num_outputs, kwargs, ctx.notes)
+                             if recipe.optim.name == "muon" else lambda groups: cls(groups, **kwargs))
     ctx.loader_maker = lambda ds, train: make_loader(ds, recipe, train=train, dist=dist, device=dev)
     ctx.model_loader = load_model
     ctx.checkpoint_extra["task"] = task.metadata()

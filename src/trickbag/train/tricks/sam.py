@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from trickbag.config import TrickSection
+from trickbag.errors import ConflictError
 from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
@@ -65,8 +66,16 @@ def build(cfg: SAMConfig, recipe: RecipeView) -> list[Plugin]:
     return [SAMPlugin(cfg.rho, cfg.adaptive)]
 
 
+def check(recipe: RecipeView) -> None:
+    """SAM with Muon: not combined and checked yet."""
+    if recipe.tricks.sam.enabled and recipe.optim.name == "muon":
+        raise ConflictError("tricks.sam with optim.name=muon is not supported: SAM's second pass has not been "
+                            "checked against Muon's orthogonalised updates; use optim.name=adamw or sgd with SAM")
+
+
 TRICK = Trick(
     name="sam",
+    checks=(check,),
     after=("grad_norm",),  # the logged norm is the first pass's, before SAM's second pass
     config=SAMConfig,
     description="SAM / ASAM: minimise the worst loss within radius rho (Foret 2021, Kwon 2021); 2 passes",
