@@ -378,6 +378,12 @@ def runs(rank: int, out: Path) -> dict[str, Any]:
 
 
 @scenario
+def muon(rank: int, out: Path) -> dict[str, Any]:
+    """optim.name=muon (Muon on the hidden matrix, AdamW on the rest) under DDP."""
+    return train(["optim.name=muon", "optim.lr=0.01"])
+
+
+@scenario
 def exact_accumulation(rank: int, out: Path) -> dict[str, Any]:
     """A hand-built Trainer over DDP, uneven everywhere: rank 0 holds 6 samples in micro-batches [4, 2], rank 1
     holds 4 in [3, 1]; one update of accumulate=2 on each rank (the reference is the 10-sample batch)."""

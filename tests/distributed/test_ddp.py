@@ -284,3 +284,10 @@ def test_uneven_micro_batches_over_uneven_shards_give_the_big_batch_update(ddp):
     assert_same_weights(ref.state_dict(), r0["weights"], atol=1e-6)
     assert_same_weights(ref.state_dict(), r1["weights"], atol=1e-6)
 
+
+def test_muon_under_ddp_matches_one_process_with_the_global_batch(ddp):
+    r0, r1 = ranks(ddp, "muon")
+    ref = W.reference_run(["optim.name=muon", "optim.lr=0.01"])
+    assert_same_weights(r0["weights"], ref["weights"])
+    assert_same_weights(r1["weights"], r0["weights"], atol=0.0)
+
