@@ -64,3 +64,21 @@ def test_mix_refusals():
         build_run("tricks.mix.enabled=true", "tricks.mix.mixup_alpha=0", "tricks.mix.cutmix_alpha=0")
     with pytest.raises(ConflictError, match="train/acc"):
         build_run("tricks.mix.enabled=true", "train.monitor=train/acc")
+
+
+def test_off_epoch_mixes_the_first_epochs_then_gives_plain_batches_with_smoothed_targets():
+    before, after = [], []
+    first = Hook(batch_start=lambda s: before.append((s.epoch, s.batch[0].clone(), s.batch[1].clone())))
+    last = Hook(batch_start=lambda s: after.append((s.batch[0].clone(), s.batch[1].clone())))
+    trainer, ctx = build_run("tricks.mix.enabled=true", "tricks.mix.off_epoch=1", "tricks.label_smoothing.enabled=true",
+                             "tricks.label_smoothing.eps=0.1", "train.epochs=3", first=first, last=last)
+    trainer.fit()
+    k = ctx.num_outputs
+    assert {e for e, _, _ in before} == {0, 1, 2}
+    for (epoch, x0, y0), (x1, y1) in zip(before, after):
+        if epoch == 0:
+            continue
+        assert torch.equal(x0, x1)  # not mixed after off_epoch
+        smoothed = onehot(y0, k) * (1 - 0.1) + 0.1 / k  # label smoothing, applied once, as the mixed targets had it
+        torch.testing.assert_close(y1, smoothed.float(), atol=1e-6, rtol=0)
+    assert any(not torch.equal(x0, x1) for (e, x0, _), (x1, _) in zip(before, after) if e == 0)

@@ -28,6 +28,7 @@ class MixConfig(TrickSection):
     cutmix_alpha: float = Field(1.0, ge=0.0)  # Beta(a, a) of the CutMix area; 0 turns CutMix off (Yun et al.: 1.0)
     prob: float = Field(1.0, ge=0.0, le=1.0)  # probability that a batch is mixed at all
     switch_prob: float = Field(0.5, ge=0.0, le=1.0)  # probability of CutMix rather than mixup when both are on
+    off_epoch: int = Field(0, ge=0)  # mix only the first this many epochs, plain batches after (0: every epoch; timm's mixup_off_epoch)  # noqa: E501 (a key's help is the comment on its line)
 
 
 class MixPlugin(GeneratorState, Plugin):
@@ -39,7 +40,9 @@ class MixPlugin(GeneratorState, Plugin):
         self.kw = dict(mixup_alpha=cfg.mixup_alpha, cutmix_alpha=cfg.cutmix_alpha, prob=cfg.prob,
                        switch_prob=cfg.switch_prob)
         self.smoothing = smoothing
+        self.off_epoch = cfg.off_epoch
         self.mixer: Any = None
+        self.plain: Any = None  # after off_epoch: the same targets (smoothing folded in), inputs unmixed
 
     def configure(self, ctx: BuildContext) -> None:
         from trickbag.data import MixupCutmix
@@ -60,11 +63,21 @@ class MixPlugin(GeneratorState, Plugin):
         # multi-label and regression targets are float [N, outputs]: mixed as they are
         self.mixer = MixupCutmix(**self.kw, num_classes=ctx.num_outputs, smoothing=self.smoothing,
                                  generator=self.generator)
+        if self.off_epoch:
+            import torch
+
+            # prob=0 mixes nothing; its own generator, so the trick's stream is not drawn from after off_epoch
+            self.plain = MixupCutmix(**{**self.kw, "prob": 0.0}, num_classes=ctx.num_outputs,
+                                     smoothing=self.smoothing, generator=torch.Generator(device=self.generator.device))
+            if self.off_epoch >= ctx.recipe.train.epochs:
+                ctx.notes.append(f"tricks.mix.off_epoch={self.off_epoch} is not before the run's end "
+                                 f"({ctx.recipe.train.epochs} epochs): every epoch is mixed")
         if self.smoothing:
             ctx.notes.append(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
 
     def on_batch_start(self, state: State) -> None:
-        xm, ym = self.mixer(state.batch[0], state.batch[1])
+        mixer = self.plain if self.off_epoch and state.epoch >= self.off_epoch else self.mixer
+        xm, ym = mixer(state.batch[0], state.batch[1])
         state.batch = (xm, ym, *state.batch[2:])
 
 
