@@ -71,6 +71,13 @@ def optimizer_spec(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[st
         "adam": (torch.optim.Adam, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)),
         "rmsprop": (torch.optim.RMSprop, dict(lr=o.lr, momentum=o.momentum, eps=o.eps, weight_decay=o.weight_decay)),
     }
+    if o.name.startswith("schedulefree_"):  # its warm-up is set in make_context, from schedule.warmup_epochs
+        from trickbag._optional import require
+
+        sf = require("schedulefree", extra="schedulefree", feature=f"optim.name={o.name}")
+        if o.name == "schedulefree_adamw":
+            return sf.AdamWScheduleFree, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+        return sf.SGDScheduleFree, dict(lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
     if o.name == "muon":  # which parameters Muon takes is decided on the model (make_context)
         from trickbag.optim.muon import MuonAdamW
 
@@ -125,8 +132,12 @@ def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_e
     from trickbag.optim import build_scheduler
 
     sc = recipe.schedule
+    schedule_free = recipe.optim.name.startswith("schedulefree_")
+    if schedule_free and sc.name != "none":
+        raise RecipeError(f"optim.name={recipe.optim.name} is schedule-free: it needs schedule.name=none, not "
+                          f"{sc.name} (its warm-up comes from schedule.warmup_epochs)")
     if sc.name == "none":  # the optimizer keeps its own learning rate (schedule-free optimizers)
-        if sc.warmup_epochs:
+        if sc.warmup_epochs and not schedule_free:
             raise RecipeError(f"schedule.name=none takes no warm-up (schedule.warmup_epochs={sc.warmup_epochs}); "
                               "set schedule.warmup_epochs=0, or use schedule.name=constant for a warm-up alone")
         return None
@@ -316,6 +327,9 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
         optimizer_spec=optimizer_spec(recipe), clip=recipe.train.clip,
     )
     cls, kwargs = ctx.optimizer_spec
+    if recipe.optim.name.startswith("schedulefree_"):  # the warm-up belongs to the optimizer
+        kwargs = {**kwargs, "warmup_steps": int(round(recipe.schedule.warmup_epochs * steps_per_epoch))}
+        ctx.optimizer_spec = (cls, kwargs)
     ctx.optimizer_factory = (_muon_factory(recipe, model, ctx.num_outputs, kwargs, ctx.notes)
                              if recipe.optim.name == "muon" else lambda groups: cls(groups, **kwargs))
     ctx.loader_maker = lambda ds, train: make_loader(ds, recipe, train=train, dist=dist, device=dev)

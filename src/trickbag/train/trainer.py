@@ -23,7 +23,7 @@ import contextlib
 import copy
 import dataclasses
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -34,6 +34,7 @@ from trickbag.data.sampler import EpochSampler
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
 from trickbag.train import distributed as _dist
+from trickbag.train.averaged import has_modes, recalibrate_batchnorm
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler, update_size
 from trickbag.train.checkpoint import save_checkpoint
 from trickbag.train.events import REVERSED_EVENTS, Event
@@ -180,6 +181,8 @@ class Trainer:
         elif callable(scheduler):
             self.state.scheduler = scheduler(optimizer)
         self.folder: FolderSession | None = None
+        self._averaging = False  # a schedule-free optimizer is in train mode (see _evaluated_weights)
+        self._recalibrated_at = -1  # the update at which BatchNorm statistics were last recalibrated
         self._open_run_folder(run_dir, progress)
         self._takes_closure = bool(getattr(self.state.optimizer, "takes_closure", False))
         self._build_dispatch()
@@ -284,6 +287,9 @@ class Trainer:
     def _fit(self) -> State:
         s = self.state
         self._start_counting()
+        if has_modes(s.optimizer):  # schedule-free: train at the training weights
+            s.optimizer.train()  # type: ignore[attr-defined]
+            self._averaging = True
         if self.guard is not None:
             self.guard.start(s)
         self._emit(Event.FIT_START)
@@ -293,8 +299,29 @@ class Trainer:
                 break  # stopped inside the epoch; its checkpoint resumes there
             s.epoch += 1
             _dist.agree_stop(s)  # e.g. a plug-in that decided at EPOCH_END on rank 0 only
+        if self._averaging:  # the model leaves fit() at the evaluated weights, BatchNorm recalibrated for them
+            s.optimizer.eval()  # type: ignore[attr-defined]
+            self._averaging = False
+            recalibrate_batchnorm(unwrap(s.model), s.train_loader, self.device)
         self._emit(Event.FIT_END)
         return s
+
+    @contextlib.contextmanager
+    def _evaluated_weights(self, *, recalibrate: bool) -> Iterator[None]:
+        """While training with a schedule-free optimizer: the evaluated weights for the block (BatchNorm
+        statistics recalibrated for them when asked), the training weights again after. Otherwise nothing."""
+        if not self._averaging:
+            yield
+            return
+        opt = self.state.optimizer
+        opt.eval()  # type: ignore[attr-defined]
+        try:
+            if recalibrate and self._recalibrated_at != self.state.step:
+                recalibrate_batchnorm(unwrap(self.state.model), self.state.train_loader, self.device)
+                self._recalibrated_at = self.state.step
+            yield
+        finally:
+            opt.train()  # type: ignore[attr-defined]
 
     def _train_epoch(self) -> bool:
         """One epoch; False when the run was stopped inside it (no evaluation, no EPOCH_END)."""
@@ -567,13 +594,14 @@ class Trainer:
         """
         s = self.state
         was_training = s.model.training
-        s.model.eval()
-        try:
-            self._emit(Event.EVAL_START)
-            s.eval_metrics = self._eval_loop(loader, test=test)
-            self._emit(Event.EVAL_END)
-        finally:
-            s.model.train(was_training)
+        with self._evaluated_weights(recalibrate=True):
+            s.model.eval()
+            try:
+                self._emit(Event.EVAL_START)
+                s.eval_metrics = self._eval_loop(loader, test=test)
+                self._emit(Event.EVAL_END)
+            finally:
+                s.model.train(was_training)
         return dict(s.eval_metrics)
 
     # ------------------------------------------------------------------ checkpoints
@@ -597,7 +625,14 @@ class Trainer:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume at this point: weights, optimizer, scheduler, scaler, counters,
-        plug-ins, RNG; inside an epoch (after an update) also the position and the epoch's sums."""
+        plug-ins, RNG; inside an epoch (after an update) also the position and the epoch's sums. A schedule-free
+        optimizer's state is taken at its evaluated weights (a copy: training goes on at the others)."""
+        if not self._averaging:
+            return self._state_now()
+        with self._evaluated_weights(recalibrate=False):
+            return copy.deepcopy(self._state_now())
+
+    def _state_now(self) -> dict[str, Any]:
         s = self.state
         sampler = find_sampler(s.train_loader)
         return {
@@ -648,6 +683,8 @@ class Trainer:
         distillation teacher and ``model.weights`` read. The optimizer, scheduler, scaler, plug-in and
         RNG states only a resume needs stay out.
         """
-        ckpt = self.state_dict() if resume else {**self._weights_state(), "weights_only": True}
-        ckpt.update(extra)
-        return save_checkpoint(path, ckpt)
+        # schedule-free: the evaluated weights are stored; at an epoch's end with BatchNorm statistics for them
+        with self._evaluated_weights(recalibrate=self.state.epoch_done):
+            ckpt = self._state_now() if resume else {**self._weights_state(), "weights_only": True}
+            ckpt.update(extra)
+            return save_checkpoint(path, ckpt)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from trickbag.config import TrickSection
-from trickbag.errors import RecipeError
+from trickbag.errors import ConflictError, RecipeError
 from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import EvalOnAverage, Trick
 
@@ -157,6 +157,10 @@ def build(cfg: SWAConfig, recipe: RecipeView) -> list[Plugin]:
 
 def check(recipe: RecipeView) -> None:
     cfg, epochs = recipe.tricks.swa, recipe.train.epochs
+    if cfg.enabled and recipe.optim.name.startswith("schedulefree_"):
+        raise ConflictError(f"tricks.swa with optim.name={recipe.optim.name}: a schedule-free optimizer already "
+                            "evaluates an average of its iterates, and SWA's own LR schedule would fight it; "
+                            "turn one of them off")
     if cfg.enabled and start_epoch(cfg, epochs) >= epochs:
         raise RecipeError(
             f"tricks.swa.start_epoch={cfg.start_epoch} is not before the end of training (train.epochs={epochs}); "
