@@ -19,6 +19,7 @@ from trickbag.train.trainer import Trainer
 from trickbag.train.tricks import MODULES, TRICKS
 
 from .tricks.helpers import BASE, write_teacher_module
+from .tricks.test_augment import image_folder
 
 #: what each trick needs beyond ``enabled`` to run on the fake data (2 epochs)
 NEEDS = {
@@ -30,6 +31,8 @@ NEEDS = {
     "multiscale": ["tricks.multiscale.train_sizes=[6, 8]", "tricks.multiscale.test_size=8"],
     "tta": ["tricks.tta.vflip=true"],
     "drop_path": ["model.name=resnet18", "model.kwargs={{}}", "data.shape=[3,8,8]"],  # {{}}: {} after .format
+    "augment": ["data.name=imagefolder", "data.root={images}", "data.image_size=8", "data.augment=true",
+                "data.val_fraction=0.25"],
 }
 #: tricks a hand-built Trainer refuses in one line, and the words the refusal must hold
 RECIPE_ONLY = {"class_balanced": "loss_fn=torch.nn.CrossEntropyLoss(weight="}
@@ -68,7 +71,8 @@ def _outcome(trainer: Trainer):
 
 @pytest.mark.parametrize("name", [m.TRICK.name for m in MODULES])
 def test_a_trick_from_python_trains_as_from_the_recipe(name, tmp_path, monkeypatch):
-    extra = [o.format(teacher=write_teacher_module(tmp_path, monkeypatch)) for o in NEEDS.get(name, [])]
+    images = image_folder(tmp_path / "images") if name == "augment" else None
+    extra = [o.format(teacher=write_teacher_module(tmp_path, monkeypatch), images=images) for o in NEEDS.get(name, [])]
     if name in RECIPE_ONLY:
         recipe = _recipe(f"tricks.{name}.enabled=true", *extra)
         with pytest.raises(RecipeError) as err:

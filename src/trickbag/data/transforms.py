@@ -8,7 +8,7 @@ from numbers import Real
 import torch
 from torchvision.transforms import v2
 
-__all__ = ["train_transforms", "eval_transforms"]
+__all__ = ["train_transforms", "eval_transforms", "augment_policy", "add_policy", "POLICIES"]
 
 
 def _check_size(size: object) -> int:
@@ -137,3 +137,39 @@ def eval_transforms(
         v2.CenterCrop(size),
     ]
     return v2.Compose(steps + _tail(mean_l, std_l))
+
+
+#: the augmentation policies of torchvision.transforms.v2 that :func:`augment_policy` builds
+POLICIES = ("randaugment", "trivialaugment", "augmix", "autoaugment")
+
+
+def augment_policy(name: str, **options: object) -> v2.Transform:
+    """A torchvision ``transforms.v2`` augmentation policy on uint8 images: ``randaugment`` (``num_ops``,
+    ``magnitude``, ``num_magnitude_bins``; Cubuk et al. 2020), ``trivialaugment`` (``num_magnitude_bins``; Müller &
+    Hutter 2021), ``augmix`` (``severity``, ``mixture_width``, ``chain_depth``, ``alpha``; Hendrycks et al. 2020) or
+    ``autoaugment`` (``policy`` imagenet / cifar10 / svhn; Cubuk et al. 2019). Its draws come from torch's global
+    RNG, which trickbag's image sources seed per sample and epoch (exact resume, with workers too).
+
+    >>> type(augment_policy("randaugment", num_ops=2, magnitude=9)).__name__
+    'RandAugment'
+    """
+    if name == "randaugment":
+        return v2.RandAugment(**options)  # type: ignore[arg-type]
+    if name == "trivialaugment":
+        return v2.TrivialAugmentWide(**options)  # type: ignore[arg-type]
+    if name == "augmix":
+        return v2.AugMix(**options)  # type: ignore[arg-type]
+    if name == "autoaugment":
+        policy = options.pop("policy", "imagenet")
+        return v2.AutoAugment(v2.AutoAugmentPolicy(policy), **options)  # type: ignore[arg-type]
+    raise ValueError(f"unknown augmentation policy {name!r}; allowed: {', '.join(POLICIES)}")
+
+
+def add_policy(pipeline: v2.Compose, policy: v2.Transform) -> None:
+    """Put ``policy`` into a training pipeline of :func:`train_transforms` (or any ``v2.Compose`` holding a
+    ``ToDtype``), right before the conversion to float: after the crop and the flip, on the uint8 image."""
+    steps = pipeline.transforms
+    at = next((i for i, t in enumerate(steps) if isinstance(t, v2.ToDtype)), None)
+    if at is None:
+        raise ValueError("the pipeline has no v2.ToDtype step to put the policy before")
+    steps.insert(at, policy)

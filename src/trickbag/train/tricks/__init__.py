@@ -17,6 +17,7 @@ from trickbag.config import Section
 from trickbag.errors import ConflictError
 from trickbag.train.plugin import Plugin
 from trickbag.train.tricks import (
+    augment,
     channels_last,
     class_balanced,
     clip,
@@ -51,8 +52,7 @@ __all__ = ["MODULES", "TRICKS", "run_order", "TricksConfig", "Trick", "build_tri
 #: the trick modules; the order their plug-ins run in is :func:`run_order` of it: each trick's ``after`` and
 #: ``last``, and where those leave a choice, this order
 MODULES = (
-    # random_erasing goes before mix (each image is erased before images are mixed, as timm erases in the loader);
-    # mix's `after` names only cutout, so this order is what keeps it (tests/train/tricks/test_random_erasing.py)
+    augment,  # build time: the policy goes into the training images' pipeline
     cutout, random_erasing, mix, label_smoothing, focal, class_balanced, distillation, l1,  # the batch and the loss
     grad_norm, clip, sam,  # gradients and the optimizer
     freeze, param_groups, layer_decay, multiscale, channels_last, drop_path, compile_,  # the model and its parameters
