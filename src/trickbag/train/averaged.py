@@ -61,7 +61,7 @@ def recalibrate_batchnorm(model: torch.nn.Module, loader: Any, device: torch.dev
         model.train()
         with torch.no_grad():
             for x in _calibration_inputs(loader, batches):
-                model(runtime.move_to(x, device))
+                model(runtime.move_to(x, device))  # noqa: TB201 (train mode on purpose: BatchNorm statistics)
     finally:
         for m, momentum in zip(bns, momenta):
             m.momentum = momentum

@@ -533,7 +533,7 @@ class Trainer:
                 self._emit(Event.AFTER_BACKWARD)
                 if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
                     raise _VetoedUpdate
-                self._clip_gradients()
+                self._clip_gradients()  # noqa: TB106 (unscaled by hand above: the GradScaler unscales once per update)
                 return total
             finally:
                 s.closure_pass = False
