@@ -154,14 +154,14 @@ def augment_policy(name: str, **options: object) -> v2.Transform:
     'RandAugment'
     """
     if name == "randaugment":
-        return v2.RandAugment(**options)  # type: ignore[arg-type]
+        return v2.RandAugment(**options)
     if name == "trivialaugment":
-        return v2.TrivialAugmentWide(**options)  # type: ignore[arg-type]
+        return v2.TrivialAugmentWide(**options)
     if name == "augmix":
-        return v2.AugMix(**options)  # type: ignore[arg-type]
+        return v2.AugMix(**options)
     if name == "autoaugment":
         policy = options.pop("policy", "imagenet")
-        return v2.AutoAugment(v2.AutoAugmentPolicy(policy), **options)  # type: ignore[arg-type]
+        return v2.AutoAugment(v2.AutoAugmentPolicy(policy), **options)
     raise ValueError(f"unknown augmentation policy {name!r}; allowed: {', '.join(POLICIES)}")
 
 
