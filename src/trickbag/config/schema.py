@@ -179,7 +179,7 @@ class ModelConfig(Section):
 class OptimConfig(Section):
     """Optimizer and its hyper-parameters."""
 
-    name: Literal["sgd", "adamw", "adam", "rmsprop", "muon", "schedulefree_adamw", "schedulefree_sgd"] = "sgd"  # the optimizer (muon: Muon on hidden matrices, AdamW on the rest; schedulefree_*: with schedule.name=none)  # noqa: E501 (a key's help is the comment on its line)
+    name: Literal["sgd", "adamw", "adam", "rmsprop", "muon", "schedulefree_adamw", "schedulefree_sgd", "lion", "lamb"] = "sgd"  # the optimizer (muon: Muon on hidden matrices, AdamW on the rest; schedulefree_*: with schedule.name=none)  # noqa: E501 (a key's help is the comment on its line)
     lr: float = Field(0.1, gt=0.0)  # peak learning rate (after warmup)
     momentum: float = Field(0.9, ge=0.0, lt=1.0)  # sgd, rmsprop
     nesterov: bool = True  # sgd
@@ -188,6 +188,8 @@ class OptimConfig(Section):
     eps: float = Field(1e-8, gt=0.0)  # adam / adamw / rmsprop: added to the denominator
     muon_momentum: float = Field(0.95, ge=0.0, lt=1.0)  # muon: momentum of the Muon part (Nesterov)
     adamw_params: list[str] = Field(default_factory=list)  # muon: more parameter names (fnmatch patterns) for AdamW
+    lookahead_k: int = Field(0, ge=0)  # Lookahead around the optimizer: sync the slow weights every k updates (0: off)
+    lookahead_alpha: float = Field(0.5, gt=0.0, le=1.0)  # Lookahead: step of the slow weights toward the fast ones
 
     @field_validator("betas")
     @classmethod

@@ -78,11 +78,31 @@ def optimizer_spec(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[st
         if o.name == "schedulefree_adamw":
             return sf.AdamWScheduleFree, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
         return sf.SGDScheduleFree, dict(lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    if o.name in ("lion", "lamb"):
+        from trickbag._optional import require
+
+        po = require("pytorch_optimizer", extra="optimizers", feature=f"optim.name={o.name}")
+        if o.name == "lion":
+            return po.Lion, dict(lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+        return po.Lamb, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
     if o.name == "muon":  # which parameters Muon takes is decided on the model (make_context)
         from trickbag.optim.muon import MuonAdamW
 
         return MuonAdamW, dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.muon_momentum, betas=o.betas, eps=o.eps)
     return table[o.name]
+
+
+def _lookahead(recipe: Recipe, inner: Callable[[list[dict[str, Any]]], torch.optim.Optimizer]
+               ) -> Callable[[list[dict[str, Any]]], torch.optim.Optimizer]:
+    """``optim.lookahead_k``: Lookahead (Zhang et al. 2019; pytorch_optimizer's) around the recipe's optimizer."""
+    from trickbag._optional import require
+
+    o = recipe.optim
+    if o.name.startswith("schedulefree_"):
+        raise RecipeError(f"optim.lookahead_k with optim.name={o.name}: a schedule-free optimizer already averages "
+                          "its iterates; set optim.lookahead_k=0")
+    look = require("pytorch_optimizer", extra="optimizers", feature="optim.lookahead_k").Lookahead
+    return lambda groups: look(inner(groups), k=o.lookahead_k, alpha=o.lookahead_alpha)
 
 
 def _muon_factory(recipe: Recipe, model: torch.nn.Module, num_outputs: int, kwargs: dict[str, Any],
@@ -332,6 +352,8 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
         ctx.optimizer_spec = (cls, kwargs)
     ctx.optimizer_factory = (_muon_factory(recipe, model, ctx.num_outputs, kwargs, ctx.notes)
                              if recipe.optim.name == "muon" else lambda groups: cls(groups, **kwargs))
+    if recipe.optim.lookahead_k:
+        ctx.optimizer_factory = _lookahead(recipe, ctx.optimizer_factory)
     ctx.loader_maker = lambda ds, train: make_loader(ds, recipe, train=train, dist=dist, device=dev)
     ctx.model_loader = load_model
     ctx.checkpoint_extra["task"] = task.metadata()
