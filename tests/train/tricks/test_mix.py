@@ -82,3 +82,13 @@ def test_off_epoch_mixes_the_first_epochs_then_gives_plain_batches_with_smoothed
         smoothed = onehot(y0, k) * (1 - 0.1) + 0.1 / k  # label smoothing, applied once, as the mixed targets had it
         torch.testing.assert_close(y1, smoothed.float(), atol=1e-6, rtol=0)
     assert any(not torch.equal(x0, x1) for (e, x0, _), (x1, _) in zip(before, after) if e == 0)
+
+
+def test_mode_elem_draws_a_lambda_per_sample_with_the_tricks_generator():
+    rows, trainer, _ = batches_around("tricks.mix.enabled=true", "tricks.mix.mode=elem", "tricks.mix.cutmix_alpha=0",
+                                      "tricks.mix.mixup_alpha=0.4")
+    for x0, _, x1, y1, seen in rows:
+        assert torch.equal(seen, x1)
+        # mixup with the mirror sample: the weight of sample i's own class differs from sample to sample
+        assert len({round(float(v), 5) for v in y1.max(1).values}) > 1
+    assert any(p.name == "mix" and p.state_dict() is not None for p in trainer.plugins)  # checkpointed generator

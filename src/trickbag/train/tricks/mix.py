@@ -7,7 +7,7 @@ mixed with the same weight as the inputs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -28,6 +28,7 @@ class MixConfig(TrickSection):
     cutmix_alpha: float = Field(1.0, ge=0.0)  # Beta(a, a) of the CutMix area; 0 turns CutMix off (Yun et al.: 1.0)
     prob: float = Field(1.0, ge=0.0, le=1.0)  # probability that a batch is mixed at all
     switch_prob: float = Field(0.5, ge=0.0, le=1.0)  # probability of CutMix rather than mixup when both are on
+    mode: Literal["batch", "pair", "elem"] = "batch"  # one draw per batch, per pair of samples or per sample (timm's modes)  # noqa: E501 (a key's help is the comment on its line)
     off_epoch: int = Field(0, ge=0)  # mix only the first this many epochs, plain batches after (0: every epoch; timm's mixup_off_epoch)  # noqa: E501 (a key's help is the comment on its line)
 
 
@@ -40,7 +41,7 @@ class MixPlugin(GeneratorState, Plugin):
         self.kw = dict(mixup_alpha=cfg.mixup_alpha, cutmix_alpha=cfg.cutmix_alpha, prob=cfg.prob,
                        switch_prob=cfg.switch_prob)
         self.smoothing = smoothing
-        self.off_epoch = cfg.off_epoch
+        self.off_epoch, self.mode = cfg.off_epoch, cfg.mode
         self.mixer: Any = None
         self.plain: Any = None  # after off_epoch: the same targets (smoothing folded in), inputs unmixed
 
@@ -76,8 +77,16 @@ class MixPlugin(GeneratorState, Plugin):
             ctx.notes.append(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
 
     def on_batch_start(self, state: State) -> None:
-        mixer = self.plain if self.off_epoch and state.epoch >= self.off_epoch else self.mixer
-        xm, ym = mixer(state.batch[0], state.batch[1])
+        x, y = state.batch[0], state.batch[1]
+        if self.off_epoch and state.epoch >= self.off_epoch:
+            xm, ym = self.plain(x, y)
+        elif self.mode != "batch":
+            from trickbag.data.mix_per_sample import mix_per_sample
+
+            xm, ym = mix_per_sample(x, y, mode=self.mode, **self.kw, num_classes=self.mixer.num_classes,
+                                    smoothing=self.smoothing, generator=self.generator)
+        else:
+            xm, ym = self.mixer(x, y)
         state.batch = (xm, ym, *state.batch[2:])
 
 
