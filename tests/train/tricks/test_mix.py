@@ -87,7 +87,7 @@ def test_off_epoch_mixes_the_first_epochs_then_gives_plain_batches_with_smoothed
 def test_mode_elem_draws_a_lambda_per_sample_with_the_tricks_generator():
     rows, trainer, _ = batches_around("tricks.mix.enabled=true", "tricks.mix.mode=elem", "tricks.mix.cutmix_alpha=0",
                                       "tricks.mix.mixup_alpha=0.4")
-    for x0, _, x1, y1, seen in rows:
+    for _x0, _, x1, y1, seen in rows:
         assert torch.equal(seen, x1)
         # mixup with the mirror sample: the weight of sample i's own class differs from sample to sample
         assert len({round(float(v), 5) for v in y1.max(1).values}) > 1
