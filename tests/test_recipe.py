@@ -76,7 +76,7 @@ def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
         ("optim.momentum=1.0", "optim.momentum", "1.0", "less than 1"),
         ("data.val_fraction=1.5", "data.val_fraction", "1.5", "less than 1"),
         ("train.precision=fp8", "train.precision", "'fp8'", "'32', 'bf16' or '16'"),
-        ("optim.name=lion", "optim.name", "'lion'", "'sgd'"),
+        ("optim.name=adafactor", "optim.name", "'adafactor'", "'sgd'"),
         ("optim.betas=[0.9, 1.5]", "optim.betas", "1.5", "[0, 1)"),
         ("run.name=a/b", "run.name", "'a/b'", "plain directory name"),
     ],
