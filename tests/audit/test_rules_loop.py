@@ -1,6 +1,8 @@
 """Loop-order rules (TB1xx): each fires on a wrong snippet at the offending line and stays silent on
 the corrected one (snippets in other shapes than the rules' own docstring examples)."""
 
+import textwrap
+
 import pytest
 
 from .helpers import fires, found
@@ -750,3 +752,44 @@ def test_tb112_plain_step_after_scaler_step_steps_twice():
                 opt.step()
     """
     fires("TB112", wrong, [8], branches)
+
+
+def test_tb114_loss_helper_imported_from_the_project(tmp_path):
+    """A token-mean loss function of another module of the project (``from pkg.losses import lm_loss``) counts
+    like a local one: low confidence when only its parameter's default drops items (packed pre-training data has
+    none), high when the targets are a batch's "labels" (padded by a fine-tuning collator); a helper that sums
+    stays silent."""
+    from trickbag.audit.lint import lint_file
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "losses.py").write_text(textwrap.dedent("""
+    import torch.nn.functional as F
+    def lm_loss(logits, labels, ignore_index=-100):
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=ignore_index)
+    def lm_loss_sum(logits, labels):
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
+    """))
+    train = textwrap.dedent("""
+    from pkg.losses import lm_loss, lm_loss_sum
+    def train(model, loader, optimizer, accum):
+        for i, batch in enumerate(loader):
+            x, y = batch[:, :-1], batch[:, 1:]
+            loss = lm_loss(model(x), y)
+            (loss / accum).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    path = tmp_path / "train.py"
+
+    def findings(src: str) -> list[tuple[int, str]]:
+        path.write_text(src)
+        return [(f.line, f.confidence) for f in lint_file(path, select=["TB114"], show_all=True)]
+
+    assert findings(train) == [(7, "low")]
+    assert findings(train.replace("batch[:, :-1], batch[:, 1:]", 'batch["input_ids"], batch["labels"]')) \
+        == [(7, "high")]
+    assert findings(train.replace("lm_loss(model(x), y)", "lm_loss(model(x), y, ignore_index=0)")) == [(7, "high")]
+    assert findings(train.replace("loss = lm_loss(", "loss = lm_loss_sum(")) == []

@@ -52,3 +52,13 @@ def accelerate_divides(accelerator, model, loader, optimizer):
             accelerator.backward(loss_fn(model(x), y))
             optimizer.step()
             optimizer.zero_grad()
+
+
+def token_mean_not_divided(model, loader, optimizer, accum_steps):
+    # a token mean (ignore_index) summed over micro-batches: k times the gradient; TB114 leaves it to this rule
+    for i, (x, y) in enumerate(loader):
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
+        loss.backward()  # expect: TB105
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()

@@ -16,6 +16,7 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb111_no_sync_every_micro_batch,
     tb112_scaler_bypassed,
     tb113_clip_after_step,
+    tb114_accumulated_mean_of_means,
     tb201_eval_without_eval_mode,
     tb202_train_in_eval_mode,
     tb203_eval_with_grad,
