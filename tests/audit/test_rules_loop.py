@@ -792,4 +792,9 @@ def test_tb114_loss_helper_imported_from_the_project(tmp_path):
     assert findings(train.replace("batch[:, :-1], batch[:, 1:]", 'batch["input_ids"], batch["labels"]')) \
         == [(7, "high")]
     assert findings(train.replace("lm_loss(model(x), y)", "lm_loss(model(x), y, ignore_index=0)")) == [(7, "high")]
+    assert findings(train.replace("lm_loss(model(x), y)", "lm_loss(model(x), y, ignore_index=tok.pad_id)")) \
+        == [(7, "high")]
+    handed_on = train.replace("accum):", "accum, ignore_index=-100):", 1)
+    assert findings(handed_on.replace("lm_loss(model(x), y)", "lm_loss(model(x), y, ignore_index=ignore_index)")) \
+        == [(7, "low")]  # a default handed on: one label per sample may never be ignored
     assert findings(train.replace("loss = lm_loss(", "loss = lm_loss_sum(")) == []

@@ -103,27 +103,31 @@ def _masked_mean(node: ast.AST) -> bool:
     return False
 
 
-def _direct_evidence(tree: ast.AST) -> bool:
-    return any((isinstance(n, ast.Call) and _mean_call(n)) or _masked_mean(n) for n in walk(tree))
-
-
-def _criterion_drops(fm: FunctionModel, callee: str, before: int) -> bool:
-    """``criterion`` / ``self.loss_fn`` was built as ``nn.CrossEntropyLoss(ignore_index=pad)``: in this function
+def _criterion(fm: FunctionModel, callee: str, before: int) -> ast.Call | None:
+    """The ``nn.CrossEntropyLoss(ignore_index=pad)`` that built ``criterion`` / ``self.loss_fn``: in this function
     (or at module level) for a plain name, in a method of the class for ``self.<name>``."""
     if "." not in callee:
         assigns = fm.last_assignments(callee, before) or fm.file.module.last_assignments(callee, 1 << 30)
-        return any(isinstance(a.value, ast.Call) and _mean_call(a.value) for a in assigns)
-    if not callee.startswith("self.") or fm.cls is None:
-        return False
-    return any(isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call) and _mean_call(n.value)
-               and any(dotted(t) == callee for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
-               for n in walk(fm.cls))
+        values = [a.value for a in assigns]
+    elif callee.startswith("self.") and fm.cls is not None:
+        values = [n.value for n in walk(fm.cls) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                  and any(dotted(t) == callee for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    else:
+        values = []
+    return next((v for v in values if isinstance(v, ast.Call) and _mean_call(v)), None)
+
+
+def _call_drops(call: ast.Call) -> str:
+    """``high`` when the call drops a value it picks (``ignore_index=-100``, ``=tok.pad_id``), ``low`` when it hands
+    on a name (``ignore_index=ignore_index``: a default the data may never hold)."""
+    kw = next(k.value for k in call.keywords if k.arg == "ignore_index")
+    return "high" if _chosen(kw) else "low"
 
 
 def _helper_drops(fm: FunctionModel, call: ast.Call) -> str | None:
     """A local helper, or a function imported from the project, that computes such a mean: ``high`` when it drops
-    items by itself or is told to (``ignore_index=`` at the call), ``low`` when it only would with its parameter's
-    default (``def ce(logits, y, ignore_index=-100)``: the data may hold no such item)."""
+    items by itself or is told which (``ignore_index=pad_id`` at the call), ``low`` when it only would with its
+    parameter's default (``def ce(logits, y, ignore_index=-100)``: the data may hold no such item)."""
     helper = fm.file.resolve(call, fm)
     node = helper.node if helper is not None else \
         imported_definition(fm.file.tree, fm.file.path, call.func.id) if isinstance(call.func, ast.Name) else None
@@ -135,9 +139,15 @@ def _helper_drops(fm: FunctionModel, call: ast.Call) -> str | None:
     if not drops:
         return None
     params = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
-    told = any(k.arg == "ignore_index" for k in call.keywords)
+    told = any(k.arg == "ignore_index" and _chosen(k.value) for k in call.keywords)
     fixed = any(not names_in(k.value) & params for d in drops for k in d.keywords if k.arg == "ignore_index")
     return "high" if told or fixed else "low"
+
+
+def _chosen(value: ast.AST) -> bool:
+    """An ignored value the caller picks (``0``, ``tokenizer.pad_token_id``), not a default handed on by name
+    (``ignore_index=ignore_index``: the data may hold no such item)."""
+    return const_value(value) not in (None, ...) or bool(_words(value) & {"pad", "padding", "mask"})
 
 
 def _labels_item(values: _Values) -> bool:
@@ -147,21 +157,25 @@ def _labels_item(values: _Values) -> bool:
                for value, _ in values for n in walk_no_defs(value))
 
 
+def _call_level(fm: FunctionModel, call: ast.Call, before: int) -> str | None:
+    """How sure a call of the loss is a mean over its micro-batch's own valid items (None: not such a call)."""
+    if fm.file.resolve(call, fm) is not None or (isinstance(call.func, ast.Name) and not _mean_call(call)):
+        return _helper_drops(fm, call)
+    if _mean_call(call):
+        return _call_drops(call)
+    built = _criterion(fm, callee, before) if (callee := dotted(call.func)) else None
+    return _call_drops(built) if built is not None else None
+
+
 def _mean_over_valid_items(fm: FunctionModel, values: _Values, before: int) -> str | None:
     """Is one of the loss's values a mean over the micro-batch's own valid items?  The confidence, or None."""
     found = None
     for value, _ in values:
-        if _direct_evidence(value):
-            return "high"
-        for c in walk_no_defs(value):
-            if not isinstance(c, ast.Call):
-                continue
-            callee = dotted(c.func)
-            if callee and _criterion_drops(fm, callee, before):
-                return "high"
-            found = _helper_drops(fm, c) or found
-            if found == "high":
-                return found
+        for n in walk_no_defs(value):
+            level = "high" if _masked_mean(n) else _call_level(fm, n, before) if isinstance(n, ast.Call) else None
+            if level == "high":
+                return level
+            found = level or found
     return "high" if found == "low" and _labels_item(values) else found
 
 
