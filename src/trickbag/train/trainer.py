@@ -406,9 +406,11 @@ class Trainer:
         micro-batches of the nominal count); :meth:`_normalise` corrects the update when the counts were not
         nominal, so that any split of a batch into micro-batches gives the big batch's gradient."""
         s = self.state
+        if size == 1 and not s.dist.distributed:
+            return loss  # one micro-batch in one process: its mean loss is the update's (no count needed)
         n = s.task.loss_count(s.output, s.batch[1])
-        if size == 1 and (not s.dist.distributed or (self._equal_shards and isinstance(n, int))):
-            return loss  # one micro-batch, the same count on every rank: its mean loss is the update's
+        if size == 1 and self._equal_shards and isinstance(n, int):
+            return loss  # one micro-batch, the same count on every rank
         self._counted = self._counted + n
         if isinstance(n, int) and n == self._nominal:
             return loss / size  # the usual case: a plain loss / accumulate
