@@ -139,7 +139,6 @@ _LIGHT = ("import sys\nfrom trickbag.cli import main\ntry:\n    rc = main(sys.ar
     (["digits", "--kills", "0"], "argument --kills: must be >= 1, got 0"),
     (["digits", "run.name=x"], "verify-resume chooses run.name itself"),
     (["nosuch"], "recipe 'nosuch' not found"),
-    (["digits", "dist.nproc=2"], "dist.nproc=2 is not supported"),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_written_torch_not_imported(tmp_path, args, message):
     proc = subprocess.run([sys.executable, "-c", _LIGHT, "verify-resume", *args], cwd=tmp_path, capture_output=True,

@@ -284,9 +284,14 @@ class LogConfig(Section):
 
 
 class DistConfig(Section):
-    """Multi-process training (torchrun / DDP)."""
+    """Multi-process training (torchrun): DDP, or FSDP2 when the model should be split over the processes."""
 
     nproc: int = Field(1, ge=1)  # >1: trickbag starts torchrun with this many processes
     sync_bn: bool = False  # BatchNorm statistics over all processes (SyncBatchNorm)
     backend: Literal["auto", "gloo", "nccl"] = "auto"  # auto: nccl with CUDA, gloo otherwise
     timeout_s: float = Field(300.0, gt=0.0)  # how long a process waits for the others at a collective
+    strategy: Literal["ddp", "fsdp"] = "ddp"  # ddp: every process holds the whole model; fsdp: FSDP2 (fully_shard) splits weights, gradients and optimizer state over the processes  # noqa: E501 (a key's help is the comment on its line)
+    shard_modules: list[str] = Field(default_factory=list)  # fsdp: class names of the blocks sharded one by one (empty: the model's repeated blocks, found as for train.activation_checkpointing)  # noqa: E501 (a key's help is the comment on its line)
+    reshard_after_forward: bool = True  # fsdp: free the gathered weights after forward (less memory, one more all-gather in backward)  # noqa: E501 (a key's help is the comment on its line)
+    param_dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # fsdp: dtype the weights are gathered and computed in (the shards stay float32)  # noqa: E501 (a key's help is the comment on its line)
+    reduce_dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # fsdp: dtype gradients are reduced in

@@ -3,6 +3,7 @@ flat tensor lists of a module, and copying an averaged copy's tensors into a liv
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,10 +17,12 @@ class TensorLists:
     """Flat tensor lists of one module, in ``named_parameters()`` / ``named_buffers()`` order."""
 
     def __init__(self, module: nn.Module) -> None:
-        params = list(module.named_parameters())
+        params: list[tuple[str, Tensor]] = list(module.named_parameters())
         buffers = list(module.named_buffers())
         self.names = [n for n, _ in params] + [n for n, _ in buffers]
         self.shapes = [tuple(t.shape) for _, t in params] + [tuple(t.shape) for _, t in buffers]
+        with torch.no_grad():  # FSDP2: this process's shards (views: in-place changes reach the parameters)
+            params = [(n, _local(p)) for n, p in params]
         self.float_params: list[Tensor] = [p for _, p in params if p.is_floating_point()]
         self.other_params: list[Tensor] = [p for _, p in params if not p.is_floating_point()]
         self.float_buffers = [b for _, b in buffers if b.is_floating_point()]
@@ -77,3 +80,42 @@ def swapped_tensors(dst: list[Tensor], src: list[Tensor]) -> Iterator[None]:
         yield
     finally:
         copy_tensors(dst, saved)
+
+
+def _local(t: Tensor) -> Tensor:
+    """The shard of a ``DTensor`` this process holds (the same storage); any other tensor itself."""
+    return t.to_local() if type(t).__name__ == "DTensor" else t  # type: ignore[attr-defined]
+
+
+def _sharded(module: nn.Module) -> bool:
+    """Whether ``module`` went through FSDP2's ``fully_shard`` (its parameters are ``DTensor``\\ s)."""
+    return any(type(p).__name__ == "DTensor" for p in module.parameters())
+
+
+def shadow_copy(module: nn.Module) -> nn.Module:
+    """A copy of ``module``'s weights to average into: ``copy.deepcopy`` of a plain model; for an FSDP2 model
+    (which refuses ``deepcopy``) a tree of plain modules holding a clone of each parameter and buffer under the
+    same name: the shards of this process only, placed as the live ones (so averaging and swapping stay local),
+    with the same ``state_dict`` keys. It has no ``forward``: evaluate the average by swapping it into the model.
+    """
+    if not _sharded(module):
+        return copy.deepcopy(module)
+    root = nn.Module()
+
+    def owner(name: str) -> tuple[nn.Module, str]:
+        *path, leaf = name.split(".")
+        m = root
+        for part in path:
+            if part not in m._modules:
+                m.add_module(part, nn.Module())
+            m = m._modules[part]  # type: ignore[assignment]
+        return m, leaf
+
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            m, leaf = owner(name)
+            m.register_parameter(leaf, nn.Parameter(p.detach().clone(), requires_grad=False))
+        for name, b in module.named_buffers():
+            m, leaf = owner(name)
+            m.register_buffer(leaf, b.detach().clone())
+    return root

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +10,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from trickbag.nn._weights import LiveLists, TensorLists, copy_tensors, on_device_of, swapped_tensors
+from trickbag.nn._weights import LiveLists, TensorLists, copy_tensors, on_device_of, shadow_copy, swapped_tensors
 from trickbag.nn.loading import unwrap
 
 __all__ = ["EMA"]
@@ -51,7 +50,10 @@ class EMA:
     averages floating buffers too; integer buffers (``num_batches_tracked``) are always copied.
 
     **Wrappers.** DDP / DataParallel (``.module``) and ``torch.compile`` (``._orig_mod``)
-    are unwrapped, both at construction and in :meth:`update`.  The live model's tensor
+    are unwrapped, both at construction and in :meth:`update`.  A model sharded with FSDP2
+    (``fully_shard``) gets a sharded shadow: each process averages its own shards (nothing is
+    gathered; ``ema.module`` then holds the weights but has no ``forward``: evaluate with
+    :meth:`swapped`), and ``state_dict()`` holds ``DTensor``\\ s.  The live model's tensor
     lists are cached per module object; replacing a submodule after construction is not
     seen (create a new EMA).
 
@@ -108,7 +110,7 @@ class EMA:
         self.num_averages = 0  # averaging updates done
 
         source = unwrap(model)
-        self.module: nn.Module = copy.deepcopy(source)
+        self.module: nn.Module = shadow_copy(source)
         if device is not None:
             self.module.to(device)
         self.module.eval()

@@ -57,6 +57,8 @@ SAFE: dict[str, str] = {
     "train.early_stopping_min_delta": "early stopping",
     "train.plugins": "your own plug-ins",
     "dist.timeout_s": "the process-group timeout",
+    "dist.nproc": "the number of processes from here on (at an epoch's end only; the effective batch changes with it "
+                  "unless data.batch_size does too)",
     "train.activation_checkpointing": "memory and time only, never the result (e.g. after running out of memory)",
     "train.activation_checkpointing_every": "memory and time only",
     "description": "the description",
@@ -136,9 +138,11 @@ def train_longer_hint(run_dir: Path, recipe: Any, epochs_done: int) -> str:
     return f"trickbag train --resume {run_dir} train.epochs={more} ({what})"
 
 
-def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) -> list[str]:
+def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]],
+                 world_before: int | None = None) -> list[str]:
     """Re-plan the schedule and scale the LR as ``changes`` ask, after the checkpoint was loaded; the
-    lines that say what happened."""
+    lines that say what happened. ``world_before``: the number of processes that wrote the checkpoint; when it
+    differs, an epoch has another number of updates, so the schedule is re-planned for the epochs left."""
     from trickbag.optim import scale_lr
 
     s, notes = trainer.state, []
@@ -147,17 +151,24 @@ def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) ->
         scale_lr(s.optimizer, s.scheduler, new / old)
         notes.append(f"optim.lr {old:g} -> {new:g}: every group's learning rate is scaled by {new / old:.4g} from "
                      f"update {s.step}")
-    if "train.epochs" in changes and s.scheduler is not None:
+    world = ctx.dist.world_size
+    if world_before is not None and world_before != world and s.scheduler is not None:
+        epochs = ctx.recipe.train.epochs
+        changes = {**changes, "train.epochs": changes.get("train.epochs", (epochs, epochs))}
+        notes.append(f"{world_before} -> {world} processes: {ctx.steps_per_epoch} updates per epoch from here on")
+        notes.append(_replan(s, ctx, changes, total=s.step + (epochs - s.epoch) * ctx.steps_per_epoch))
+    elif "train.epochs" in changes and s.scheduler is not None:
         notes.append(_replan(s, ctx, changes))
     return notes
 
 
-def _replan(s: Any, ctx: Any, changes: dict[str, tuple[Any, Any]]) -> str:
-    """Re-plan the schedule to the new ``train.epochs`` (a warm restart when it had ended); the line saying so."""
+def _replan(s: Any, ctx: Any, changes: dict[str, tuple[Any, Any]], total: int | None = None) -> str:
+    """Re-plan the schedule to the new ``train.epochs`` (a warm restart when it had ended), or to end at update
+    ``total``; the line saying so."""
     from trickbag.optim import replan_schedule
 
     old, new = changes["train.epochs"]
-    total, t0 = ctx.steps_per_epoch * new, s.step
+    total, t0 = total if total is not None else ctx.steps_per_epoch * new, s.step
     floor = float(s.optimizer.param_groups[0]["lr"])
     peak = 1.0 if "optim.lr" in changes else RESTART_PEAK
     warm = restart_warmup(total - t0) if total > t0 else 0

@@ -34,6 +34,7 @@ from trickbag.train.checkpoint import check_state_fits, load_checkpoint
 from trickbag.train.checkpointing import Checkpointing
 from trickbag.train.distributed import on_main, scaling_notes
 from trickbag.train.plugin import BuildContext, Plugin
+from trickbag.train.sharded import load_full
 from trickbag.train.signals import GracefulInterrupt
 from trickbag.train.state import StopReason
 from trickbag.train.trainer import Trainer
@@ -121,7 +122,8 @@ class _Session:
             except (RuntimeError, KeyError, ValueError) as exc:
                 raise CheckpointError(f"checkpoint {str(path)!r} does not fit this recipe's model/optimizer: "
                                       f"{str(exc).splitlines()[0]}") from None
-            self.resume_notes = apply_resume(self.trainer, self.ctx, self.changes)
+            world = self.ckpt[1].get("counters", {}).get("world_size")
+            self.resume_notes = apply_resume(self.trainer, self.ctx, self.changes, world)
 
     def _check_resume(self, ckpt: dict[str, Any]) -> None:
         """Refuse unsafe overrides; a run with nothing left to train says so (:class:`RunFinished`)."""
@@ -129,6 +131,13 @@ class _Session:
         epochs_done, mid = int(c.get("epoch", 0)), bool(c.get("batch_idx"))
         old = ckpt.get("recipe") if isinstance(ckpt.get("recipe"), dict) else {}
         self.changes = check_resume(old, self.recipe.model_dump(mode="json"), epochs_done, self.run_dir)
+        written_on = int(c.get("world_size") or self.dist.world_size)
+        if mid and written_on != self.dist.world_size:
+            raise CheckpointError(
+                f"the newest checkpoint of {self.run_dir} stands inside epoch {epochs_done + 1} and was written by "
+                f"{written_on} process{'es' if written_on > 1 else ''}; this run has {self.dist.world_size}: an epoch "
+                f"is split over the processes, so the number can change only at an epoch's end; resume with "
+                f"dist.nproc={written_on}, and change it after that epoch")
         stopped = c.get("stopped")
         if stopped == StopReason.EARLY_STOPPING.value and "train.early_stopping_patience" not in self.changes:
             raise RunFinished(f"run {self.run_dir} is finished: early stopping ended it after {epochs_done} epochs; "
@@ -283,7 +292,7 @@ class _Session:
             weights = on_main(lambda: _best_weights(best))  # rank 0 reads it; every rank gets it
             if weights is None:  # no epoch ended well: nothing to test (never the weights of a diverged run)
                 return {}
-            unwrap(self.trainer.model).load_state_dict(weights)
+            load_full(unwrap(self.trainer.model), weights)  # a sharded model takes its slice
             s.predict = None
         metrics = self.trainer.evaluate(ctx.test_loader, test=True)
         self.test_details = {k: v for k, v in metrics.items() if not isinstance(v, float)}
@@ -346,6 +355,11 @@ def run_recipe(recipe: Recipe, *, resume_dir: Path | None = None, plugins: Seque
     own_group = not (runtime.torch_distributed_initialized())
     dist = runtime.init_distributed(recipe.dist.backend, recipe.dist.timeout_s)
     if not own_group or dist.world_size <= 1:
+        if recipe.dist.strategy == "fsdp" and own_group:  # FSDP2 in one process: a group of one
+            from trickbag.train.sharded import single_process_group
+
+            with single_process_group(runtime.select_device(recipe.train.device, local_rank=dist.local_rank)):
+                return _run(recipe, dist, resume_dir, plugins, out, quiet, write, test)
         return _run(recipe, dist, resume_dir, plugins, out, quiet, write, test)
     ok = False
     try:

@@ -143,6 +143,12 @@ _UNITS = {"NONE": "", "KILOBYTES": "k", "MEGABYTES": "M", "GIGABYTES": "G", "TER
 
 def model_summary(model: torch.nn.Module, input_shape: tuple[int, ...], device: torch.device) -> str:
     """torchinfo's table of ``model`` on one sample (mult-adds in millions, not the enum's name)."""
+    from trickbag.train.sharded import is_sharded
+
+    if is_sharded(model) and torch.distributed.get_world_size() > 1:  # a forward on rank 0 alone would wait forever
+        n = sum(p.numel() for p in model.parameters())
+        return (f"parameters: {n:,}, sharded over {torch.distributed.get_world_size()} processes (no torchinfo table: "
+                "it runs the model, which FSDP needs every process for)")
     try:
         import torchinfo
 

@@ -311,20 +311,51 @@ def _wait_training(proc: subprocess.Popen, run_dir: Path, before: tuple[int, int
     return False
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux ``/proc``): torchrun starts its workers in sessions of their own."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        children = [c for c, p in parents.items() if p in frontier]
+        found += children
+        frontier = children
+    return found
+
+
 def _kill(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group and wait until it is gone (at most a few seconds)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL the child's whole process group and every process below it (all ranks of a several-process run
+    at once) and wait until they are gone (at most a few seconds)."""
+    below = _descendants(proc.pid) if Path("/proc").is_dir() else []
+    for target in [proc.pid, *below]:
+        try:
+            os.killpg(target, signal.SIGKILL) if target == proc.pid else os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     proc.wait()
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
+        alive = [p for p in below if Path(f"/proc/{p}").exists() and _running(p)]
         try:
             os.killpg(proc.pid, 0)
         except (ProcessLookupError, PermissionError):
-            return
+            if not alive:
+                return
         time.sleep(POLL_S)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is alive and not a zombie waiting for its parent."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _last_line(log: Path) -> str:
@@ -465,10 +496,10 @@ def _check_request(recipe_name: str | None, overrides: list[str], kills: int) ->
         if key in ("run.dir", "run.name"):
             raise TrickbagError(f"verify-resume chooses {key} itself (under --out); drop {item!r}")
     recipe = load_recipe(recipe_name, [*overrides, "run.dir=runs", "run.name=reference"])
-    if recipe.dist.nproc > 1:
-        raise TrickbagError(f"verify-resume kills one training process; dist.nproc={recipe.dist.nproc} is not "
-                            "supported (torchrun's workers live in their own sessions and would outlive a SIGKILL "
-                            "of the launcher)")
+    if recipe.dist.nproc > 1 and not Path("/proc").is_dir():
+        raise TrickbagError(f"verify-resume with dist.nproc={recipe.dist.nproc} finds torchrun's workers through "
+                            "/proc (Linux): they live in their own sessions and would outlive a SIGKILL of the "
+                            "launcher; allowed here: dist.nproc=1")
     return recipe
 
 

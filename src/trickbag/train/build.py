@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from trickbag import runtime
 from trickbag.errors import RecipeError
 from trickbag.recipe import Recipe
@@ -30,8 +32,11 @@ def _optimizer_and_plugins(recipe: Recipe, ctx: BuildContext, tricks: list[Plugi
     setup = tricks + [p for p in mine if p.needs_setup()]
     for t in setup:
         t.configure(ctx)
-    if dist.distributed:
+    if recipe.dist.strategy == "fsdp":
+        _shard(recipe, ctx)
+    elif dist.distributed:
         ctx.model = wrap_ddp(ctx.model, ctx.device)
+    if dist.distributed:
         from trickbag.train.distributed import seed_rank
 
         # every rank built the same model from train.seed (and DDP broadcast rank 0's weights);
@@ -49,6 +54,57 @@ def _optimizer_and_plugins(recipe: Recipe, ctx: BuildContext, tricks: list[Plugi
 
         ctx.plugins.append(EarlyStop(ctx.monitor, ctx.mode, recipe.train.early_stopping_patience,
                                      recipe.train.early_stopping_min_delta))
+
+
+#: optimizers FSDP2 cannot run, and why
+_UNSHARDED_OPTIMIZERS = {
+    "muon": "Muon orthogonalises each whole weight matrix, and FSDP2 holds row slices of it (each update would "
+            "gather every matrix)",
+    "lamb": "LAMB's trust ratio takes each parameter's norm in place, which sharded tensors do not support",
+}
+
+
+def _check_sharding(recipe: Recipe) -> None:
+    """``dist.strategy=fsdp``: the optimizers that cannot run on shards, refused before anything is built."""
+    if recipe.dist.strategy != "fsdp":
+        return
+    why = _UNSHARDED_OPTIMIZERS.get(recipe.optim.name)
+    if why:
+        raise RecipeError(f"optim.name={recipe.optim.name} is refused with dist.strategy=fsdp: {why}; use adamw, "
+                          "sgd, lion or schedulefree_adamw, or dist.strategy=ddp")
+    if recipe.optim.lookahead_k:
+        raise RecipeError("optim.lookahead_k is refused with dist.strategy=fsdp: Lookahead copies its slow weights "
+                          "with an operation sharded tensors do not support; set optim.lookahead_k=0, or use "
+                          "dist.strategy=ddp")
+
+
+def _shard(recipe: Recipe, ctx: BuildContext) -> None:
+    """``dist.strategy=fsdp``: FSDP2 over every process (a group of one in a single process), the param groups
+    moved onto the sharded parameters by name."""
+    import torch.distributed as tdist
+
+    from trickbag.train.sharded import remap_param_groups, shard_model
+
+    if not tdist.is_initialized():
+        raise RecipeError("dist.strategy=fsdp needs a process group: run through `trickbag train` (which opens one "
+                          "in a single process) or torchrun")
+    d = recipe.dist
+    if d.param_dtype != "float32" and recipe.train.precision == "32" and any(
+            isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in ctx.model.modules()):
+        raise RecipeError(f"dist.param_dtype={d.param_dtype} casts the weights but not the BatchNorm statistics, and "
+                          "without autocast the layers would meet float32 and half tensors; set train.precision="
+                          f"{'bf16' if d.param_dtype == 'bfloat16' else '16'} too, or dist.param_dtype=float32")
+    names = {id(p): n for n, p in ctx.model.named_parameters()}
+    units = shard_model(ctx.model, ctx.device, classes=d.shard_modules, reshard_after_forward=d.reshard_after_forward,
+                        param_dtype=d.param_dtype, reduce_dtype=d.reduce_dtype)
+    if d.shard_modules and not units:
+        raise RecipeError(f"dist.shard_modules={d.shard_modules}: the model ({type(ctx.model).__name__}) has no module "
+                          "of these classes; allowed: class names of its blocks, or [] for its repeated blocks")
+    ctx.param_groups = remap_param_groups(ctx.param_groups, names, ctx.model)
+    world = tdist.get_world_size()
+    ctx.notes.append(f"fsdp: {len(units)} blocks and the root sharded over {world} process{'es' if world > 1 else ''}"
+                     f" (weights, gradients and optimizer state: 1/{world} each; gathered in {d.param_dtype}, "
+                     f"gradients reduced in {d.reduce_dtype})")
 
 
 def _checkpoint_activations(recipe: Recipe, ctx: BuildContext) -> None:
@@ -85,6 +141,7 @@ def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = N
     auto, threads = apply_threads(recipe.train.threads, recipe.train.deterministic)
     dev = runtime.select_device(device or recipe.train.device, local_rank=dist.local_rank)
     tricks = build_tricks(recipe)  # validates the tricks section before any data is touched
+    _check_sharding(recipe)
     mine = user_plugins(recipe.train.plugins)
     data, task, model, report = data_task_model(recipe, dev, dist, fitted)
     ctx = make_context(recipe, data, task, model, dev, dist)

@@ -115,11 +115,15 @@ def _explain_load_error(path: Path, exc: Exception) -> str:
     return f"{str(path)!r} is not a checkpoint written by torch.save"
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu", *, mmap: bool = False) -> dict[str, Any]:
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu", *, mmap: bool = False,
+                    shards: bool | None = None) -> dict[str, Any]:
     """Load a checkpoint with ``weights_only=True``; one clear :class:`CheckpointError` for every failure.
 
     ``mmap=True`` maps the tensors instead of reading them (cheap when only the counters are needed).
     A file whose pickle names anything but tensors and plain data is refused before any of it runs.
+    A sharded checkpoint (FSDP2, :mod:`trickbag.train.sharded`) gets its shards read in as whole tensors
+    (``shards=True``, the default without ``mmap``), or keeps its placeholders (``shards=False``) with
+    ``"shards_dir"`` naming the folder, for a sharded model to read its own part (``Trainer.load_state_dict``).
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "c.pt"
@@ -142,7 +146,27 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu", *, mmap:
         raise CheckpointError(_explain_load_error(path, exc)) from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"checkpoint {str(path)!r} holds a {type(obj).__name__}, not a checkpoint dict")
+    if isinstance(obj.get("shards"), str):
+        return _with_shards(path, obj, read=not mmap if shards is None else shards)
     return obj
+
+
+def _with_shards(path: Path, obj: dict[str, Any], *, read: bool) -> dict[str, Any]:
+    """A sharded checkpoint with its shard folder checked, and its shards read in as whole tensors if ``read``."""
+    from trickbag.train.sharded import fill_shards
+
+    folder = path.parent / obj["shards"]
+    if "/" in obj["shards"] or not (folder / ".metadata").is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} is sharded, and its shards folder {str(folder)!r} is missing "
+                              "or incomplete (a copy without it?)")
+    if not read:
+        return {**obj, "shards_dir": str(folder)}
+    whole = {k: v for k, v in obj.items() if k != "shards"}  # read in: the checkpoint of a plain model
+    try:
+        return fill_shards(whole, folder)
+    except Exception as exc:  # DCP raises many types for missing or corrupt shard files
+        raise CheckpointError(f"checkpoint {str(path)!r}: its shards in {str(folder)!r} cannot be read: "
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
 
 
 def _preview(items: list[str], limit: int = 4) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Literal, TextIO
 import torch
 
 from trickbag.train.plugin import Plugin
+from trickbag.train.sharded import prune_shards, shards_of, to_local
 from trickbag.train.state import State, StopReason
 
 __all__ = ["Checkpointing", "list_checkpoints", "is_finite_model"]
@@ -57,7 +58,8 @@ def list_checkpoints(ckpt_dir: Path) -> list[Path]:
 
 def is_finite_model(model: torch.nn.Module) -> bool:
     """Whether every floating parameter and buffer of ``model`` is finite (one host sync)."""
-    tensors = [t.detach() for t in [*model.parameters(), *model.buffers()] if t.is_floating_point() and t.numel()]
+    tensors = [to_local(t.detach()) for t in [*model.parameters(), *model.buffers()]
+               if t.is_floating_point() and to_local(t).numel()]
     if not tensors:
         return True
     norms = torch._foreach_norm(tensors, float("inf"))
@@ -98,18 +100,16 @@ class Checkpointing(Plugin):
     def _save(self, state: State, name: str) -> bool:
         from trickbag.nn import unwrap
 
-        if not is_finite_model(unwrap(state.model)):
+        finite = state.weights_finite() if state.weights_finite is not None else is_finite_model(unwrap(state.model))
+        if not finite:
             self.refused += 1
             if self.out is not None and self.refused == 1:
                 kept = ", ".join(f"{n} (update {u})" for n, u in self.written.items()) or "none was written yet"
                 print(f"trickbag: the weights are not finite at update {state.step}: {name} is not written; "
                       f"the finite checkpoints: {kept}", file=self.out, flush=True)
             return False
-        extra = dict(self.extra)
-        if state.eval_weights is not None:
-            extra["eval_model"] = state.eval_weights()
-        assert state.save_checkpoint is not None
-        state.save_checkpoint(self.directory / name, resume=name != "best.pt", **extra)
+        assert state.save_checkpoint is not None  # it stores state.eval_weights (EMA, SWA) as eval_model
+        state.save_checkpoint(self.directory / name, resume=name != "best.pt", **self.extra)
         self.written[name] = state.step
         return True
 
@@ -125,6 +125,7 @@ class Checkpointing(Plugin):
                 steps = sorted(p for p in self.directory.glob("step-*.pt") if _STEP_CKPT.match(p.name))
                 for old in steps[: -self.keep]:
                     old.unlink(missing_ok=True)
+                    prune_shards(old, keep=None)
                     self.written.pop(old.name, None)
 
     def on_disk(self) -> dict[str, int]:
@@ -149,7 +150,8 @@ class Checkpointing(Plugin):
         out = {}
         for name in self.on_disk():
             try:
-                out[name] = (self.directory / name).stat().st_size
+                out[name] = (self.directory / name).stat().st_size + sum(
+                    f.stat().st_size for folder in shards_of(self.directory / name) for f in folder.iterdir())
             except OSError:
                 continue
         return out
@@ -161,6 +163,8 @@ class Checkpointing(Plugin):
         for path in list_checkpoints(self.directory):
             if held.get(path.name) == state.step:
                 (self.directory / "diverged").mkdir(exist_ok=True)
+                for folder in shards_of(path):  # a sharded checkpoint's shards move with it
+                    os.replace(folder, self.directory / "diverged" / folder.name)
                 os.replace(path, self.directory / "diverged" / path.name)
                 self.written.pop(path.name, None)
                 moved.append(path.name)

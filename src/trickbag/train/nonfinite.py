@@ -35,6 +35,7 @@ from typing import Any, Literal, TextIO
 
 import torch
 
+from trickbag.train.sharded import is_dtensor, to_local
 from trickbag.train.state import State, StopReason
 
 __all__ = ["NonFiniteGuard"]
@@ -44,7 +45,7 @@ _SHOWN = 5  # skipped updates reported one by one; later ones are only counted
 
 def _any_nonfinite(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """A 0-d bool tensor on ``device``: True if any element is NaN or infinite (no host sync)."""
-    norms = torch._foreach_norm(tensors, float("inf"))
+    norms = torch._foreach_norm([to_local(t) for t in tensors], float("inf"))  # FSDP: this process's shards
     if len({(n.dtype, n.device) for n in norms}) > 1:
         norms = [n.float().to(device) for n in norms]
     return ~torch.isfinite(torch.stack(norms).max()).to(device)
@@ -134,7 +135,11 @@ class NonFiniteGuard:
                 grad_bad = _any_nonfinite(grads, loss_bad.device)
         if self._float_buffers:
             grad_bad = grad_bad | _any_nonfinite(self._float_buffers, loss_bad.device)
-        bad_loss, bad_rest = torch.stack([loss_bad, grad_bad]).tolist()  # the one host sync
+        flags = torch.stack([loss_bad, grad_bad])
+        if any(is_dtensor(p) for p in state.optimizer.param_groups[0]["params"]):  # FSDP: agree over the shards
+            flags = flags.to(torch.int32)
+            torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
+        bad_loss, bad_rest = flags.tolist()  # the one host sync
         return bool(bad_loss), bool(bad_rest)
 
     def vetoes(self, state: State) -> bool:

@@ -132,7 +132,7 @@ def find_resume_checkpoint(run_dir: Path, out: TextIO | None = None) -> tuple[Pa
         print(f"trickbag: skipping {problem}", file=out, flush=True)
     if problems:
         print(f"trickbag: falling back to {best[1]}", file=out, flush=True)
-    return best[1], load_checkpoint(best[1])
+    return best[1], load_checkpoint(best[1], shards=False)  # a sharded model reads its own part of the shards
 
 
 def remove_stale_temporaries(run_dir: Path) -> list[Path]:

@@ -78,6 +78,9 @@ class State:
     eval_weights_owner: str = ""
     #: ``save_checkpoint(path, **extra)``: write the trainer's full state atomically at the current point
     save_checkpoint: Callable[..., Path] | None = None
+    #: ``weights_finite() -> bool``: whether every weight and buffer is finite (over every process's shards
+    #: under FSDP: call it where every rank calls it, or from a plug-in at CHECKPOINT on rank 0)
+    weights_finite: Callable[[], bool] | None = None
     #: ``eval_loop(loader) -> metrics``: the evaluation loop alone (no events, no mode change),
     #: for plug-ins that evaluate a second set of weights (EMA / SWA report the raw weights too)
     eval_loop: Callable[[Any], dict[str, float]] | None = None

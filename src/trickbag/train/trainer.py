@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -37,10 +38,23 @@ from trickbag.train import distributed as _dist
 from trickbag.train.averaged import has_modes, recalibrate_batchnorm
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler, update_size
 from trickbag.train.checkpoint import save_checkpoint
+from trickbag.train.checkpointing import is_finite_model
 from trickbag.train.events import REVERSED_EVENTS, Event
 from trickbag.train.nonfinite import NonFiniteGuard
 from trickbag.train.plugin import Plugin
 from trickbag.train.runfolder import FolderSession, RunFolder, find_resume_checkpoint
+from trickbag.train.sharded import (
+    broadcast_buffers,
+    eval_batches_missing,
+    fill_shards,
+    gather_full,
+    has_placeholders,
+    is_sharded,
+    mesh_of,
+    prune_shards,
+    save_shards,
+    split_sharded,
+)
 from trickbag.train.state import State
 from trickbag.train.tasks import Classification, Task
 
@@ -81,6 +95,16 @@ def _check_args(precision: str, accumulate: Any, max_epochs: Any, clip: Clip, mo
     for p in plugins:
         if not isinstance(p, Plugin):
             raise TypeError(f"plugins must be trickbag Plugin instances, got {type(p).__name__}")
+
+
+@contextlib.contextmanager
+def _gradient_sync_off(model: Any) -> Iterator[None]:
+    """FSDP2: gradients accumulate unreduced inside the block (its ``no_sync``)."""
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
 
 
 class Trainer:
@@ -171,6 +195,9 @@ class Trainer:
             scaler=torch.amp.GradScaler(self.device.type, enabled=(precision == "16")), dist=dist,
         )
         self.state.save_checkpoint = self.save_checkpoint
+        self.state.weights_finite = self.weights_finite
+        self._sharded = is_sharded(unwrap(model))  # FSDP2: see _checkpoint_together and save_checkpoint
+        self._leading = False  # rank 0 inside CHECKPOINT under FSDP: its saves call the other ranks in
         self.state.eval_loop = self._eval_loop
         if tricks or any(p.needs_setup() for p in self.plugins):
             from trickbag.train.setup import set_up_plugins  # imports the recipe schema: only when there are tricks
@@ -235,9 +262,15 @@ class Trainer:
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16 if p == "bf16" else torch.float16)
 
     def _no_sync(self, last: bool) -> contextlib.AbstractContextManager:
-        """DDP: no gradient all-reduce on the micro-batches before the last one of an update."""
-        model = self.state.model
-        return contextlib.nullcontext() if last or not hasattr(model, "no_sync") else cast(Any, model).no_sync()
+        """DDP / FSDP2: no gradient reduction on the micro-batches before the last one of an update."""
+        model = cast(Any, self.state.model)
+        if last:
+            return contextlib.nullcontext()
+        if hasattr(model, "no_sync"):
+            return model.no_sync()
+        if hasattr(model, "set_requires_gradient_sync"):
+            return _gradient_sync_off(model)
+        return contextlib.nullcontext()
 
     @property
     def model(self) -> torch.nn.Module:
@@ -375,9 +408,38 @@ class Trainer:
     def _checkpoint(self, *, epoch_done: bool) -> None:
         self.state.epoch_done = epoch_done
         try:
-            self._emit(Event.CHECKPOINT)
+            if self._sharded and self.state.dist.distributed:
+                self._checkpoint_together()
+            else:
+                self._emit(Event.CHECKPOINT)
         finally:
             self.state.epoch_done = False
+
+    def _checkpoint_together(self) -> None:
+        """CHECKPOINT under FSDP over several processes. The plug-ins that write files run on rank 0 only, but a
+        sharded save and a check of the weights need every rank: rank 0 runs its plug-ins and, at each such call,
+        tells the others to join it (:meth:`save_checkpoint`, :meth:`weights_finite`); the others run theirs, then
+        follow until rank 0 says it is done (one small broadcast per update when nothing is saved)."""
+        if not self.state.dist.is_main:
+            self._emit(Event.CHECKPOINT)
+            none: Any = None  # rank 0's command arrives in its place
+            while (command := _dist.broadcast_object(none))[0] != "end":
+                if command[0] == "save":
+                    self._save_sharded(Path(command[1]), command[2], command[3], {})
+                else:
+                    self._finite_everywhere()
+            if command[1]:
+                raise TrickbagError(f"rank 0 failed while writing a checkpoint: {command[1]}")
+            return
+        self._leading, error = True, None
+        try:
+            self._emit(Event.CHECKPOINT)
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._leading = False
+            _dist.broadcast_object(("end", error))
 
     def _forward_loss(self, *, watch: bool = True) -> torch.Tensor:
         """Forward and loss under autocast, LOSS; the one path of training, SAM's second pass and pre-flight
@@ -580,11 +642,17 @@ class Trainer:
                                 else s.model)
         metrics = s.task.metrics(self.device, test=test, extra=[self.monitor.partition("/")[2]])
         non_blocking = bool(getattr(loader, "pin_memory", False))
+        together = self._sharded and s.dist.distributed
+        missing = eval_batches_missing(len(cast(Any, loader))) if together else 0
+        x = None
         for batch in loader:
             x, y = runtime.move_to(batch, self.device, non_blocking)[:2]
             with self._autocast():
                 out = predict(x)
             metrics.update(out, y)
+        for _ in range(missing):  # FSDP: as many forwards (weight gathers) as the rank with the most batches
+            with self._autocast():
+                predict(cast(torch.Tensor, x))
         return metrics.compute()
 
     def evaluate(self, loader: Iterable, *, test: bool = False) -> dict[str, Any]:
@@ -599,7 +667,12 @@ class Trainer:
         with self._evaluated_weights(recalibrate=True):
             s.model.eval()
             try:
+                together = self._sharded and s.dist.distributed
+                if together:  # every rank evaluates rank 0's BatchNorm statistics, the ones checkpoints hold ...
+                    broadcast_buffers(unwrap(s.model))
                 self._emit(Event.EVAL_START)
+                if together:  # ... and of the weights a plug-in swapped in (EMA)
+                    broadcast_buffers(unwrap(s.model))
                 s.eval_metrics = self._eval_loop(loader, test=test)
                 self._emit(Event.EVAL_END)
             finally:
@@ -617,6 +690,7 @@ class Trainer:
             "skipped_steps": s.skipped_steps,
             "train_sums": self.meter.totals() if mid_epoch and self.meter is not None else None,
             "stopped": s.stop_reason.value if s.stop_reason is not None else None,
+            "world_size": s.dist.world_size,
         }
 
     def _weights_state(self) -> dict[str, Any]:
@@ -654,9 +728,18 @@ class Trainer:
         if checkpoint.get("weights_only"):
             raise ValueError("the checkpoint holds weights only (a best.pt: no optimizer, scheduler or RNG state); "
                              "resume from last.pt or a step-N.pt, or load its 'model' into the model")
+        if has_placeholders(checkpoint):  # a sharded checkpoint: its shards, for this model's processes
+            checkpoint = fill_shards(checkpoint, Path(checkpoint["shards_dir"]), mesh_of(unwrap(s.model)))
+        elif self._sharded:
+            raise ValueError("the checkpoint holds whole weights (written without dist.strategy=fsdp) and this model "
+                             "is sharded; resume it with the strategy it was written with")
         unwrap(s.model).load_state_dict(checkpoint["model"])
         # plug-ins first: one may change the optimizer's structure (unfreezing adds param groups)
-        states = checkpoint.get("plugins", {})
+        states = dict(checkpoint.get("plugins", {}))
+        ranks = checkpoint.get("ranks")  # each rank's streams (FSDP): its own, on the same number of ranks
+        own = ranks[s.dist.rank] if isinstance(ranks, list) and len(ranks) == s.dist.world_size else None
+        if own is not None:
+            states.update({k: {**v, "this_rank": True} for k, v in own["generators"].items()})
         for p in self.plugins:
             if p.key in states:
                 p.load_state_dict(states[p.key])
@@ -675,7 +758,10 @@ class Trainer:
         sampler = find_sampler(s.train_loader)
         if checkpoint.get("sampler") is not None and hasattr(sampler, "load_state_dict"):
             sampler.load_state_dict(checkpoint["sampler"])
-        self.cursor.load(c, checkpoint.get("rng"), s.dist.rank if s.dist.distributed else 0)
+        if own is not None:
+            self.cursor.load({**c, "train_sums": own["train_sums"]}, own["rng"], 0)  # its own: nothing to fork
+        else:
+            self.cursor.load(c, checkpoint.get("rng"), s.dist.rank if s.dist.distributed else 0)
 
     def save_checkpoint(self, path: str | Path, *, resume: bool = True, **extra: Any) -> Path:
         """Write :meth:`state_dict` plus ``extra`` entries (e.g. the recipe) atomically to ``path``.
@@ -683,10 +769,64 @@ class Trainer:
         ``resume=False`` writes a weights-only checkpoint (``best.pt``): the model's weights, the counters
         and the history, marked ``weights_only: True``, with ``extra``; what evaluation, predict, a
         distillation teacher and ``model.weights`` read. The optimizer, scheduler, scaler, plug-in and
-        RNG states only a resume needs stay out.
+        RNG states only a resume needs stay out. The weights evaluation uses when they are not the model's
+        (EMA, SWA: ``state.eval_weights``) are stored as ``eval_model``.
+
+        A model sharded with FSDP2: every rank takes part (call it on every rank, or from a plug-in at
+        CHECKPOINT on rank 0, which calls the others in); a resume checkpoint is the ``.pt`` rank 0 writes plus
+        the shards every rank writes beside it (:mod:`trickbag.train.sharded`), ``best.pt`` the whole weights.
         """
+        path = Path(path)
+        if not self._sharded:
+            return self._save_sharded(path, resume, None, extra)
+        folder = f"{path.name}.shards-{self.state.step:08d}-{secrets.token_hex(3)}" if resume else None
+        if self._leading:
+            _dist.broadcast_object(("save", str(path), resume, folder))
+        elif self.state.dist.distributed:  # called on every rank: rank 0 names the folder
+            folder = _dist.broadcast_object(folder)
+        return self._save_sharded(path, resume, folder, extra)
+
+    def _save_sharded(self, path: Path, resume: bool, folder: str | None, extra: dict[str, Any]) -> Path:
+        """Gather what :meth:`save_checkpoint` writes and write it; with a ``folder`` (a sharded model's resume
+        checkpoint) the shards go there (every rank) and the rest to ``path`` (rank 0), else all to ``path``."""
+        s = self.state
         # schedule-free: the evaluated weights are stored; at an epoch's end with BatchNorm statistics for them
-        with self._evaluated_weights(recalibrate=self.state.epoch_done):
+        with self._evaluated_weights(recalibrate=s.epoch_done):
             ckpt = self._state_now() if resume else {**self._weights_state(), "weights_only": True}
+            if s.eval_weights is not None and "eval_model" not in extra:
+                ckpt["eval_model"] = s.eval_weights()
             ckpt.update(extra)
-            return save_checkpoint(path, ckpt)
+            if not self._sharded:
+                return save_checkpoint(path, ckpt)
+            if folder is None:  # the whole weights, gathered from every rank
+                ckpt = gather_full(ckpt)
+            else:
+                if s.dist.distributed:  # every rank's own state: the same number of ranks resumes bit for bit
+                    ckpt["ranks"] = self._every_ranks_own(ckpt)
+                ckpt, shards = split_sharded(ckpt)
+                save_shards(shards, path.parent / folder)
+                ckpt["shards"] = folder
+        if s.dist.is_main:  # written after every rank wrote its shards: a save killed midway leaves the last whole
+            save_checkpoint(path, ckpt)
+            prune_shards(path, keep=folder)
+        return path
+
+    @staticmethod
+    def _every_ranks_own(ckpt: dict[str, Any]) -> list[Any]:
+        """What differs between ranks, gathered on every rank (collective): the RNG state, the tricks' generators,
+        the sums of the epoch so far (a rank's own samples)."""
+        mine = {"rng": runtime.get_rng_state(), "train_sums": ckpt["counters"]["train_sums"],
+                "generators": {k: v for k, v in ckpt["plugins"].items() if isinstance(v, dict) and "generator" in v}}
+        out: list[Any] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(out, mine)
+        return out
+
+    def weights_finite(self) -> bool:
+        """Whether every floating weight and buffer is finite (under FSDP: every process's shards)."""
+        if self._leading:
+            _dist.broadcast_object(("finite",))
+        return self._finite_everywhere()
+
+    def _finite_everywhere(self) -> bool:
+        finite = is_finite_model(unwrap(self.state.model))
+        return not _dist.any_rank(not finite) if self._sharded else finite

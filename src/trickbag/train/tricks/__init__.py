@@ -114,6 +114,12 @@ def check_interactions(recipe: RecipeView) -> None:
         if task not in trick.tasks:
             raise ConflictError(f"tricks.{trick.name} does not apply to task.type={task}: {trick.why}; "
                                 f"turn tricks.{trick.name} off")
+    dist = getattr(recipe, "dist", None)
+    if dist is not None and dist.strategy == "fsdp":
+        for trick, _ in _enabled(recipe):
+            if trick.unsharded:
+                raise ConflictError(f"tricks.{trick.name} is refused with dist.strategy=fsdp: {trick.unsharded}; "
+                                    f"turn it off, or use dist.strategy=ddp")
     for trick in TRICKS.values():
         for check in trick.checks:
             check(recipe)

@@ -50,6 +50,7 @@ class Trick:
         after: tricks whose plug-ins must run before this one's (build seams and loop events; ``*_END``
             events reverse the order), each for a reason stated beside it.
         last: this trick's plug-ins run after every other trick's.
+        unsharded: why the trick is refused under ``dist.strategy=fsdp`` (empty: it works on the sharded model).
     """
 
     name: str
@@ -64,13 +65,15 @@ class Trick:
     recipe_only: str = ""
     after: tuple[str, ...] = ()
     last: bool = False
+    unsharded: str = ""
 
 
 class GeneratorState:
     """Mix-in: checkpoint the trick's generator, so a resumed run draws the same masks and partners.
 
     Under DDP the checkpoint holds rank 0's generator; other ranks fork their own stream from it
-    (:func:`trickbag.runtime.fork_generator`) so their augmentations keep differing after a resume.
+    (:func:`trickbag.runtime.fork_generator`) so their augmentations keep differing after a resume. A sharded
+    (FSDP) checkpoint holds every rank's: resumed on as many ranks, each takes its own (``this_rank``).
     """
 
     generator: Any
@@ -83,7 +86,8 @@ class GeneratorState:
         from trickbag.runtime import fork_generator
 
         self.generator.set_state(state_dict["generator"])
-        fork_generator(self.generator, self.rank)
+        if not state_dict.get("this_rank"):  # rank 0's generator: other ranks fork their own stream from it
+            fork_generator(self.generator, self.rank)
 
 
 class WrapPredict(Plugin):

@@ -47,4 +47,5 @@ TRICK = Trick(
     config=ChannelsLastConfig,
     description="Channels-last memory format for the model and image batches",
     build=build,
+    unsharded="FSDP2 shards contiguous parameters only, and channels-last convolution weights are not",
 )

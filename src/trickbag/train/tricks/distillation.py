@@ -185,4 +185,5 @@ TRICK = Trick(
     checks=(check,),
     tasks=CLASSIFICATION_ONLY,
     why="it matches the teacher's softened class probabilities",
+    unsharded="the teacher (and the feature projections) would sit outside the sharded model, whole on every process",
 )

@@ -46,4 +46,6 @@ TRICK = Trick(
     config=L1Config,
     description="L1 penalty: add weight * sum |w| over trainable parameters to the loss",
     build=build,
+    unsharded=("its penalty reads the weights outside the forward pass, where FSDP2 holds only this process's "
+               "shards; optim.weight_decay shrinks the weights instead"),
 )

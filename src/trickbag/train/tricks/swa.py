@@ -175,4 +175,6 @@ TRICK = Trick(
     description="SWA: average the last epochs' weights at a constant LR (SWALR), BN statistics recomputed",
     build=build,
     checks=(check,),
+    unsharded=("its BatchNorm update runs a copy of the model, and FSDP2 models cannot be copied; tricks.ema "
+               "keeps a sharded average"),
 )
