@@ -4,7 +4,7 @@
 #   2. print nvidia-smi and the library versions;
 #   3. the CUDA-only tests:  pytest -m cuda tests/gpu       -> $OUT/gpu_tests.log (+ gpu_tests.xml)
 #   4. the GPU benchmark:    benchmarks/gpu.py --quick      -> $OUT/gpu_bench.txt
-# Each part runs under `timeout`, so the whole script ends within 6 minutes; the benchmark runs even when tests
+# Each part runs under `timeout`, so the whole script ends within 8 minutes; the benchmark runs even when tests
 # fail. Exit status: 0 when both parts passed, else 1. trickbag runs from src/ (PYTHONPATH), not installed.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD/src || exit 1
 
@@ -34,11 +34,11 @@ if ok and torch.distributed.is_available() and torch.distributed.is_nccl_availab
     print(f"nccl {'.'.join(map(str, torch.cuda.nccl.version()))}")
 EOF
 
-stamp "CUDA-only tests (timeout 210 s)"
-timeout -k 10 210 python3 -m pytest -q -m cuda tests/gpu -p no:cacheprovider -rfEs --durations=12 --timeout=150 \
+stamp "CUDA-only tests (timeout 300 s)"
+timeout -k 10 300 python3 -m pytest -q -m cuda tests/gpu -p no:cacheprovider -rfEs --durations=12 --timeout=150 \
     --junitxml="$OUT/gpu_tests.xml" 2>&1 | tee "$OUT/gpu_tests.log"
 TESTS=$?
-[ "$TESTS" -eq 124 ] && echo "gpu lane: the tests ran out of time (210 s); the log ends where they stopped" \
+[ "$TESTS" -eq 124 ] && echo "gpu lane: the tests ran out of time (300 s); the log ends where they stopped" \
     | tee -a "$OUT/gpu_tests.log"
 
 stamp "GPU benchmark --quick (timeout 130 s)"
