@@ -120,6 +120,11 @@ def shard_model(model: nn.Module, device: torch.device, *, classes: list[str] | 
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     policy = MixedPrecisionPolicy(param_dtype=_DTYPES[param_dtype], reduce_dtype=_DTYPES[reduce_dtype])
     units = _units(model, list(classes or []))
+    if param_dtype != "float32":  # BatchNorm keeps float32 weights beside its float32 statistics (autocast runs it)
+        keep = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=_DTYPES[reduce_dtype])
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and any(True for _ in m.parameters()):
+                fully_shard(m, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=keep)
     for name in units:
         fully_shard(model.get_submodule(name), mesh=mesh, reshard_after_forward=reshard_after_forward,
                     mp_policy=policy)
