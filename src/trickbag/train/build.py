@@ -85,15 +85,15 @@ def _shard(recipe: Recipe, ctx: BuildContext) -> None:
 
     from trickbag.train.sharded import remap_param_groups, shard_model
 
-    if not tdist.is_initialized():
-        raise RecipeError("dist.strategy=fsdp needs a process group: run through `trickbag train` (which opens one "
-                          "in a single process) or torchrun")
     d = recipe.dist
     if d.param_dtype != "float32" and recipe.train.precision == "32" and any(
             isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in ctx.model.modules()):
         raise RecipeError(f"dist.param_dtype={d.param_dtype} casts the weights but not the BatchNorm statistics, and "
                           "without autocast the layers would meet float32 and half tensors; set train.precision="
                           f"{'bf16' if d.param_dtype == 'bfloat16' else '16'} too, or dist.param_dtype=float32")
+    if not tdist.is_initialized():
+        raise RecipeError("dist.strategy=fsdp needs a process group: run through `trickbag train` (which opens one "
+                          "in a single process) or torchrun")
     names = {id(p): n for n, p in ctx.model.named_parameters()}
     units = shard_model(ctx.model, ctx.device, classes=d.shard_modules, reshard_after_forward=d.reshard_after_forward,
                         param_dtype=d.param_dtype, reduce_dtype=d.reduce_dtype)
