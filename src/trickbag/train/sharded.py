@@ -283,7 +283,7 @@ def load_full(model: nn.Module, state: dict[str, Any]) -> None:
     own = model.state_dict()
     sliced = {}
     for k, v in state.items():
-        t = own.get(k)
+        t: Any = own.get(k)
         if is_dtensor(t) and isinstance(v, torch.Tensor):
             v = distribute_tensor(v.to(t.device, t.dtype), t.device_mesh, t.placements, src_data_rank=None)
         sliced[k] = v
