@@ -1,8 +1,8 @@
 """FSDP2 (``dist.strategy=fsdp``) on the CPU with gloo, through the command line as users run it.
 
-* the same recipe under ``fsdp`` and ``ddp`` on 2 processes ends with the same weights, EMA average and optimizer
-  state to float32 reduction-order tolerance (``ATOL``: FSDP reduce-scatters the gradients where DDP all-reduces
-  them; on the same data the sums differ in the last bits);
+* the same recipe (EMA, SAM, no-decay groups, clipping, accumulation) under ``fsdp`` and ``ddp`` on 2 processes ends
+  with the same weights, EMA average and optimizer state to float32 reduction-order tolerance (``ATOL``: FSDP
+  reduce-scatters the gradients where DDP all-reduces them; on the same data the sums differ in the last bits);
 * ``fsdp`` on one process (a group of one) against the plain single-process run;
 * ``fsdp`` on 2 processes against one process with the global batch (a model without batch statistics);
 * a sharded checkpoint written by 2 processes loads into 1, 2 and 4 processes exactly (``fsdp_worker.py``), and a
@@ -78,9 +78,11 @@ def assert_close(a: Any, b: Any, atol: float, where: str = "") -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     where = tmp_path_factory.mktemp("fsdp")
+    # SAM (its perturbation on the shards, with the global gradient norm) and no-decay groups (resolved by name)
+    both = ["tricks.sam.enabled=true", "tricks.param_groups.enabled=true"]
     return {
-        "fsdp": train(where, "fsdp", "dist.nproc=2", "dist.strategy=fsdp"),
-        "ddp": train(where, "ddp", "dist.nproc=2"),
+        "fsdp": train(where, "fsdp", "dist.nproc=2", "dist.strategy=fsdp", *both),
+        "ddp": train(where, "ddp", "dist.nproc=2", *both),
     }
 
 
