@@ -40,7 +40,7 @@ def test_each_schedule_lists_its_own_keys():
     docs = [d for d in key_docs(Recipe) if d.key.startswith("schedule.")]
     shared = [(d.key, d.type, d.default) for d in docs if not d.variant]
     assert shared[0][:3] == ("schedule.name", "choice", "cosine") and shared[1][0] == "schedule.warmup_epochs"
-    assert "constant, step, multistep, cosine, onecycle, linear, polynomial, plateau, wsd, none" == docs[0].allowed
+    assert docs[0].allowed == "constant, step, multistep, cosine, onecycle, linear, polynomial, plateau, wsd, none"
     own = {}
     for d in docs:
         if d.variant:
