@@ -16,11 +16,14 @@ trickbag.errors.RecipeError: unknown recipe key 'optim.lrr' (did you mean 'optim
 
 from __future__ import annotations
 
+import functools
+import operator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from trickbag.config import (
     DataConfig,
@@ -29,7 +32,6 @@ from trickbag.config import (
     ModelConfig,
     OptimConfig,
     RunConfig,
-    ScheduleConfig,
     Section,
     TaskConfig,
     TrainConfig,
@@ -43,10 +45,22 @@ from trickbag.config import (
 from trickbag.config.errors import all_keys
 from trickbag.config.loading import run_recipe_path
 from trickbag.errors import RecipeError
+from trickbag.optim.schedules import DEFAULT, sections, settle_schedule
 from trickbag.train.tricks import TricksConfig
 
-__all__ = ["Recipe", "TricksConfig", "load_recipe", "recipe_from_dict", "recipe_to_yaml", "load_run_recipe",
-           "recipe_keys", "builtin_recipes", "resolve_recipe_path"]
+__all__ = ["Recipe", "TricksConfig", "ScheduleSection", "load_recipe", "recipe_from_dict", "recipe_to_yaml",
+           "load_run_recipe", "recipe_keys", "builtin_recipes", "resolve_recipe_path", "stored_recipe"]
+
+
+def _schedule_name(v: Any) -> Any:
+    return v.get("name", DEFAULT) if isinstance(v, dict) else getattr(v, "name", None)
+
+
+#: the recipe's ``schedule``: one section per schedule (``trickbag.optim.schedules``), told apart by its ``name``
+ScheduleSection = Annotated[
+    functools.reduce(operator.or_, [Annotated[cls, Tag(name)] for name, cls in sections().items()]),
+    Discriminator(_schedule_name),
+]
 
 
 class Recipe(Section):
@@ -58,12 +72,22 @@ class Recipe(Section):
     task: TaskConfig = Field(default_factory=TaskConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
-    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    schedule: ScheduleSection = Field(default_factory=sections()[DEFAULT])
     train: TrainConfig = Field(default_factory=TrainConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     dist: DistConfig = Field(default_factory=DistConfig)
     tricks: TricksConfig = Field(default_factory=TricksConfig)  # type: ignore[valid-type]
+
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _own_schedule_keys(cls, v: Any, info: ValidationInfo) -> Any:
+        """Only the keys of the chosen schedule (see :func:`~trickbag.optim.schedules.settle_schedule`); a run's
+        stored recipe (``context={"stored": True}``) drops the other schedules' keys whatever their values."""
+        try:
+            return settle_schedule(v, stored=bool(info.context and info.context.get("stored")))
+        except ValueError as exc:
+            raise PydanticCustomError("recipe_line", "{line}", {"line": str(exc)}) from None
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Recipe:
@@ -80,10 +104,14 @@ def recipe_keys() -> list[str]:
     return all_keys(Recipe)
 
 
-def recipe_from_dict(data: dict[str, Any]) -> Recipe:
-    """Validate a nested dict as a :class:`Recipe`, raising :class:`RecipeError` on the first problem."""
+def recipe_from_dict(data: dict[str, Any], *, stored: bool = False) -> Recipe:
+    """Validate a nested dict as a :class:`Recipe`, raising :class:`RecipeError` on the first problem.
+
+    ``stored``: ``data`` is a recipe a run saved (its recipe.yaml, a checkpoint's recipe), maybe by a trickbag
+    from before each schedule had its own keys: the keys of other schedules are dropped whatever their values
+    (they did nothing in that run) instead of refused."""
     try:
-        return Recipe.model_validate(data)
+        return Recipe.model_validate(data, context={"stored": stored})
     except ValidationError as err:
         raise RecipeError(format_validation_error(err, Recipe)) from None
     except RecursionError:
@@ -107,5 +135,17 @@ def recipe_to_yaml(recipe: Recipe) -> str:
 def load_run_recipe(run_dir: str | Path, overrides: list[str] | None = None) -> Recipe:
     """The resolved recipe saved in a run directory, with overrides applied (for ``--resume``)."""
     path = run_recipe_path(run_dir, f"--resume {str(run_dir)!r}: no such run directory")
-    data = apply_overrides(read_yaml(path), parse_overrides(list(overrides or [])))
+    data = apply_overrides(stored_recipe(read_yaml(path)), parse_overrides(list(overrides or [])))
     return recipe_from_dict(data)
+
+
+def stored_recipe(data: Any) -> Any:
+    """A recipe dict a run saved with its ``schedule`` section reduced to its schedule's keys (a recipe written
+    before each schedule had its own keys holds them all; those did nothing in the run). Other dicts and
+    sections are returned as they are: the schema reports what is wrong with them."""
+    if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
+        try:
+            return {**data, "schedule": settle_schedule(data["schedule"], stored=True)}
+        except ValueError:  # not reached with stored=True; the schema reports the section
+            return data
+    return data

@@ -195,7 +195,7 @@ def test_a_run_from_before_a_key_existed_resumes_and_a_changed_new_key_is_still_
 
     first = run_recipe(tiny_recipe("train.epochs=3", "run.plots=false", "log.tensorboard=false"),
                        plugins=[StopAtEpoch(1)], quiet=True)
-    new_keys = [("train", "activation_checkpointing"), ("schedule", "decay_fraction"), ("tricks", "drop_path")]
+    new_keys = [("train", "activation_checkpointing"), ("schedule", "min_lr"), ("tricks", "drop_path")]
     for path in (first.run_dir / "checkpoints").glob("*.pt"):  # as an older trickbag wrote them
         ckpt = torch.load(path, map_location="cpu", weights_only=False)  # noqa: TB403 (our own checkpoint)
         for section, key in new_keys:
@@ -205,7 +205,49 @@ def test_a_run_from_before_a_key_existed_resumes_and_a_changed_new_key_is_still_
     for section, key in new_keys:
         recipe[section].pop(key, None)
     (first.run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    with pytest.raises(RecipeError, match="cannot change schedule.decay_fraction"):
-        resume_run(first.run_dir, ["schedule.decay_fraction=0.5"], quiet=True)
+    with pytest.raises(RecipeError, match="cannot change schedule.min_lr"):
+        resume_run(first.run_dir, ["schedule.min_lr=0.001"], quiet=True)
     done = resume_run(first.run_dir, ["train.activation_checkpointing=blocks"], quiet=True)  # safe to change
     assert len(done.history) == 3
+
+
+#: the flat schedule keys every recipe held before each schedule had its own, at their defaults then
+OLD_FLAT_SCHEDULE = {"min_lr": 0.0, "step_epochs": 30.0, "milestones": [0.5, 0.75], "gamma": 0.1, "power": 1.0,
+                     "patience": 2, "decay_fraction": 0.2, "decay_shape": "1-sqrt"}
+
+
+def _as_written_before_the_schedule_registry(run_dir, **inert):
+    """Rewrite a run's checkpoints and recipe.yaml with every schedule's flat keys, as trickbag wrote them
+    before each schedule had its own keys (``inert``: other values of keys the run's schedule does not take)."""
+    import yaml
+
+    for path in (run_dir / "checkpoints").glob("*.pt"):
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)  # noqa: TB403 (our own checkpoint)
+        ckpt["recipe"]["schedule"] = {**OLD_FLAT_SCHEDULE, **ckpt["recipe"]["schedule"], **inert}
+        torch.save(ckpt, path)
+    recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    recipe["schedule"] = {**OLD_FLAT_SCHEDULE, **recipe["schedule"], **inert}
+    (run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+
+
+def test_a_run_written_with_every_schedules_flat_keys_resumes_longer_and_evaluates(tiny_recipe, capsys):
+    """Old runs hold gamma, step_epochs, decay_shape, ... whatever their schedule: resume, a longer resume and
+    evaluation of the checkpoint read them (the keys their schedule does not take did nothing), and the
+    resumed run trains exactly as the same run never interrupted."""
+    from trickbag.train.parts import model_from_checkpoint
+
+    base = ["log.every_steps=1", "schedule.warmup_epochs=1", "run.plots=false", "log.tensorboard=false",
+            "schedule.min_lr=0.001"]
+    whole = run_recipe(tiny_recipe(*base, "train.epochs=3", "run.name=whole"), quiet=True)
+    first = run_recipe(tiny_recipe(*base, "train.epochs=3"), plugins=[StopAtEpoch(1)], quiet=True)
+    _as_written_before_the_schedule_registry(first.run_dir, gamma=0.5)  # a cosine run that set gamma: inert
+    with pytest.raises(RecipeError, match=r"^schedule.gamma=0.3 does not apply to schedule.name=cosine; gamma is a "
+                                          r"key of step, multistep, plateau$"):
+        resume_run(first.run_dir, ["schedule.gamma=0.3"], quiet=True)
+    done = resume_run(first.run_dir, quiet=True)
+    assert _lr_per_update(done.run_dir) == _lr_per_update(whole.run_dir)
+    longer = resume_run(first.run_dir, ["train.epochs=5"], quiet=False)
+    assert "train.epochs 3 -> 5: the schedule had ended" in capsys.readouterr().out
+    assert len(longer.history) == 5
+    recipe, model, _, _ = model_from_checkpoint(first.run_dir / "checkpoints" / "best.pt")
+    assert recipe.schedule.model_dump() == {"name": "cosine", "warmup_epochs": 1.0, "min_lr": 0.001}

@@ -9,7 +9,22 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["format_validation_error", "all_keys"]
+__all__ = ["format_validation_error", "all_keys", "variants"]
+
+
+def variants(annotation: Any) -> dict[str, type[BaseModel]] | None:
+    """The sections of a section that is a union told apart by a tag (the recipe's ``schedule``: one section
+    per ``schedule.name``), ``{tag: section}``; None for any other annotation."""
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return None
+    out: dict[str, type[BaseModel]] = {}
+    for member in typing.get_args(annotation):
+        tags = [m.tag for m in getattr(member, "__metadata__", ()) if hasattr(m, "tag")]
+        cls = typing.get_args(member)[0] if tags else member
+        if not (tags and isinstance(cls, type) and issubclass(cls, BaseModel)):
+            return None
+        out[tags[0]] = cls
+    return out
 
 
 def _schema_keys(model: type[BaseModel]) -> list[str]:
@@ -28,6 +43,9 @@ def _section_model(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseMode
         if isinstance(value_type, type) and issubclass(value_type, BaseModel) and parts:
             parts.pop(0)  # a mapping of sections (data.bins.<column>): skip the key
             ann = value_type
+        members = variants(ann)
+        if members is not None and parts and str(parts[0]) in members:
+            ann = members[str(parts.pop(0))]  # the section of one tag (schedule.<name>.<key>)
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             model = ann
         else:
@@ -40,11 +58,35 @@ def all_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     keys: list[str] = []
     for name, field in model.model_fields.items():
         ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
+        members = variants(ann)
+        if members is not None:  # every key of every variant, once
+            keys += dict.fromkeys(k for m in members.values() for k in all_keys(m, f"{prefix}{name}."))
+        elif isinstance(ann, type) and issubclass(ann, BaseModel):
             keys += all_keys(ann, f"{prefix}{name}.")
         else:
             keys.append(f"{prefix}{name}")
     return keys
+
+
+def _without_tags(root: type[BaseModel], loc: tuple[str, ...]) -> tuple[str, ...]:
+    """``loc`` without the tags pydantic puts after a tagged union (``schedule.cosine.min_lr`` ->
+    ``schedule.min_lr``)."""
+    model: Any = root
+    out: list[str] = []
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        out.append(part)
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            out += parts
+            break
+        members = variants(field.annotation)
+        if members is not None and parts and parts[0] in members:
+            model = members[parts.pop(0)]
+        else:
+            model = field.annotation
+    return tuple(out)
 
 
 def _short(value: Any) -> str:
@@ -55,9 +97,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _unknown_key(root: type[BaseModel], loc: tuple[str, ...]) -> str:
+def _unknown_key(root: type[BaseModel], tagged: tuple[str, ...]) -> str:
+    parent = _section_model(root, tagged[:-1])  # a tagged union's tag picks its section
+    loc = _without_tags(root, tagged)
     key = ".".join(loc) if loc else "recipe"
-    parent = _section_model(root, loc[:-1])
     # compare the last part within its section: whole dotted keys share the section prefix, which
     # made any unknown key look close to some key of the same section
     prefix = ".".join(loc[:-1])
@@ -80,7 +123,8 @@ def _union_allowed(root: type[BaseModel], loc: tuple[str, ...]) -> str | None:
     the members pydantic tried (``train.threads.int``); else None."""
     parent = _section_model(root, loc[:-2]) if len(loc) >= 2 else None
     field = parent.model_fields.get(loc[-2]) if parent is not None else None
-    if field is None or typing.get_origin(field.annotation) not in (typing.Union, types.UnionType):
+    if field is None or typing.get_origin(field.annotation) not in (typing.Union, types.UnionType) \
+            or variants(field.annotation) is not None:
         return None
     parts: list[str] = []
     for member in typing.get_args(field.annotation):
@@ -95,11 +139,20 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> str:
     """One line about the first problem pydantic found in a ``root`` document."""
     e = err.errors()[0]
     loc = tuple(str(p) for p in e["loc"])
-    key = ".".join(loc) if loc else "recipe"
     typ = e["type"]
+    if typ == "recipe_line":  # a validator's own one-line message
+        return str(e.get("ctx", {}).get("line", e["msg"]))
     if typ == "extra_forbidden":
         return _unknown_key(root, loc)
+    loc = _without_tags(root, loc)
+    key = ".".join(loc) if loc else "recipe"
     value = e.get("input")
+    if typ == "union_tag_invalid":  # the tag key of a tagged union (schedule.name)
+        tag = e.get("ctx", {}).get("tag", "")
+        expected = str(e.get("ctx", {}).get("expected_tags", "")).replace("'", "")
+        return f"recipe key {key + '.name'!r}: {tag!r} is not allowed; allowed: {expected}"
+    if typ == "union_tag_not_found":
+        return f"recipe key {key!r} must be a mapping of keys, got {_short(value)}"
     msg = e["msg"]
     union = _union_allowed(root, loc)
     if union is not None:

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from trickbag.config.errors import variants
+
 __all__ = ["KeyDoc", "key_docs", "keys_text", "keys_markdown"]
 
 
@@ -28,9 +30,19 @@ class KeyDoc:
     allowed: str
     help: str
     section_doc: str
+    variant: str = ""  # a key of one variant of its section only, e.g. "name=step" (schedule.step_epochs)
 
 
 def _comments(cls: type) -> dict[str, str]:
+    """``{field: trailing comment}`` from the source of the class and its bases (a field's own class wins)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        if klass is not cls and issubclass(klass, BaseModel) and klass is not BaseModel:
+            out.update(_own_comments(klass))
+    return out | _own_comments(cls)
+
+
+def _own_comments(cls: type) -> dict[str, str]:
     """``{field: trailing comment}`` from the class's source (empty when the source is not available)."""
     try:
         source = inspect.getsource(cls)
@@ -88,13 +100,45 @@ def _default(field: Any) -> str:
     return "null" if value is None else (str(value).lower() if isinstance(value, bool) else repr(value).strip("'"))
 
 
+def _first_line(model: type) -> str:
+    return (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
+
+
+def _variant_docs(field: Any, members: dict[str, type[BaseModel]], prefix: str) -> list[KeyDoc]:
+    """A section that is one of several, told apart by a tag key (``schedule``, by ``name``): the keys they
+    share first (the tag key with every tag as its choices), then each variant's own keys."""
+    first = next(iter(members.values()))
+    base = next(c for c in first.__mro__ if all(issubclass(m, c) for m in members.values()))
+    shared = [n for n in base.model_fields if all(n in m.model_fields for m in members.values())]
+    default = field.get_default(call_default_factory=True)
+    out = []
+    for d in key_docs(base, prefix):
+        name = d.key[len(prefix):]
+        if name not in shared:
+            continue
+        if all(typing.get_args(m.model_fields[name].annotation) == (tag,) for tag, m in members.items()):
+            d = dataclasses.replace(d, type="choice", default=str(getattr(default, name, d.default)),
+                                    allowed=", ".join(members))  # the tag key
+        out.append(d)
+    for tag, m in members.items():
+        key = next((n for n in shared if typing.get_args(m.model_fields[n].annotation) == (tag,)), "")
+        comments, doc = _comments(m), _first_line(m)
+        out += [KeyDoc(f"{prefix}{n}", _type_name(f.annotation), _default(f), _allowed(f), comments.get(n, ""), doc,
+                       f"{key}={tag}") for n, f in m.model_fields.items() if n not in shared]
+    return out
+
+
 def key_docs(model: type[BaseModel], prefix: str = "") -> list[KeyDoc]:
-    """Every leaf key of ``model``, in schema order."""
+    """Every leaf key of ``model``, in schema order (a key of several variants of a section: once for each)."""
     out: list[KeyDoc] = []
     comments = _comments(model)
-    doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
+    doc = _first_line(model)
     for name, field in model.model_fields.items():
         ann = field.annotation
+        members = variants(ann)
+        if members is not None:
+            out += _variant_docs(field, members, f"{prefix}{name}.")
+            continue
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             out += key_docs(ann, f"{prefix}{name}.")
             continue
@@ -112,9 +156,9 @@ def keys_text(model: type[BaseModel]) -> str:
     lines, section = [], None
     for d in docs:
         head = d.key.rsplit(".", 1)[0] if "." in d.key else ""
-        if head != section:
-            section = head
-            lines.append(f"\n[{head or 'top level'}] {d.section_doc}")
+        if (head, d.variant) != section:
+            section = (head, d.variant)
+            lines.append(f"\n[{head or 'top level'}{', ' + d.variant if d.variant else ''}] {d.section_doc}")
         allowed = f" ({d.allowed})" if d.allowed else ""
         lines.append(f"  {d.key:<{width}}  {d.type}{allowed} = {d.default}" + (f"  # {d.help}" if d.help else ""))
     return "\n".join(lines).strip() + "\n"
@@ -133,9 +177,10 @@ def keys_markdown(model: type[BaseModel]) -> str:
     section = None
     for d in docs:
         head = d.key.rsplit(".", 1)[0] if "." in d.key else "top level"
-        if head != section:
-            section = head
-            lines += ["", f"## `{head}`", "", d.section_doc, "", "| key | type | default | allowed | what it does |",
+        if (head, d.variant) != section:
+            section = (head, d.variant)
+            title = f"`{head}` with `{d.variant.replace('=', ': ')}`" if d.variant else f"`{head}`"
+            lines += ["", f"## {title}", "", d.section_doc, "", "| key | type | default | allowed | what it does |",
                       "| --- | --- | --- | --- | --- |"]
         lines.append(f"| `{d.key}` | {_cell(d.type)} | `{_cell(d.default)}` | {_cell(d.allowed)} | {_cell(d.help)} |")
     return "\n".join(lines) + "\n"

@@ -202,16 +202,10 @@ class OptimConfig(Section):
 class ScheduleConfig(Section):
     """Learning-rate schedule, stepped once per optimizer update (plateau: once per epoch)."""
 
-    name: Literal["constant", "step", "multistep", "cosine", "onecycle", "linear", "polynomial", "plateau", "wsd", "none"] = "cosine"  # the LR curve (none: no schedule, e.g. for a schedule-free optimizer)  # noqa: E501 (a key's help is the comment on its line)
+    # The keys every schedule has; each schedule's own keys are in its subclass, in its module under
+    # trickbag.optim.schedules, and the recipe's `schedule` is the union of those, told apart by `name`.
+    name: str = "cosine"  # the LR curve (none: no schedule, e.g. for a schedule-free optimizer)
     warmup_epochs: float = Field(0.0, ge=0.0)  # linear warmup length, in epochs (fractions allowed)
-    min_lr: float = Field(0.0, ge=0.0)  # cosine / wsd: final learning rate
-    step_epochs: float = Field(30.0, gt=0.0)  # step: decay every this many epochs
-    milestones: list[float] = Field(default_factory=lambda: [0.5, 0.75])  # multistep: fractions of training
-    gamma: float = Field(0.1, gt=0.0, le=1.0)  # step / multistep / plateau decay factor
-    power: float = Field(1.0, gt=0.0)  # polynomial
-    patience: int = Field(2, ge=0)  # plateau, in epochs
-    decay_fraction: float = Field(0.2, gt=0.0, le=1.0)  # wsd: share of the updates after warm-up spent decaying
-    decay_shape: Literal["1-sqrt", "linear", "cosine"] = "1-sqrt"  # wsd: the decay's curve
 
 
 class TrainConfig(Section):

@@ -151,7 +151,9 @@ def read_run(path: str | os.PathLike, label: str | None = None) -> RunInfo:
         raise ExperimentError(f"{str(recipe_path)!r} is not valid YAML") from None
     if not isinstance(recipe, dict):
         raise ExperimentError(f"{str(recipe_path)!r} is not a recipe mapping")
-    info = RunInfo(path, label or path.name, flatten(recipe), read_metrics_csv(path / "metrics.csv"))
+    from trickbag.recipe import stored_recipe  # a run before each schedule had its own keys holds them all
+
+    info = RunInfo(path, label or path.name, flatten(stored_recipe(recipe)), read_metrics_csv(path / "metrics.csv"))
     summary = path / "summary.txt"
     if summary.is_file():
         text = summary.read_text(encoding="utf-8", errors="replace")

@@ -1,6 +1,8 @@
 """Optimizer-side tricks: SAM/ASAM, LR schedules with warm-up, LR scaling, gradient clipping, LR plots.
 
-The schedules can be extended (a new param group) and re-planned (a new length) while they run.
+The schedules can be extended (a new param group) and re-planned (a new length) while they run; each is
+one module of :mod:`trickbag.optim.schedules`. The names here are loaded when first used, so the recipe
+can read the schedules' options (:mod:`trickbag.optim.schedules`) without importing torch.
 
 >>> import torch
 >>> from trickbag.optim import SAM, build_scheduler, clip_gradients
@@ -11,19 +13,44 @@ The schedules can be extended (a new param group) and re-planned (a new length) 
 0.01666...
 """
 
-from trickbag.optim.clipping import adaptive_clip_gradients, clip_gradients
-from trickbag.optim.muon import MuonAdamW, muon_routing
-from trickbag.optim.plot import plot_lr
-from trickbag.optim.sam import SAM, disable_running_stats, enable_running_stats
-from trickbag.optim.schedulers import (
-    SCHEDULERS,
-    LRSchedule,
-    add_param_group,
-    build_scheduler,
-    replan_schedule,
-    scale_lr,
-    scaled_lr,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trickbag._optional import lazy_exports
+
+if TYPE_CHECKING:
+    from trickbag.optim.clipping import adaptive_clip_gradients, clip_gradients
+    from trickbag.optim.muon import MuonAdamW, muon_routing
+    from trickbag.optim.plot import plot_lr
+    from trickbag.optim.sam import SAM, disable_running_stats, enable_running_stats
+    from trickbag.optim.schedulers import (
+        SCHEDULERS,
+        LRSchedule,
+        add_param_group,
+        build_scheduler,
+        replan_schedule,
+        scale_lr,
+        scaled_lr,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "adaptive_clip_gradients": "trickbag.optim.clipping",
+    "clip_gradients": "trickbag.optim.clipping",
+    "MuonAdamW": "trickbag.optim.muon",
+    "muon_routing": "trickbag.optim.muon",
+    "plot_lr": "trickbag.optim.plot",
+    "SAM": "trickbag.optim.sam",
+    "disable_running_stats": "trickbag.optim.sam",
+    "enable_running_stats": "trickbag.optim.sam",
+    "SCHEDULERS": "trickbag.optim.schedulers",
+    "LRSchedule": "trickbag.optim.schedulers",
+    "add_param_group": "trickbag.optim.schedulers",
+    "build_scheduler": "trickbag.optim.schedulers",
+    "replan_schedule": "trickbag.optim.schedulers",
+    "scale_lr": "trickbag.optim.schedulers",
+    "scaled_lr": "trickbag.optim.schedulers",
+}
 
 __all__ = [
     "MuonAdamW",
@@ -42,3 +69,5 @@ __all__ = [
     "replan_schedule",
     "scaled_lr",
 ]
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -1,28 +1,38 @@
 """Learning-rate schedules with optional linear warm-up, and changes to a running schedule.
 
+The schedules themselves are the modules of :mod:`trickbag.optim.schedules`, one each (its options, its
+curve, its recipe keys, its rule on resume); this module builds them and changes them while they run.
 The per-update schedules (``constant``, ``step``, ``multistep``, ``cosine``, ``linear``,
-``polynomial``, each with an optional linear warm-up) are one class, :class:`LRSchedule`, a
-``torch.optim.lr_scheduler.LambdaLR`` whose per-group factor is a small picklable object, so
-``state_dict()`` / ``load_state_dict()`` round-trip and the schedule can be extended
-(:func:`add_param_group`) or re-planned (:func:`replan_schedule`) through public attributes only.
-``onecycle`` is torch's ``OneCycleLR`` held at its final LR after the end
-(:class:`ClampedOneCycleLR`), ``plateau`` is torch's ``ReduceLROnPlateau``.
+``polynomial``, ``wsd``, each with an optional linear warm-up) are one class, :class:`LRSchedule`, a
+``torch.optim.lr_scheduler.LambdaLR`` whose per-group factor is a small picklable object (the schedule
+module's :class:`~trickbag.optim.schedules.base.Factor`), so ``state_dict()`` / ``load_state_dict()``
+round-trip and the schedule can be extended (:func:`add_param_group`) or re-planned
+(:func:`replan_schedule`) through public attributes only. ``onecycle`` is torch's ``OneCycleLR`` held at
+its final LR after the end (:class:`ClampedOneCycleLR`), ``plateau`` is torch's ``ReduceLROnPlateau``.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
 import torch
 from torch.optim import lr_scheduler as lrs
 
+from trickbag.optim.schedules import NAMES, SCHEDULES
+from trickbag.optim.schedules.base import Factor
+from trickbag.optim.schedules.base import check_int as _check_int
+from trickbag.optim.schedules.base import check_number as _check_number
+from trickbag.optim.schedules.clamped import ClampedOneCycleLR
+from trickbag.optim.schedules.wsd import WSD_SHAPES
+
 __all__ = [
     "scale_lr",
     "SCHEDULERS",
+    "WSD_SHAPES",
     "ClampedOneCycleLR",
     "LRSchedule",
     "add_param_group",
@@ -31,48 +41,10 @@ __all__ = [
     "scaled_lr",
 ]
 
-SCHEDULERS: tuple[str, ...] = (
-    "constant",
-    "step",
-    "multistep",
-    "cosine",
-    "onecycle",
-    "linear",
-    "polynomial",
-    "plateau",
-    "wsd",
-)
-
-# Keyword arguments each schedule accepts (beyond total_steps / warmup_*).
-_OPTIONS: dict[str, frozenset[str]] = {
-    "constant": frozenset(),
-    "step": frozenset({"step_size", "gamma"}),
-    "multistep": frozenset({"milestones", "gamma"}),
-    "cosine": frozenset({"min_lr"}),
-    "onecycle": frozenset(
-        {
-            "pct_start",
-            "anneal_strategy",
-            "cycle_momentum",
-            "base_momentum",
-            "max_momentum",
-            "div_factor",
-            "final_div_factor",
-            "three_phase",
-        }
-    ),
-    "linear": frozenset({"end_factor"}),
-    "polynomial": frozenset({"power"}),
-    "wsd": frozenset({"min_lr", "decay_fraction", "decay_shape"}),
-    "plateau": frozenset(
-        {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"}
-    ),
-}
-_NEEDS_TOTAL = frozenset({"cosine", "onecycle", "linear", "polynomial", "wsd"})
-_LAMBDA_NAMES = ("constant", "step", "multistep", "cosine", "linear", "polynomial", "wsd")  # LRSchedule's
-_ANNEALED = ("cosine", "linear", "polynomial", "wsd")  # reach an end value at total_steps and stay there
-#: the decay shapes of ``wsd``: the unit curve from 1 at the decay's start to 0 at its end
-WSD_SHAPES = ("linear", "cosine", "1-sqrt")
+#: the schedule names, in the order of :data:`trickbag.optim.schedules.MODULES`
+SCHEDULERS: tuple[str, ...] = NAMES
+#: the names :class:`LRSchedule` takes: those with a per-group factor
+_LAMBDA_NAMES = tuple(name for name, s in SCHEDULES.items() if s.factor is not None)
 
 
 @contextmanager
@@ -88,178 +60,6 @@ def _errors_named(who: str) -> Iterator[None]:
         raise type(exc)(f"{who}: {msg}") from None
 
 
-# --------------------------------------------------------------------------- the per-group factor
-class _Factor:
-    """LR factor of one param group of :class:`LRSchedule`: ``lr(t) = base_lr * factor(t)``.
-
-    Its ``__dict__`` holds plain data only (``LambdaLR.state_dict`` saves it and
-    ``load_state_dict`` restores it).  The annealed schedules are described by segments
-    ``[start, scale, end]``, base-LR free: from update ``start`` on (the segment added last
-    among those that have started wins), the annealed part is ``G(t) = scale * shape(x)`` with
-    ``x = min(1, (t - start) / (end - start))`` and ``shape`` the unit curve (cosine
-    ``(1 + cos(pi x)) / 2``, linear ``1 - x``, polynomial ``(1 - x)^power``), and the factor is
-    ``f_end + (1 - f_end) * G`` (cosine: ``(min_lr + (base_lr - min_lr) * G) / base_lr``).  Built
-    with ``[[warmup_steps, 1.0, total_steps]]``; :func:`replan_schedule` appends segments.  A warm
-    restart's segment has a fourth entry, ``warm``: for ``start <= t < start + warm``,
-    ``G(t) = scale * (t - start + 1) / (warm + 1)``, and the anneal spans ``start + warm .. end``.
-    """
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        base_lr: float,
-        warmup_steps: int,
-        warmup_start: float,
-        total_steps: int | None,
-        step_size: int | None = None,
-        gamma: float = 0.1,
-        milestones: list[int] | None = None,
-        min_lr: float = 0.0,
-        end_factor: float = 0.0,
-        power: float = 1.0,
-        decay_fraction: float = 0.2,
-        decay_shape: str = "1-sqrt",
-    ) -> None:
-        self.name = name
-        self.base_lr = float(base_lr)
-        self.warmup_steps = int(warmup_steps)
-        self.warmup_start = float(warmup_start)
-        self.total_steps = total_steps
-        self.step_size = step_size
-        self.gamma = float(gamma)
-        self.milestones = list(milestones or [])
-        self.min_lr = float(min_lr)
-        self.end_factor = float(end_factor)
-        self.power = float(power)
-        self.decay_fraction, self.decay_shape = float(decay_fraction), str(decay_shape)
-        first = self.decay_start(total_steps, self.warmup_steps) if name == "wsd" else self.warmup_steps
-        self.segments: list[list[Any]] = [[first, 1.0, total_steps]] if name in _ANNEALED else []
-
-    def decay_start(self, total_steps: Any, t0: int) -> int:
-        """``wsd``: the update the decay starts at, ``decay_fraction`` of the updates after the warm-up before
-        ``total_steps`` (not before ``t0``)."""
-        total = int(total_steps)
-        return max(t0, self.warmup_steps, total - int(round(self.decay_fraction * (total - self.warmup_steps))))
-
-    def with_base(self, base_lr: float) -> _Factor:
-        """The same plan (segments included) for a param group with base LR ``base_lr``."""
-        if self.name in ("cosine", "wsd") and base_lr < self.min_lr:
-            raise ValueError(
-                f"min_lr={self.min_lr} of the cosine schedule is above the new group's lr={base_lr}; "
-                "the cosine would raise its LR. Give the group an lr no smaller than min_lr"
-            )
-        other = _Factor.__new__(_Factor)
-        other.__dict__.update(self.__dict__)
-        other.base_lr = float(base_lr)
-        other.milestones = list(self.milestones)
-        other.segments = [list(seg) for seg in self.segments]
-        return other
-
-    # -- evaluation ------------------------------------------------------------------------
-
-    def _segment(self, t: int) -> list[Any] | None:
-        found = None
-        for seg in self.segments:
-            if seg[0] <= t:
-                found = seg
-        return found
-
-    def _unit(self, t: int, seg: list[Any]) -> float:
-        start, scale, end = seg[:3]
-        warm = int(seg[3]) if len(seg) > 3 else 0  # a restart's warm-up (see replan)
-        if t < start + warm:
-            return scale * (t - start + 1) / (warm + 1)
-        start += warm
-        x = 1.0 if end <= start or t >= end else (t - start) / (end - start)
-        shape = self.decay_shape if self.name == "wsd" else self.name
-        if shape == "cosine":
-            return scale * (1.0 + math.cos(math.pi * x)) / 2.0
-        if shape == "linear":
-            return scale * (1.0 - x)
-        if shape == "1-sqrt":
-            return scale * (1.0 - math.sqrt(x))
-        return scale * (1.0 - x) ** self.power
-
-    def _annealed(self, g: float) -> float:
-        if self.name in ("cosine", "wsd"):
-            if self.base_lr <= 0.0:
-                return g  # lr = 0 * factor = 0 whatever the factor
-            return (self.min_lr + (self.base_lr - self.min_lr) * g) / self.base_lr
-        if self.name == "linear":
-            return self.end_factor + (1.0 - self.end_factor) * g
-        return g
-
-    def __call__(self, t: int) -> float:
-        seg = self._segment(t)
-        w = self.warmup_steps
-        if seg is None and t < w:
-            s = self.warmup_start
-            return s + (1.0 - s) * t / w
-        if self.name == "constant" or (seg is None and self.name == "wsd"):  # wsd: the stable phase
-            return 1.0
-            return 1.0
-        if self.name == "step":
-            return self.gamma ** ((t - w) // self.step_size)  # type: ignore[operator]
-        if self.name == "multistep":
-            return self.gamma ** sum(1 for m in self.milestones if m <= t)
-        return self._annealed(self._unit(t, seg))  # type: ignore[arg-type]
-
-    # -- re-planning -----------------------------------------------------------------------
-
-    def ended(self, t: int) -> bool:
-        """Whether the anneal is over at update ``t`` (the factor sits at its end value)."""
-        seg = self._segment(t)
-        return self.name in _ANNEALED and seg is not None and t >= seg[2]
-
-    def replan(self, t0: int, total_steps: int, restart: float | None = None, restart_warmup: int = 0) -> None:
-        """From update ``t0`` on, reach the end value at ``total_steps`` (see :func:`replan_schedule`)."""
-        if self.name not in _ANNEALED:
-            return
-        seg = self._segment(t0)
-        if seg is not None and t0 >= seg[2]:
-            if restart is not None and total_steps > t0:  # a warm restart: warm-up, then the anneal again
-                self.segments = self.segments + [[t0, float(restart), total_steps, int(restart_warmup)]]
-                self.total_steps = total_steps
-            return  # else the anneal is over: stay at the floor
-        if total_steps <= t0:
-            self.segments = self.segments + [[t0, 0.0, t0]]
-            self.total_steps = t0
-            return
-        if seg is None:  # warming up (wsd: or stable): the warm-up continues, the main phase spans the new total
-            if total_steps <= self.warmup_steps:
-                raise ValueError(
-                    f"total_steps={total_steps} ends inside the warm-up ({self.warmup_steps} updates, now at update "
-                    f"{t0}); give total_steps > {self.warmup_steps}, or <= {t0} to go to the floor at once"
-                )
-            first = self.decay_start(total_steps, t0) if self.name == "wsd" else self.warmup_steps
-            self.segments = [[first, 1.0, total_steps]]  # wsd: the stable phase goes on, the decay moves
-        else:
-            self.segments = self.segments + [[t0, self._unit(t0, seg), total_steps]]
-        self.total_steps = total_steps
-
-
-# --------------------------------------------------------------------------- argument checks
-def _check_int(value: Any, name: str, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _check_number(value: Any, name: str, *, minimum: float, maximum: float = math.inf) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not minimum <= value <= maximum
-    ):
-        allowed = f">= {minimum}" if maximum == math.inf else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be a number {allowed}, got {value!r}")
-
-
-def _gamma(kw: dict[str, Any]) -> float:
-    gamma = kw.get("gamma", 0.1)
-    _check_number(gamma, "gamma", minimum=0.0)
-    return float(gamma)
 
 
 def _check_common(
@@ -276,13 +76,14 @@ def _check_common(
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if not isinstance(name, str) or name not in names:
         raise ValueError(f"unknown schedule name {name!r}; allowed: {', '.join(names)}")
-    unknown = set(kwargs) - _OPTIONS[name]
+    schedule = SCHEDULES[name]
+    unknown = set(kwargs) - schedule.keywords
     if unknown:
-        allowed = ", ".join(sorted(_OPTIONS[name])) or "none"
+        allowed = ", ".join(sorted(schedule.keywords)) or "none"
         raise TypeError(f"unexpected option(s) {sorted(unknown)} for schedule {name!r}; allowed options: {allowed}")
     if total_steps is not None:
         _check_int(total_steps, "total_steps", minimum=1)
-    elif name in _NEEDS_TOTAL:
+    elif schedule.needs_total:
         raise ValueError(f"schedule {name!r} needs total_steps= (the number of optimizer updates)")
     _check_int(warmup_steps, "warmup_steps", minimum=0)
     if warmup_start_factor is None:
@@ -298,52 +99,10 @@ def _check_common(
         )
     if warmup_steps and total_steps is not None and warmup_steps >= total_steps:
         raise ValueError(f"warmup_steps={warmup_steps} must be smaller than total_steps={total_steps}")
-    if warmup_steps and name in ("plateau", "onecycle"):
-        hint = "use pct_start= for its own warm-up" if name == "onecycle" else "build the warm-up separately"
-        raise ValueError(f"schedule {name!r} cannot be combined with warmup_steps={warmup_steps}; {hint}")
+    if warmup_steps and schedule.no_warmup:
+        raise ValueError(f"schedule {name!r} cannot be combined with warmup_steps={warmup_steps}; "
+                         f"{schedule.no_warmup}")
     return float(warmup_start_factor)
-
-
-def _plan(name: str, total_steps: int | None, warmup_steps: int, start: float, kw: dict[str, Any]) -> dict[str, Any]:
-    """Validated :class:`_Factor` fields shared by every param group."""
-    plan: dict[str, Any] = dict(name=name, warmup_steps=warmup_steps, warmup_start=start, total_steps=total_steps)
-    if name == "step":
-        if "step_size" not in kw:
-            raise ValueError("schedule 'step' needs step_size= (updates between LR decays)")
-        _check_int(kw["step_size"], "step_size", minimum=1)
-        plan.update(step_size=kw["step_size"], gamma=_gamma(kw))
-    elif name == "multistep":
-        milestones = kw.get("milestones")
-        if milestones is None:
-            raise ValueError("schedule 'multistep' needs milestones= (a list of update counts)")
-        milestones = list(milestones)
-        for m in milestones:
-            _check_int(m, "milestones[...]", minimum=warmup_steps + 1)
-        if milestones != sorted(milestones):
-            raise ValueError(f"milestones must be increasing, got {milestones}")
-        plan.update(milestones=milestones, gamma=_gamma(kw))
-    elif name == "cosine":
-        min_lr = kw.get("min_lr", 0.0)
-        _check_number(min_lr, "min_lr", minimum=0.0)
-        plan.update(min_lr=float(min_lr))
-    elif name == "linear":
-        end_factor = kw.get("end_factor", 0.0)
-        _check_number(end_factor, "end_factor", minimum=0.0, maximum=1.0)
-        plan.update(end_factor=float(end_factor))
-    elif name == "polynomial":
-        power = kw.get("power", 1.0)
-        _check_number(power, "power", minimum=0.0)
-        plan.update(power=float(power))
-    elif name == "wsd":
-        min_lr, fraction, shape = kw.get("min_lr", 0.0), kw.get("decay_fraction", 0.2), kw.get("decay_shape", "1-sqrt")
-        _check_number(min_lr, "min_lr", minimum=0.0)
-        _check_number(fraction, "decay_fraction", minimum=0.0, maximum=1.0)
-        if not fraction > 0:
-            raise ValueError("decay_fraction must be > 0 (the share of the updates after warm-up spent decaying)")
-        if shape not in WSD_SHAPES:
-            raise ValueError(f"decay_shape must be one of {', '.join(WSD_SHAPES)}, got {shape!r}")
-        plan.update(min_lr=float(min_lr), decay_fraction=float(fraction), decay_shape=shape)
-    return plan
 
 
 def _base_lrs(optimizer: torch.optim.Optimizer) -> list[float]:
@@ -380,7 +139,7 @@ class LRSchedule(lrs.LambdaLR):
     ([0.05, 0.1, 0.0833, 0.0667, 0.05, 0.05], 'linear', 4)
     """
 
-    lr_lambdas: list[_Factor]  # type: ignore[assignment]  # LambdaLR types them as plain callables
+    lr_lambdas: list[Factor]  # type: ignore[assignment]  # LambdaLR types them as plain callables
 
     def __init__(
         self,
@@ -396,16 +155,12 @@ class LRSchedule(lrs.LambdaLR):
         with _errors_named("LRSchedule"):
             start = _check_common(optimizer, name, _LAMBDA_NAMES, total_steps, warmup_steps, warmup_start_factor,
                                   options)
-            plan = _plan(name, total_steps, warmup_steps, start, dict(options))
+            factor = cast("type[Factor]", SCHEDULES[name].factor)
+            plan = factor.plan(dict(options), warmup_steps)
             bases = _base_lrs(optimizer)
-            if name == "cosine":
-                for i, base in enumerate(bases):
-                    if base < plan["min_lr"]:
-                        raise ValueError(
-                            f"min_lr={plan['min_lr']} is above param_groups[{i}]['lr']={base}; "
-                            "the cosine would raise that group's LR. Use a min_lr no larger than every group's LR"
-                        )
-        super().__init__(optimizer, [_Factor(base_lr=b, **plan) for b in bases], last_epoch)
+            factor.check_groups(plan, bases)
+        super().__init__(optimizer, [factor(name=name, base_lr=b, warmup_steps=warmup_steps, warmup_start=start,
+                                            total_steps=total_steps, **plan) for b in bases], last_epoch)
 
     @property
     def name(self) -> str:
@@ -421,30 +176,6 @@ class LRSchedule(lrs.LambdaLR):
     def warmup_steps(self) -> int:
         """Length of the linear warm-up, in updates."""
         return self.lr_lambdas[0].warmup_steps
-
-
-class ClampedOneCycleLR(lrs.OneCycleLR):
-    """``torch.optim.lr_scheduler.OneCycleLR`` that stays at its final LR (and momentum) after ``total_steps``
-    updates instead of raising.
-
-    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
-    >>> sched = ClampedOneCycleLR(opt, max_lr=0.1, total_steps=4, cycle_momentum=False)
-    >>> for _ in range(8):
-    ...     opt.step()
-    ...     sched.step()
-    >>> opt.param_groups[0]["lr"] == 0.1 / 25 / 1e4      # initial_lr / final_div_factor
-    True
-    """
-
-    def get_lr(self) -> list[Any]:
-        t = self.last_epoch
-        if t < self.total_steps:
-            return super().get_lr()
-        self.last_epoch = self.total_steps - 1  # the last update of the cycle: its final value
-        try:
-            return super().get_lr()
-        finally:
-            self.last_epoch = t
 
 
 def build_scheduler(
@@ -516,22 +247,8 @@ def build_scheduler(
         if name in _LAMBDA_NAMES:
             return LRSchedule(optimizer, name, total_steps=total_steps, warmup_steps=warmup_steps,
                               warmup_start_factor=warmup_start_factor, **kwargs)
-        kw = dict(kwargs)
-        if name == "onecycle":
-            if "pct_start" in kw:
-                _check_number(kw["pct_start"], "pct_start", minimum=0.0, maximum=1.0)
-                kw["pct_start"] = float(kw["pct_start"])
-            if kw.get("cycle_momentum") is None:
-                kw["cycle_momentum"] = "betas" in optimizer.defaults or any(
-                    float(g.get("momentum", 0.0) or 0.0) > 0 for g in optimizer.param_groups
-                )
-            max_lr = [float(g["lr"]) for g in optimizer.param_groups]
-            return ClampedOneCycleLR(optimizer, max_lr=max_lr, total_steps=total_steps, **kw)
-        # plateau
-        scheduler = lrs.ReduceLROnPlateau(optimizer, **kw)
-        for group in optimizer.param_groups:
-            group.setdefault("initial_lr", group["lr"])
-        return scheduler
+        build = cast("Callable[[Any, int | None, dict[str, Any]], lrs.LRScheduler]", SCHEDULES[name].build)
+        return build(optimizer, total_steps, dict(kwargs))
 
 
 # --------------------------------------------------------------------------- changing a running schedule
@@ -717,13 +434,10 @@ def replan_schedule(
                 raise ValueError("restart must be > 0 (a fraction of the peak LR), got 0")
         _check_int(restart_warmup, "restart_warmup", minimum=0)
         if isinstance(scheduler, LRSchedule):
-            name = scheduler.name
-            if name == "multistep":
-                raise ValueError(
-                    "schedule 'multistep' cannot be re-planned: its milestones are absolute update counts; "
-                    "build a new schedule with the milestones you want"
-                )
-            if name not in _ANNEALED:
+            schedule = SCHEDULES[scheduler.name]
+            if schedule.resume == "refuse":
+                raise ValueError(f"schedule {schedule.name!r} cannot be re-planned: {schedule.refuse_why}")
+            if schedule.resume != "replan":
                 return False
             t0 = scheduler.last_epoch
             restarted = scheduler.lr_lambdas[0].ended(t0) and restart is not None and total_steps > t0
@@ -735,10 +449,7 @@ def replan_schedule(
             _resync(scheduler)
             return restarted
         if isinstance(scheduler, lrs.OneCycleLR):
-            raise ValueError(
-                "schedule 'onecycle' cannot be re-planned: its phases are fixed fractions of the whole cycle; "
-                "build a new schedule"
-            )
+            raise ValueError(f"schedule 'onecycle' cannot be re-planned: {SCHEDULES['onecycle'].refuse_why}")
         if isinstance(scheduler, lrs.ReduceLROnPlateau):
             return False
         raise TypeError(

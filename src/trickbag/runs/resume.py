@@ -9,8 +9,9 @@ change the training itself, and say so when the run starts:
   the LR never climbs back. A schedule whose anneal had already ended (a finished run trained longer)
   restarts instead of training at its floor (often 0): a linear warm-up over a tenth of the extra updates
   to :data:`RESTART_PEAK` of the peak LR (to the new ``optim.lr`` when it is given too), then the same
-  anneal to the floor at the new end. ``multistep`` and ``onecycle`` cannot be re-planned: a finished run
-  with them says how to train on from its weights in a new run;
+  anneal to the floor at the new end. What a schedule does is its module's rule
+  (``Schedule.resume`` in :mod:`trickbag.optim.schedules`): ``multistep`` and ``onecycle`` cannot be
+  re-planned, and a finished run with them says how to train on from its weights in a new run;
 * ``optim.lr`` — every param group's learning rate is scaled by new / old from here on
   (:func:`trickbag.optim.scale_lr`), e.g. a lower LR after the loss diverged.
 
@@ -34,8 +35,6 @@ __all__ = ["SAFE", "RESTART_PEAK", "changed_keys", "check_resume", "apply_resume
 #: given with the new ``train.epochs`` sets the peak instead): enough to move the weights, small enough to keep
 #: most of what the anneal reached
 RESTART_PEAK = 0.1
-#: schedules that cannot be re-planned; a finished run with one of them trains on in a new run
-_NOT_REPLANNABLE = ("multistep", "onecycle")
 
 #: keys (or key prefixes ending in '.') a resume may change, and what the change does
 SAFE: dict[str, str] = {
@@ -88,9 +87,14 @@ def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[An
 
 
 def _schema_defaults() -> dict[str, Any]:
+    """Every key's default, each schedule's keys included (a key is one schedule's or shares its default)."""
+    from trickbag.optim.schedules import sections
     from trickbag.recipe import recipe_from_dict
 
-    return _flat(recipe_from_dict({}).model_dump(mode="json"))
+    out: dict[str, Any] = {}
+    for name in sections():
+        out.update(_flat(recipe_from_dict({"schedule": {"name": name}}).model_dump(mode="json")))
+    return out | _flat(recipe_from_dict({}).model_dump(mode="json"))  # the default schedule's values win
 
 
 def _safe(key: str) -> bool:
@@ -100,8 +104,13 @@ def _safe(key: str) -> bool:
 def check_resume(
     old: dict[str, Any], new: dict[str, Any], epochs_done: int, run_dir: Path
 ) -> dict[str, tuple[Any, Any]]:
-    """The changes a resume asks for; :class:`RecipeError` (one line) for one that cannot change mid-run."""
-    changes = changed_keys(old, new)
+    """The changes a resume asks for; :class:`RecipeError` (one line) for one that cannot change mid-run.
+
+    ``old``, the checkpoint's recipe, may come from a trickbag before each schedule had its own keys: the
+    other schedules' keys it holds are dropped first (they did nothing in that run)."""
+    from trickbag.recipe import stored_recipe
+
+    changes = changed_keys(stored_recipe(old), new)
     unsafe = [k for k in changes if not _safe(k)]
     if unsafe:
         k = unsafe[0]
@@ -127,14 +136,17 @@ def restart_warmup(extra_updates: int) -> int:
 
 def train_longer_hint(run_dir: Path, recipe: Any, epochs_done: int) -> str:
     """The command that trains a finished run longer, and what it does to the LR schedule."""
+    from trickbag.optim.schedules import SCHEDULES
+
     more = epochs_done + max(1, epochs_done // 2)
     name = recipe.schedule.name
-    if name in _NOT_REPLANNABLE:
+    rule = SCHEDULES[name].resume if name in SCHEDULES else "keep"
+    if rule == "refuse":
         return (f"trickbag train {run_dir}/recipe.yaml run.name={run_dir.name}-more train.epochs={more - epochs_done} "
                 f"model.weights={run_dir}/checkpoints/last.pt (schedule.name={name} cannot be extended, so a new run "
                 f"starts from its weights)")
     what = ("the schedule restarts at a tenth of its peak LR, add optim.lr=LR to choose the peak"
-            if name in ("cosine", "linear", "polynomial", "wsd") else f"schedule.name={name} goes on")
+            if rule == "replan" else f"schedule.name={name} goes on")
     return f"trickbag train --resume {run_dir} train.epochs={more} ({what})"
 
 
@@ -184,10 +196,9 @@ def _replan(s: Any, ctx: Any, changes: dict[str, tuple[Any, Any]], total: int | 
         return (f"train.epochs {old} -> {new}: the schedule had ended (LR {floor:g}), so it restarts: a warm-up over "
                 f"{warm} update{'s' if warm != 1 else ''} to {top:g} ({given}), then a new {ctx.recipe.schedule.name} "
                 f"anneal to update {total}")
-    decay = s.scheduler.lr_lambdas[0].segments[-1][0] if ctx.recipe.schedule.name == "wsd" else None
-    if decay is not None and decay > t0:  # still in the stable phase
-        return f"train.epochs {old} -> {new}: the LR stays at its peak; the decay now starts at update {decay} and " \
-               f"ends at update {total}"
+    note = s.scheduler.lr_lambdas[0].resume_note(t0, total) if hasattr(s.scheduler, "lr_lambdas") else None
+    if note is not None:  # the schedule's own account (wsd in its stable phase)
+        return f"train.epochs {old} -> {new}: {note}"
     return f"train.epochs {old} -> {new}: the schedule is re-planned from update {t0} to end at update {total}"
 
 

@@ -125,31 +125,13 @@ def _muon_factory(recipe: Recipe, model: torch.nn.Module, num_outputs: int, kwar
     return lambda groups: MuonAdamW(groups, muon_params=chosen, **kwargs)
 
 
-def _schedule_options(recipe: Recipe, warmup: int, total: int, steps_per_epoch: int, mode: str) -> dict[str, Any]:
-    sc = recipe.schedule
-    if sc.name == "cosine":
-        return {"min_lr": sc.min_lr}
-    if sc.name == "step":
-        return {"step_size": max(1, int(round(sc.step_epochs * steps_per_epoch))), "gamma": sc.gamma}
-    if sc.name == "multistep":
-        return {"milestones": sorted({max(warmup + 1, int(round(m * total))) for m in sc.milestones}),
-                "gamma": sc.gamma}
-    if sc.name == "polynomial":
-        return {"power": sc.power}
-    if sc.name == "wsd":
-        return {"min_lr": sc.min_lr, "decay_fraction": sc.decay_fraction, "decay_shape": sc.decay_shape}
-    if sc.name == "plateau":
-        if warmup:
-            raise RecipeError("schedule.warmup_epochs must be 0 with schedule.name=plateau")
-        return {"factor": sc.gamma if sc.gamma < 1 else 0.1, "patience": sc.patience, "mode": mode}
-    return {}
-
-
 def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int,
                    notes: list[str] | None = None, mode: str = "max") -> Any:
     """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted); ``mode``:
     whether the monitored metric (plateau) should rise or fall."""
     from trickbag.optim import build_scheduler
+    from trickbag.optim.schedules import SCHEDULES
+    from trickbag.optim.schedules.base import RecipeSteps
 
     sc = recipe.schedule
     schedule_free = recipe.optim.name.startswith("schedulefree_")
@@ -163,7 +145,8 @@ def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_e
         return None
     total = steps_per_epoch * recipe.train.epochs
     warmup = int(round(sc.warmup_epochs * steps_per_epoch))
-    if warmup >= total and sc.name not in ("constant", "plateau"):
+    schedule = SCHEDULES[sc.name]
+    if warmup >= total and schedule.shorten_warmup:
         # a quick `train.epochs=1` try of a recipe with warmup: keep half the run for the schedule
         warmup = total // 2
         if notes is not None:
@@ -171,7 +154,7 @@ def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_e
                          f"epochs); warmup shortened to {warmup} updates")
     try:
         return build_scheduler(optimizer, sc.name, total_steps=total, warmup_steps=warmup,
-                               **_schedule_options(recipe, warmup, total, steps_per_epoch, mode))
+                               **schedule.from_recipe(sc, RecipeSteps(warmup, total, steps_per_epoch, mode)))
     except ValueError as exc:
         raise RecipeError(f"schedule: {exc}") from None
 
@@ -445,7 +428,7 @@ def model_from_checkpoint(
         raise CheckpointError(f"checkpoint {str(ckpt_path)!r} is not a trickbag run checkpoint (no recipe/model)")
     if not isinstance(ckpt["recipe"], dict):
         raise CheckpointError(f"checkpoint {str(ckpt_path)!r} has a malformed recipe entry")
-    recipe = recipe_from_dict(ckpt["recipe"])
+    recipe = recipe_from_dict(ckpt["recipe"], stored=True)  # maybe written before each schedule had its own keys
     if ":" in recipe.model.name and not trust_code:
         raise CheckpointError(
             f"checkpoint {str(ckpt_path)!r} names model code {recipe.model.name!r}; building it would import and run "

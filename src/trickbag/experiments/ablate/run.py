@@ -63,7 +63,11 @@ def _check(seeds: Any, jobs: Any, metric: Any, confidence: Any) -> None:
 
 
 def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
+    from trickbag.recipe import stored_recipe
+
     s = json.loads(json.dumps(settings))
+    if isinstance(s.get("recipe"), dict):  # saved before each schedule had its own keys: those only
+        s["recipe"] = stored_recipe(s["recipe"])
     s.get("recipe", {}).get("run", {}).pop("name", None)
     s.get("recipe", {}).get("run", {}).pop("dir", None)
     return s

@@ -200,11 +200,18 @@ def load_space(path: str | os.PathLike, recipe: Any = None) -> list[ParamSpec]:
 
 
 def recipe_with(base: dict[str, Any], params: dict[str, Any], what: str = "") -> Any:
-    """The recipe ``base`` (a resolved recipe dict) with dotted ``params`` set; ExperimentError if refused."""
+    """The recipe ``base`` (a resolved recipe dict) with dotted ``params`` set; ExperimentError if refused.
+
+    A trial with another ``schedule.name`` leaves out the base's keys its schedule does not take (they were
+    the base schedule's); a key of another schedule among ``params`` is refused."""
     from trickbag.config import apply_overrides
     from trickbag.errors import RecipeError
+    from trickbag.optim.schedules import settle_schedule
     from trickbag.recipe import recipe_from_dict
 
+    if "schedule.name" in params and isinstance(base.get("schedule"), dict):
+        base = {**base, "schedule": settle_schedule({**base["schedule"], "name": params["schedule.name"]},
+                                                    stored=True)}
     try:
         return recipe_from_dict(apply_overrides(base, [(k.split("."), v) for k, v in params.items()]))
     except RecipeError as exc:

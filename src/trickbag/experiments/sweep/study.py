@@ -170,6 +170,10 @@ def _open_study(optuna: Any, url: str, name: str, *, resume: bool, settings: dic
     study = optuna.create_study(storage=rdb, study_name=name, direction=direction, pruner=pr, sampler=smp,
                                 load_if_exists=True)
     saved = study.user_attrs.get("trickbag")
+    if isinstance(saved, dict) and isinstance(saved.get("recipe"), dict):
+        from trickbag.recipe import stored_recipe  # saved before each schedule had its own keys: those only
+
+        saved = {**saved, "recipe": stored_recipe(saved["recipe"])}
     if saved is None:
         study.set_user_attr("trickbag", settings)
     elif saved != settings:
