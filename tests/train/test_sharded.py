@@ -17,6 +17,7 @@ from trickbag.recipe import load_recipe
 from trickbag.train import sharded
 from trickbag.train.build import build
 from trickbag.train.checkpoint import load_checkpoint
+from trickbag.train.runfolder import remove_stale_temporaries
 from trickbag.train.tricks import build_tricks
 
 pytestmark = pytest.mark.skipif(not torch_dist.is_available() or not torch_dist.is_gloo_available(),
@@ -65,7 +66,8 @@ def test_a_sharded_checkpoint_reads_back_whole_and_a_save_killed_midway_leaves_t
         group_of_one: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trainer, _ = build(load_recipe("digits", [*FAKE, "tricks.ema.enabled=true"]))
     trainer.fit()
-    path = tmp_path / "last.pt"
+    (tmp_path / "checkpoints").mkdir()
+    path = tmp_path / "checkpoints" / "last.pt"
     trainer.save_checkpoint(path)
     raw = torch.load(path, weights_only=True)  # the file itself: placeholders, the shards beside it
     folder = path.parent / raw["shards"]
@@ -87,6 +89,9 @@ def test_a_sharded_checkpoint_reads_back_whole_and_a_save_killed_midway_leaves_t
     again = load_checkpoint(path)  # the previous checkpoint, whole
     for k, v in expected.items():
         assert torch.equal(again["model"][k], v), k
+    assert len(sharded.shards_of(path)) == 2  # the one last.pt names, and the killed save's
+    removed = remove_stale_temporaries(tmp_path)  # as a resume does, under the run's lock
+    assert [p.name for p in removed] != [] and [p.name for p in sharded.shards_of(path)] == [raw["shards"]]
     monkeypatch.undo()
     trainer.save_checkpoint(path)  # the next save removes the folders no file names
     assert [p.name for p in sharded.shards_of(path)] == [torch.load(path, weights_only=True)["shards"]]

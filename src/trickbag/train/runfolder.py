@@ -146,6 +146,27 @@ def remove_stale_temporaries(run_dir: Path) -> list[Path]:
             for p in folder.glob(".*.tmp"):
                 p.unlink(missing_ok=True)
                 removed.append(p)
+    return removed + _remove_orphan_shards(Path(run_dir) / "checkpoints")
+
+
+def _remove_orphan_shards(ckpt_dir: Path) -> list[Path]:
+    """Shard folders (FSDP) that no checkpoint file names: a sharded save killed before its ``.pt`` was written."""
+    import shutil
+
+    from trickbag.train.checkpoint import load_checkpoint
+
+    removed: list[Path] = []
+    if not ckpt_dir.is_dir():
+        return removed
+    for folder in sorted(p for p in ckpt_dir.glob("*.shards-*") if p.is_dir()):
+        owner = ckpt_dir / folder.name.split(".shards-")[0]
+        try:
+            named = load_checkpoint(owner, mmap=True, shards=False).get("shards") if owner.is_file() else None
+        except CheckpointError:
+            named = None  # an unreadable owner: its folder cannot be used either
+        if named != folder.name:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
     return removed
 
 
