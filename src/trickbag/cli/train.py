@@ -59,6 +59,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cooldown(args: argparse.Namespace) -> int:
+    from trickbag.runs.cooldown import branch_cooldown
+
+    result = branch_cooldown(Path(args.run), args.epochs, checkpoint=args.source, name=args.name, quiet=args.quiet)
+    if not args.quiet:
+        print(f"cooldown: {result.run_dir}", flush=True)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("train", help="train a recipe (default: digits)",
                        description="Train a recipe. ITEMS: [RECIPE] [key.sub=value ...]",
@@ -69,3 +78,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     t.set_defaults(func=cmd_train)
+    c = sub.add_parser("cooldown", help="branch a cooldown off a schedule.name=wsd run: decay from one of its "
+                       "checkpoints, in a new run folder",
+                       description="Copy a checkpoint of a wsd run into a new run folder beside it and train on with "
+                       "the decay starting at that update (schedule.decay_fraction=1.0) until the end of epoch "
+                       "--epochs. The original run is not changed.")
+    c.add_argument("run", metavar="RUN_DIR", help="the wsd run to branch from")
+    c.add_argument("--epochs", type=int, required=True, help="the cooldown ends at the end of this epoch")
+    c.add_argument("--from", dest="source", metavar="CHECKPOINT",
+                   help="step-N.pt or last.pt of RUN_DIR/checkpoints, or a path (default: the newest)")
+    c.add_argument("--name", help="the new run folder's name (default: RUN-cooldown-UPDATE)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    c.set_defaults(func=cmd_cooldown)

@@ -56,6 +56,8 @@ SAFE: dict[str, str] = {
     "train.early_stopping_min_delta": "early stopping",
     "train.plugins": "your own plug-ins",
     "dist.timeout_s": "the process-group timeout",
+    "schedule.decay_fraction": "wsd: re-plans the decay from the current update (1.0: it starts now, a cooldown; "
+                               "trickbag cooldown RUN branches one off)",
     "dist.nproc": "the number of processes from here on (at an epoch's end only; the effective batch changes with it "
                   "unless data.batch_size does too)",
     "train.activation_checkpointing": "memory and time only, never the result (e.g. after running out of memory)",
@@ -163,6 +165,12 @@ def apply_resume(trainer: Any, ctx: Any, changes: dict[str, tuple[Any, Any]],
         scale_lr(s.optimizer, s.scheduler, new / old)
         notes.append(f"optim.lr {old:g} -> {new:g}: every group's learning rate is scaled by {new / old:.4g} from "
                      f"update {s.step}")
+    if "schedule.decay_fraction" in changes and s.scheduler is not None:  # wsd: where the decay starts
+        for factor in getattr(s.scheduler, "lr_lambdas", []):
+            if hasattr(factor, "decay_fraction"):
+                factor.decay_fraction = float(changes["schedule.decay_fraction"][1])
+        epochs = ctx.recipe.train.epochs
+        changes = {**changes, "train.epochs": changes.get("train.epochs", (epochs, epochs))}
     world = ctx.dist.world_size
     if world_before is not None and world_before != world and s.scheduler is not None:
         epochs = ctx.recipe.train.epochs
