@@ -35,7 +35,7 @@ from typing import Any, Literal, TextIO
 
 import torch
 
-from trickbag.train.sharded import is_dtensor, to_local
+from trickbag.train.sharded import is_sharded, to_local
 from trickbag.train.state import State, StopReason
 
 __all__ = ["NonFiniteGuard"]
@@ -99,6 +99,7 @@ class NonFiniteGuard:
         self._float_buffers: list[torch.Tensor] = []
         self._saved: list[torch.Tensor] = []
         self._saved_valid = False  # the copy holds the buffers from before this update's forwards
+        self._sharded = False  # an FSDP2 model (set at start)
         self._restore_in_closure = False
 
     def start(self, state: State) -> None:
@@ -108,6 +109,7 @@ class NonFiniteGuard:
         self._float_buffers = [b for b in self._buffers if b.is_floating_point()]
         self._saved = [b.detach().clone() for b in self._buffers]
         self._saved_valid = False
+        self._sharded = is_sharded(state.model)  # FSDP: the flags are agreed over the shards at every check
         state.nonfinite_skipped = self.skipped
 
     def before_batch(self) -> None:
@@ -136,7 +138,7 @@ class NonFiniteGuard:
         if self._float_buffers:
             grad_bad = grad_bad | _any_nonfinite(self._float_buffers, loss_bad.device)
         flags = torch.stack([loss_bad, grad_bad])
-        if any(is_dtensor(p) for p in state.optimizer.param_groups[0]["params"]):  # FSDP: agree over the shards
+        if self._sharded:
             flags = flags.to(torch.int32)
             torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
         bad_loss, bad_rest = flags.tolist()  # the one host sync

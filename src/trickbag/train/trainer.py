@@ -425,7 +425,7 @@ class Trainer:
             none: Any = None  # rank 0's command arrives in its place
             while (command := _dist.broadcast_object(none))[0] != "end":
                 if command[0] == "save":
-                    self._save_sharded(Path(command[1]), command[2], command[3], {})
+                    self._write_checkpoint(Path(command[1]), command[2], command[3], {})
                 else:
                     self._finite_everywhere()
             if command[1]:
@@ -778,15 +778,15 @@ class Trainer:
         """
         path = Path(path)
         if not self._sharded:
-            return self._save_sharded(path, resume, None, extra)
+            return self._write_checkpoint(path, resume, None, extra)
         folder = f"{path.name}.shards-{self.state.step:08d}-{secrets.token_hex(3)}" if resume else None
         if self._leading:
             _dist.broadcast_object(("save", str(path), resume, folder))
         elif self.state.dist.distributed:  # called on every rank: rank 0 names the folder
             folder = _dist.broadcast_object(folder)
-        return self._save_sharded(path, resume, folder, extra)
+        return self._write_checkpoint(path, resume, folder, extra)
 
-    def _save_sharded(self, path: Path, resume: bool, folder: str | None, extra: dict[str, Any]) -> Path:
+    def _write_checkpoint(self, path: Path, resume: bool, folder: str | None, extra: dict[str, Any]) -> Path:
         """Gather what :meth:`save_checkpoint` writes and write it; with a ``folder`` (a sharded model's resume
         checkpoint) the shards go there (every rank) and the rest to ``path`` (rank 0), else all to ``path``."""
         s = self.state
