@@ -16,7 +16,6 @@ from trickbag.runs.summary import format_bytes
 from trickbag.train.checkpoint import load_checkpoint
 from trickbag.train.checkpointing import Checkpointing, list_checkpoints
 from trickbag.train.parts import model_from_checkpoint
-from trickbag.train.plugin import BuildContext
 
 TINY = ["data.name=fake", "data.num_samples=120", "data.batch_size=16", "run.progress=false", "run.plots=false",
         "log.tensorboard=false"]
@@ -129,7 +128,7 @@ def test_teacher_and_model_weights_read_best_pt_in_either_format(ema_run, old_ru
     assert ctx.weights_report.ok
     for k, v in trainer.model.state_dict().items():  # model.weights starts from the evaluated (EMA) weights
         assert torch.equal(v, ema[k]), k
-    teacher = BuildContext.load_model(ctx, str(best))
+    teacher = ctx.load_model(str(best))
     for k, v in teacher.state_dict().items():
         assert torch.equal(v, ema[k]), k
 

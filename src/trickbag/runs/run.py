@@ -33,7 +33,8 @@ from trickbag.train.build import build
 from trickbag.train.checkpoint import check_state_fits, load_checkpoint
 from trickbag.train.checkpointing import Checkpointing
 from trickbag.train.distributed import on_main, scaling_notes
-from trickbag.train.plugin import BuildContext, Plugin
+from trickbag.train.parts import RunParts
+from trickbag.train.plugin import Plugin
 from trickbag.train.sharded import load_full
 from trickbag.train.signals import GracefulInterrupt
 from trickbag.train.state import StopReason
@@ -83,7 +84,7 @@ class _Session:
         self.lock: RunLock | None = None
         self.ckpt: tuple[Path, dict[str, Any]] | None = None
         self.trainer: Trainer
-        self.ctx: BuildContext
+        self.ctx: RunParts
         self.plugins: list[Plugin] = []
         self.checkpointing: Checkpointing | None = None
         self.interrupt: GracefulInterrupt

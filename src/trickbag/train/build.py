@@ -15,8 +15,18 @@ import torch
 from trickbag import runtime
 from trickbag.errors import RecipeError
 from trickbag.recipe import Recipe
-from trickbag.train.parts import build_schedule, data_task_model, make_context, user_plugins, wrap_ddp
-from trickbag.train.plugin import BuildContext, Plugin
+from trickbag.train.assemble import LegacyContext, assemble
+from trickbag.train.context import TrickContext
+from trickbag.train.parts import (
+    RunParts,
+    build_schedule,
+    data_task_model,
+    make_context,
+    trick_context,
+    user_plugins,
+    wrap_ddp,
+)
+from trickbag.train.plugin import Plugin
 from trickbag.train.threads import ThreadCheck, apply_threads
 from trickbag.train.trainer import Trainer
 from trickbag.train.tricks import build_tricks
@@ -24,36 +34,37 @@ from trickbag.train.tricks import build_tricks
 __all__ = ["build"]
 
 
-def _optimizer_and_plugins(recipe: Recipe, ctx: BuildContext, tricks: list[Plugin], mine: list[Plugin]) -> None:
-    """Set up the tricks' plug-ins and the recipe's own (``train.plugins``) that have build-time seams; the
-    optimizer and schedule between ``configure`` and ``after_optimizer``. The recipe's own run last (the run
-    path adds them after every other plug-in)."""
-    dist = ctx.dist
-    setup = tricks + [p for p in mine if p.needs_setup()]
-    for t in setup:
-        t.configure(ctx)
-    if recipe.dist.strategy == "fsdp":
-        _shard(recipe, ctx)
-    elif dist.distributed:
-        ctx.model = wrap_ddp(ctx.model, ctx.device)
-    if dist.distributed:
-        from trickbag.train.distributed import seed_rank
-
-        # every rank built the same model from train.seed (and DDP broadcast rank 0's weights);
-        # from here on each rank draws its own augmentations / dropout masks
-        seed_rank(recipe.train.seed, dist.rank)
-    assert ctx.optimizer_factory is not None
-    ctx.optimizer = ctx.optimizer_factory(ctx.param_groups)
-    ctx.scheduler = build_schedule(recipe, ctx.optimizer, ctx.steps_per_epoch, ctx.notes, ctx.mode)
-    for t in setup:
-        t.after_optimizer(ctx)
-        t.set_up = True
+def _set_up(recipe: Recipe, ctx: RunParts, tricks: list[Plugin], mine: list[Plugin]) -> None:
+    """Set up the tricks' plug-ins and the recipe's own (``train.plugins``) that have build-time seams on the
+    :class:`TrickContext` of ``ctx`` (:func:`~trickbag.train.assemble.assemble`): the model wrapped for DDP or
+    sharded for FSDP between ``configure`` and the optimizer; the schedule in optimizer updates. The recipe's own
+    plug-ins run last (the run path adds them after every other plug-in)."""
+    tctx = trick_context(ctx)
+    assemble(tctx, tricks, mine, before_optimizer=lambda t: _distribute(recipe, t),
+             schedule=lambda opt: build_schedule(recipe, opt, ctx.steps_per_epoch, ctx.notes, ctx.mode),
+             legacy=lambda t: LegacyContext(t, ctx))
+    ctx.model, ctx.loss_fn, ctx.param_groups, ctx.clip = tctx.model, tctx.loss_fn, tctx.param_groups, tctx.clip
+    ctx.optimizer_factory, ctx.optimizer, ctx.scheduler = tctx.make_optimizer, tctx.optimizer, tctx.scheduler
     ctx.plugins = list(tricks) + ctx.plugins
     if recipe.train.early_stopping_patience:
         from trickbag.train.early_stopping import EarlyStop
 
         ctx.plugins.append(EarlyStop(ctx.monitor, ctx.mode, recipe.train.early_stopping_patience,
                                      recipe.train.early_stopping_min_delta))
+
+
+def _distribute(recipe: Recipe, ctx: TrickContext) -> None:
+    """After ``configure``: FSDP2 sharding or the DDP wrapper, then each rank's own random stream."""
+    if recipe.dist.strategy == "fsdp":
+        _shard(recipe, ctx)
+    elif ctx.world_size > 1:
+        ctx.model = wrap_ddp(ctx.model, ctx.device)
+    if ctx.world_size > 1:
+        from trickbag.train.distributed import seed_rank
+
+        # every rank built the same model from train.seed (and DDP broadcast rank 0's weights);
+        # from here on each rank draws its own augmentations / dropout masks
+        seed_rank(recipe.train.seed, ctx.rank)
 
 
 #: optimizers FSDP2 cannot run, and why
@@ -78,7 +89,7 @@ def _check_sharding(recipe: Recipe) -> None:
                           "dist.strategy=ddp")
 
 
-def _shard(recipe: Recipe, ctx: BuildContext) -> None:
+def _shard(recipe: Recipe, ctx: TrickContext) -> None:
     """``dist.strategy=fsdp``: FSDP2 over every process (a group of one in a single process), the param groups
     moved onto the sharded parameters by name."""
     import torch.distributed as tdist
@@ -102,12 +113,12 @@ def _shard(recipe: Recipe, ctx: BuildContext) -> None:
                           "of these classes; allowed: class names of its blocks, or [] for its repeated blocks")
     ctx.param_groups = remap_param_groups(ctx.param_groups, names, ctx.model)
     world = tdist.get_world_size()
-    ctx.notes.append(f"fsdp: {len(units)} blocks and the root sharded over {world} process{'es' if world > 1 else ''}"
+    ctx.note(f"fsdp: {len(units)} blocks and the root sharded over {world} process{'es' if world > 1 else ''}"
                      f" (weights, gradients and optimizer state: 1/{world} each; gathered in {d.param_dtype}, "
                      f"gradients reduced in {d.reduce_dtype})")
 
 
-def _checkpoint_activations(recipe: Recipe, ctx: BuildContext) -> None:
+def _checkpoint_activations(recipe: Recipe, ctx: RunParts) -> None:
     """``train.activation_checkpointing``: the model's repeated blocks recompute their activations in backward
     (before the tricks see the model: a copy, a compiled or DDP-wrapped model keeps the checkpointing)."""
     mode = recipe.train.activation_checkpointing
@@ -131,7 +142,7 @@ def _checkpoint_activations(recipe: Recipe, ctx: BuildContext) -> None:
 
 
 def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = None,
-          fitted: dict[str, Any] | None = None) -> tuple[Trainer, BuildContext]:
+          fitted: dict[str, Any] | None = None) -> tuple[Trainer, RunParts]:
     """Build the trainer for ``recipe`` (nothing is written; the caller adds file-writing plug-ins).
 
     ``fitted``: the preprocessing state a checkpoint stored (``"preprocess"``, a resume): the data are
@@ -154,7 +165,7 @@ def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = N
         ctx.weights_report = report
         ctx.notes.append(f"model.weights: {report}")
     _checkpoint_activations(recipe, ctx)
-    _optimizer_and_plugins(recipe, ctx, tricks, mine)
+    _set_up(recipe, ctx, tricks, mine)
     ctx.user_plugins = mine
     trainer = Trainer(
         ctx.model, ctx.optimizer, ctx.train_loader, ctx.val_loader, task=task, loss_fn=ctx.loss_fn,

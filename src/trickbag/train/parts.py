@@ -8,6 +8,8 @@ trainer: :mod:`trickbag.train.build` puts the parts into a :class:`~trickbag.tra
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 import re
@@ -25,7 +27,8 @@ from trickbag.errors import CheckpointError, DataError, RecipeError, TrickbagErr
 from trickbag.models import build_model, import_callable, is_callable_spec
 from trickbag.recipe import Recipe, recipe_from_dict
 from trickbag.train.checkpoint import check_state_fits, load_checkpoint
-from trickbag.train.plugin import BuildContext, Plugin
+from trickbag.train.context import TrickContext, TrickData
+from trickbag.train.plugin import Plugin
 from trickbag.train.tasks import Classification, Task
 
 if TYPE_CHECKING:
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["make_loader", "optimizer_spec", "build_schedule", "make_task", "model_from_checkpoint",
            "probe_first_samples", "resolve_monitor", "resolve_model_name", "user_plugins", "model_for", "wrap_ddp",
-           "load_model"]
+           "load_model", "RunParts", "trick_context"]
 
 
 def make_loader(
@@ -58,6 +61,80 @@ def make_loader(
         worker_init_fn=runtime.detached_worker,  # seeded, and out of reach of a signal to the process group
         generator=runtime.make_generator(recipe.train.seed + dist.rank),  # worker seeds differ per rank
         persistent_workers=d.num_workers > 0,
+    )
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunParts:
+    """What the recipe build made of a recipe, for the run path (the tricks see a :class:`TrickContext` made from
+    it, see :func:`trick_context`): the data, task, model, loaders, optimizer and schedule, the plug-ins, the
+    monitored metric, and what the run prints and stores."""
+
+    recipe: Recipe
+    data: DataSplits
+    task: Task
+    model: torch.nn.Module
+    device: torch.device
+    dist: runtime.DistInfo
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    train_loader: Any
+    val_loader: Any
+    test_loader: Any
+    steps_per_epoch: int
+    total_steps: int
+    #: outputs of the model: classes, labels or regression targets
+    num_outputs: int
+    param_groups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the recipe's optimizer class and keyword arguments
+    optimizer_spec: tuple[type, dict[str, Any]] = (torch.optim.SGD, {})
+    #: builds the optimizer from param groups (a functools.partial; a trick may wrap it: SAM)
+    optimizer_factory: Callable[[list[dict[str, Any]]], torch.optim.Optimizer] | None = None
+    #: the clipping rule the trainer applies once per update (a max norm, a function, or None)
+    clip: Any = None
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: Any = None
+    plugins: list[Plugin] = dataclasses.field(default_factory=list)
+    #: the recipe's ``train.plugins``, built; the run path adds them after every other plug-in
+    user_plugins: list[Plugin] = dataclasses.field(default_factory=list)
+    #: the metric best.pt and early stopping follow, and whether larger is better
+    monitor: str = "val/acc"
+    mode: str = "max"
+    #: what loading ``model.weights`` did (None without weights): loaded, missing, unexpected, mismatched
+    weights_report: Any = None
+    #: extra entries stored in every checkpoint
+    checkpoint_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    #: ``train.threads: auto``'s per-epoch check (None for a fixed count), and what was set
+    threads_check: Any = None
+    threads: str = ""
+
+    def threads_report(self) -> str:
+        """The thread count of the run, e.g. ``1`` or ``auto -> 1 (2 cores, 1.0 busy with other processes)``."""
+        return self.threads_check.report() if self.threads_check is not None else self.threads
+
+    def make_loader(self, dataset: Any, *, train: bool) -> DataLoader:
+        """A loader over ``dataset`` made like the run's own (seeded sampler, rank shard, workers)."""
+        return make_loader(dataset, self.recipe, train=train, dist=self.dist, device=self.device)
+
+    def load_model(self, spec: str) -> torch.nn.Module:
+        """A trained network named by a run checkpoint path or ``package.module:function`` (a teacher)."""
+        return load_model(spec)
+
+
+def trick_context(parts: RunParts) -> TrickContext:
+    """The :class:`TrickContext` the recipe's tricks are set up on: the run's facts and its changeable parts
+    (the notes are the run's own list)."""
+    data, report = parts.data, parts.weights_report
+    plain = data.eval_train if data.eval_train is not None else data.train
+    assert parts.optimizer_factory is not None
+    return TrickContext(
+        seed=parts.recipe.train.seed, epochs=parts.recipe.train.epochs, updates_per_epoch=parts.steps_per_epoch,
+        rank=parts.dist.rank, world_size=parts.dist.world_size, device=parts.device, num_outputs=parts.num_outputs,
+        data=TrickData(data.train, input_shape=data.input_shape, class_counts=lambda: data.class_counts,
+                       train_eval_loader=lambda: parts.make_loader(plain, train=False)),
+        loaded_weights=frozenset(report.loaded) if report is not None else None, load_model=load_model,
+        model=parts.model, param_groups=parts.param_groups, loss_fn=parts.loss_fn, clip=parts.clip,
+        make_optimizer=parts.optimizer_factory, notes=parts.notes,
     )
 
 
@@ -102,7 +179,12 @@ def _lookahead(recipe: Recipe, inner: Callable[[list[dict[str, Any]]], torch.opt
         raise RecipeError(f"optim.lookahead_k with optim.name={o.name}: a schedule-free optimizer already averages "
                           "its iterates; set optim.lookahead_k=0")
     look = require("pytorch_optimizer", extra="optimizers", feature="optim.lookahead_k").Lookahead
-    return lambda groups: look(inner(groups), k=o.lookahead_k, alpha=o.lookahead_alpha)
+    return functools.partial(_with_lookahead, base=inner, lookahead=look, k=o.lookahead_k, alpha=o.lookahead_alpha)
+
+
+def _with_lookahead(groups: list[dict[str, Any]], *, base: Callable[[list[dict[str, Any]]], torch.optim.Optimizer],
+                    lookahead: Any, k: int, alpha: float) -> torch.optim.Optimizer:
+    return lookahead(base(groups), k=k, alpha=alpha)
 
 
 def _muon_factory(recipe: Recipe, model: torch.nn.Module, num_outputs: int, kwargs: dict[str, Any],
@@ -122,7 +204,7 @@ def _muon_factory(recipe: Recipe, model: torch.nn.Module, num_outputs: int, kwar
                  f"tensors ({size(adamw):,}: embeddings, head, biases, norms, convolutions"
                  f"{', optim.adamw_params' if recipe.optim.adamw_params else ''})")
     chosen = [named[n] for n in muon]
-    return lambda groups: MuonAdamW(groups, muon_params=chosen, **kwargs)
+    return functools.partial(MuonAdamW, muon_params=chosen, **kwargs)
 
 
 def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int,
@@ -315,14 +397,14 @@ def _num_outputs(task: Task) -> int:
 
 
 def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: torch.device,
-             dist: runtime.DistInfo) -> BuildContext:
+             dist: runtime.DistInfo) -> RunParts:
     train_loader = make_loader(data.train, recipe, train=True, dist=dist, device=dev)
     if len(train_loader) == 0:
         raise RecipeError(f"data.batch_size={recipe.data.batch_size} with drop_last leaves no training batch "
                           f"({len(data.train)} samples)")
     eval_loader = lambda ds: make_loader(ds, recipe, train=False, dist=dist, device=dev) if ds is not None else None  # noqa: E731
     steps_per_epoch = math.ceil(len(train_loader) / recipe.train.accumulate)
-    ctx = BuildContext(
+    ctx = RunParts(
         recipe=recipe, data=data, task=task, model=model, device=dev, dist=dist, loss_fn=task.loss,
         train_loader=train_loader, val_loader=eval_loader(data.val), test_loader=eval_loader(data.test),
         steps_per_epoch=steps_per_epoch, total_steps=steps_per_epoch * recipe.train.epochs,
@@ -334,11 +416,9 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
         kwargs = {**kwargs, "warmup_steps": int(round(recipe.schedule.warmup_epochs * steps_per_epoch))}
         ctx.optimizer_spec = (cls, kwargs)
     ctx.optimizer_factory = (_muon_factory(recipe, model, ctx.num_outputs, kwargs, ctx.notes)
-                             if recipe.optim.name == "muon" else lambda groups: cls(groups, **kwargs))
+                             if recipe.optim.name == "muon" else functools.partial(cls, **kwargs))
     if recipe.optim.lookahead_k:
         ctx.optimizer_factory = _lookahead(recipe, ctx.optimizer_factory)
-    ctx.loader_maker = lambda ds, train: make_loader(ds, recipe, train=train, dist=dist, device=dev)
-    ctx.model_loader = load_model
     ctx.checkpoint_extra["task"] = task.metadata()
     ctx.checkpoint_extra["preprocess"] = data.fitted  # the fitted preprocessing: predict/eval/export need no data
     ctx.notes += data.notes

@@ -1,5 +1,5 @@
-"""The plug-in interface: two build-time seams, one no-op method per loop event, optional state; and the build
-context those seams see (:class:`BuildContext`).
+"""The plug-in interface: two build-time seams, one no-op method per loop event, optional state. The build-time
+seams see a :class:`~trickbag.train.context.TrickContext`.
 
 This module sits below the recipe and the trainer: it imports neither (a trick reads the recipe through
 :class:`RecipeView`, which :class:`trickbag.recipe.Recipe` satisfies), so the trick modules, the recipe that
@@ -8,22 +8,15 @@ holds their sections and the trainer that runs them form no import circle.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from trickbag.errors import RecipeError
 from trickbag.train.events import Event
 
 if TYPE_CHECKING:
-    import torch
-
-    from trickbag import runtime
-    from trickbag.data.sources import DataSplits
+    from trickbag.train.context import TrickContext
     from trickbag.train.state import State
-    from trickbag.train.tasks import Task
 
-__all__ = ["Plugin", "BuildContext", "RecipeView"]
+__all__ = ["Plugin", "RecipeView"]
 
 
 class RecipeView(Protocol):
@@ -83,10 +76,10 @@ class Plugin:
     #: True once :meth:`configure` and :meth:`after_optimizer` ran (the build marks it)
     set_up: bool = False
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         """Build time, before the optimizer is built."""
 
-    def after_optimizer(self, ctx: BuildContext) -> None:
+    def after_optimizer(self, ctx: TrickContext) -> None:
         """Build time, after the optimizer and the schedule are built."""
 
     def needs_setup(self) -> bool:
@@ -120,75 +113,13 @@ class Plugin:
         return getattr(type(self), method) is not getattr(Plugin, method)
 
 
+def __getattr__(name: str) -> Any:
+    if name == "BuildContext":  # the former build context: plug-ins type their configure(ctx) with it
+        import warnings
 
-def _default_optimizer() -> tuple[type, dict[str, Any]]:
-    import torch  # not at import time: the recipe schema reads the trick modules without torch
+        from trickbag.train.context import TrickContext
 
-    return torch.optim.SGD, {}
-
-
-@dataclasses.dataclass(kw_only=True)
-class BuildContext:
-    """What recipe tricks may inspect and change while a run is being built (``Plugin.configure``)."""
-
-    recipe: RecipeView
-    data: DataSplits
-    task: Task
-    model: torch.nn.Module
-    device: torch.device
-    dist: runtime.DistInfo
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    #: who set ``loss_fn`` when it is not the task's own loss: ``""`` (nobody), ``"loss_fn"`` (the Trainer's caller)
-    loss_owner: str = ""
-    train_loader: Any
-    val_loader: Any
-    test_loader: Any
-    steps_per_epoch: int
-    total_steps: int
-    #: outputs of the model: classes, labels or regression targets
-    num_outputs: int
-    #: param groups for the optimizer (dicts with "params" and optional "lr", "weight_decay", ...)
-    param_groups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    #: the recipe's optimizer class and keyword arguments (for wrappers such as SAM)
-    optimizer_spec: tuple[type, dict[str, Any]] = dataclasses.field(default_factory=lambda: _default_optimizer())
-    #: builds the optimizer from param groups; a trick may wrap it (SAM)
-    optimizer_factory: Callable[[list[dict[str, Any]]], torch.optim.Optimizer] | None = None
-    #: the clipping rule the trainer applies once per update (a max norm, a function, or None)
-    clip: Any = None
-    optimizer: torch.optim.Optimizer | None = None
-    scheduler: Any = None
-    plugins: list[Plugin] = dataclasses.field(default_factory=list)
-    #: the recipe's ``train.plugins``, built; the run path adds them after every other plug-in
-    user_plugins: list[Plugin] = dataclasses.field(default_factory=list)
-    #: the metric best.pt and early stopping follow, and whether larger is better
-    monitor: str = "val/acc"
-    mode: str = "max"
-    #: what loading ``model.weights`` did (None without weights): loaded, missing, unexpected, mismatched
-    weights_report: Any = None
-    #: extra entries stored in every checkpoint
-    checkpoint_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
-    notes: list[str] = dataclasses.field(default_factory=list)
-    #: ``train.threads: auto``'s per-epoch check (None for a fixed count), and what was set
-    threads_check: Any = None
-    threads: str = ""
-
-    def threads_report(self) -> str:
-        """The thread count of the run, e.g. ``1`` or ``auto -> 1 (2 cores, 1.0 busy with other processes)``."""
-        return self.threads_check.report() if self.threads_check is not None else self.threads
-
-    #: makes a loader like the run's own (set by the build; see :meth:`make_loader`)
-    loader_maker: Callable[..., Any] | None = None
-    #: loads a trained network from a run checkpoint or ``package.module:function`` (see :meth:`load_model`)
-    model_loader: Callable[[str], torch.nn.Module] | None = None
-
-    def make_loader(self, dataset: Any, *, train: bool) -> Any:
-        """A loader over ``dataset`` made like the run's own (seeded sampler, rank shard, workers)."""
-        if self.loader_maker is None:
-            raise RecipeError("this build makes no data loaders for tricks")
-        return self.loader_maker(dataset, train=train)
-
-    def load_model(self, spec: str) -> torch.nn.Module:
-        """A trained network named by a run checkpoint path or ``package.module:function`` (a teacher)."""
-        if self.model_loader is None:
-            raise RecipeError("this build loads no trained networks for tricks")
-        return self.model_loader(spec)
+        warnings.warn("trickbag.train.plugin.BuildContext is deprecated and goes in the next release; plug-ins "
+                      "receive trickbag.train.context.TrickContext", DeprecationWarning, stacklevel=2)
+        return TrickContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,6 +48,9 @@ class State:
     scaler: Any = None
     run_dir: Path | None = None
     dist: DistInfo = dataclasses.field(default_factory=DistInfo)
+    #: the metric best.pt, early stopping and a plateau schedule follow, and whether larger is better
+    monitor: str = "val/acc"
+    mode: str = "max"
 
     epoch: int = 0
     step: int = 0

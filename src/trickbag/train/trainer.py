@@ -193,6 +193,7 @@ class Trainer:
             val_loader=val_loader, device=self.device, precision=precision, accumulate=accumulate,
             max_epochs=max_epochs, scheduler=scheduler, run_dir=None,
             scaler=torch.amp.GradScaler(self.device.type, enabled=(precision == "16")), dist=dist,
+            monitor=self.monitor, mode=self.mode,
         )
         self.state.save_checkpoint = self.save_checkpoint
         self.state.weights_finite = self.weights_finite

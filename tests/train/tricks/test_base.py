@@ -33,10 +33,10 @@ def test_a_resumed_rank_above_0_forks_the_trick_generator_rank_0_continues_it(tr
     """A checkpoint holds rank 0's generator; after loading it, rank 1 must not repeat rank 0's draws."""
     import hashlib
 
-    from trickbag.train.tricks import TRICKS
+    from trickbag.train.tricks import build_sections
 
     recipe = load_recipe("digits", [f"tricks.{trick}.enabled=true"])
-    make = lambda: TRICKS[trick].build(getattr(recipe.tricks, trick), recipe)[0]  # noqa: E731
+    make = lambda: build_sections(recipe.tricks)[0]  # noqa: E731
 
     saved = torch.Generator().manual_seed(123)
     torch.rand(5, generator=saved)  # somewhere mid-stream
@@ -59,7 +59,7 @@ def test_a_resumed_rank_above_0_forks_the_trick_generator_rank_0_continues_it(tr
 
 # ---------------------------------------------------------------------- run order from declared constraints
 def _satisfied(order: list[str]) -> list[str]:
-    from trickbag.train.tricks import TRICKS
+    from trickbag.train.tricks import build_sections
 
     pos = {n: i for i, n in enumerate(order)}
     broken = [f"{t.name} after {a}" for t in TRICKS.values() for a in t.after if pos[a] > pos[t.name]]

@@ -89,7 +89,7 @@ def test_it_erases_each_image_before_mix_mixes_them():
 def test_non_images_are_refused_in_one_line():
     with pytest.raises(RecipeError) as err:
         build_run("tricks.random_erasing.enabled=true", "data.shape=[1,16]")
-    assert str(err.value).startswith("tricks.random_erasing works on images [C, H, W]; data 'fake' has samples of "
+    assert str(err.value).startswith("tricks.random_erasing works on images [C, H, W]; the training samples have "
                                      "shape [1, 16]") and "\n" not in str(err.value)
 
 

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from trickbag.train.plugin import RecipeView
 
 __all__ = ["MODULES", "TRICKS", "run_order", "TricksConfig", "Trick", "build_tricks", "check_interactions",
-           "eval_wrappers", "describe_tricks"]
+           "eval_wrappers", "describe_tricks", "build_sections"]
 
 #: the trick modules; the order their plug-ins run in is :func:`run_order` of it: each trick's ``after`` and
 #: ``last``, and where those leave a choice, this order
@@ -135,9 +135,17 @@ def build_tricks(recipe: RecipeView) -> list[Plugin]:
     ['CutoutPlugin', 'MixPlugin', 'L1Plugin']
     """
     check_interactions(recipe)
+    return build_sections(recipe.tricks)
+
+
+def build_sections(tricks: Any) -> list[Plugin]:
+    """Plug-ins for the enabled sections of a ``tricks`` section, in :data:`TRICKS` (run) order, with no checks:
+    each trick's ``build`` receives its own section and the ones it names in ``Trick.joins``, nothing else."""
     plugins: list[Plugin] = []
-    for trick, cfg in _enabled(recipe):
-        plugins += trick.build(cfg, recipe)
+    for name, trick in TRICKS.items():
+        cfg = getattr(tricks, name)
+        if cfg.enabled:
+            plugins += trick.build(cfg, **{other: getattr(tricks, other) for other in trick.joins})
     return plugins
 
 

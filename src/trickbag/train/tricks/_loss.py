@@ -4,25 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trickbag.errors import ConflictError
-
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext
+    from trickbag.train.context import TrickContext
 
 CLASSIFICATION_ONLY = ("classification",)
 
 
-def classification_loss(ctx: BuildContext, trick: str) -> Any:
+def classification_loss(ctx: TrickContext, trick: str) -> Any:
     """The run's :class:`trickbag.losses.ClassificationLoss`, made on first use from the task's
     cross-entropy (the loss tricks set its fields in any order)."""
     from trickbag.losses import ClassificationLoss
 
     if isinstance(ctx.loss_fn, ClassificationLoss):
         return ctx.loss_fn
-    if ctx.loss_owner:
-        raise ConflictError(
-            f"tricks.{trick} changes the loss, but {ctx.loss_owner} already replaced it by {ctx.loss_fn!r}; "
-            f"turn one of them off"
-        )
     ctx.loss_fn = ClassificationLoss(ctx.num_outputs)
     return ctx.loss_fn

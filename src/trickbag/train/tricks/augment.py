@@ -17,7 +17,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
 
 
 class AugmentConfig(TrickSection):
@@ -68,7 +68,7 @@ class AugmentPlugin(Plugin):
     def __init__(self, cfg: AugmentConfig) -> None:
         self.cfg = cfg
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.data.transforms import add_policy, augment_policy
 
         if self.cfg.policy == "randaugment" and self.cfg.magnitude >= self.cfg.num_magnitude_bins:
@@ -76,14 +76,14 @@ class AugmentPlugin(Plugin):
                               f"tricks.augment.num_magnitude_bins={self.cfg.num_magnitude_bins}")
         pipeline = _training_pipeline(ctx.data.train)
         if pipeline is None:
-            raise RecipeError(f"tricks.augment works on image-folder data, whose training images go through "
-                              f"torchvision transforms; data {ctx.recipe.data.name!r} has none (for in-memory "
-                              f"images use tricks.cutout, tricks.random_erasing or tricks.mix)")
+            raise RecipeError("tricks.augment works on image-folder data, whose training images go through "
+                              "torchvision transforms; this training set has none (for in-memory "
+                              "images use tricks.cutout, tricks.random_erasing or tricks.mix)")
         add_policy(pipeline, augment_policy(self.cfg.policy, **policy_options(self.cfg)))
-        ctx.notes.append(f"augment: {self.cfg.policy} {policy_options(self.cfg)} on every training image")
+        ctx.note(f"augment: {self.cfg.policy} {policy_options(self.cfg)} on every training image")
 
 
-def build(cfg: AugmentConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: AugmentConfig) -> list[Plugin]:
     return [AugmentPlugin(cfg)]
 
 

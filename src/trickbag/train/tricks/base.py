@@ -18,7 +18,8 @@ from trickbag.errors import RecipeError
 from trickbag.train.plugin import Plugin
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 __all__ = ["Trick", "ALL_TASKS", "GeneratorState", "WrapPredict", "EvalOnAverage", "image_shape", "add_raw_metrics"]
@@ -37,7 +38,10 @@ class Trick:
         name: the recipe key, ``tricks.<name>``.
         config: its recipe section.
         description: one line for ``trickbag tricks``.
-        build: ``build(cfg, recipe) -> [Plugin, ...]`` for an enabled section.
+        build: ``build(cfg) -> [Plugin, ...]`` for an enabled section: the trick's own section, and
+            ``build(cfg, **joined)`` with the sections it names in ``joins`` (enabled or not) as keywords.
+        joins: other tricks' sections this trick's build reads because one plug-in serves both (each for a
+            reason stated beside it); a trick sees no other part of the recipe.
         checks: interaction rules ``check(recipe)``, run before anything is built; each raises a
             :class:`~trickbag.errors.RecipeError` / ``ConflictError`` naming the keys and the fix.
         tasks: the ``task.type`` values the trick makes sense for; any other is refused with ``why``.
@@ -56,7 +60,7 @@ class Trick:
     name: str
     config: type[TrickSection]
     description: str
-    build: Callable[[Any, RecipeView], list[Plugin]]
+    build: Callable[..., list[Plugin]]
     checks: tuple[Callable[[RecipeView], None], ...] = ()
     tasks: tuple[str, ...] = ALL_TASKS
     why: str = ""
@@ -66,6 +70,7 @@ class Trick:
     after: tuple[str, ...] = ()
     last: bool = False
     unsharded: str = ""
+    joins: tuple[str, ...] = ()
 
 
 class GeneratorState:
@@ -137,12 +142,12 @@ class EvalOnAverage(Plugin):
             add_raw_metrics(state)
 
 
-def image_shape(ctx: BuildContext, trick: str) -> tuple[int, ...]:
+def image_shape(ctx: TrickContext, trick: str) -> tuple[int, ...]:
     """The per-sample shape ``[C, H, W]`` of image data, or a :class:`RecipeError` naming the trick."""
     shape = tuple(ctx.data.input_shape)
     if len(shape) != 3:
         raise RecipeError(
-            f"tricks.{trick} works on images [C, H, W]; data {ctx.recipe.data.name!r} has samples of "
+            f"tricks.{trick} works on images [C, H, W]; the training samples have "
             f"shape {list(shape)}: turn tricks.{trick} off for this data"
         )
     return shape

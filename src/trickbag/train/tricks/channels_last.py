@@ -9,7 +9,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick, WrapPredict, image_shape
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
     from trickbag.train.state import State
 
 
@@ -28,7 +28,7 @@ class ChannelsLastPlugin(Plugin):
 
     name = "channels_last"
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         import torch
 
         image_shape(ctx, "channels_last")
@@ -38,7 +38,7 @@ class ChannelsLastPlugin(Plugin):
         state.batch = (_nhwc(state.batch[0]), *state.batch[1:])
 
 
-def build(cfg: ChannelsLastConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: ChannelsLastConfig) -> list[Plugin]:
     return [ChannelsLastPlugin(), WrapPredict("channels_last", lambda forward: (lambda x: forward(_nhwc(x))))]
 
 

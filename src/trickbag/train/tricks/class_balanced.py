@@ -13,7 +13,7 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY, classification_loss
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
 
 
 class ClassBalancedConfig(TrickSection):
@@ -30,24 +30,27 @@ class ClassBalancedPlugin(Plugin):
     def __init__(self, beta: float) -> None:
         self.beta = beta
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.losses import class_balanced_weights
 
+        if ctx.data.class_counts is None:
+            raise RecipeError("tricks.class_balanced needs the training set's class counts, which this trainer's data "
+                              "does not give; use a recipe data source or weight the loss yourself")
         counts, c = list(ctx.data.class_counts), ctx.num_outputs
         if len(counts) != c:
             raise RecipeError(
                 f"tricks.class_balanced needs a training count for each of the model's {c} classes, the data has "
-                f"{len(counts)} (model.num_classes={ctx.recipe.model.num_classes}); leave model.num_classes unset"
+                f"{len(counts)}; leave model.num_classes unset"
             )
         try:
             weight = class_balanced_weights(counts, self.beta)
         except ValueError as exc:
             raise RecipeError(f"tricks.class_balanced: {exc}") from None
         classification_loss(ctx, "class_balanced").weight = weight.to(ctx.device)
-        ctx.notes.append("class-balanced weights: " + ", ".join(f"{w:.3g}" for w in weight.tolist()))
+        ctx.note("class-balanced weights: " + ", ".join(f"{w:.3g}" for w in weight.tolist()))
 
 
-def build(cfg: ClassBalancedConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: ClassBalancedConfig) -> list[Plugin]:
     return [ClassBalancedPlugin(cfg.beta)]
 
 

@@ -16,7 +16,8 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
 
 
 class ClipConfig(TrickSection):
@@ -39,7 +40,7 @@ class ClipPlugin(Plugin):
     def __init__(self, cfg: ClipConfig) -> None:
         self.cfg = cfg
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.optim import adaptive_clip_gradients, clip_gradients
 
         c = self.cfg
@@ -55,19 +56,19 @@ class ClipPlugin(Plugin):
 
             ctx.clip = agc
 
-    def _head(self, ctx: BuildContext) -> set[int]:
+    def _head(self, ctx: TrickContext) -> set[int]:
         import torch
 
         k = ctx.num_outputs
         heads = [m for m in ctx.model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == k]
         if not heads:
-            ctx.notes.append(f"AGC: no Linear layer with {k} outputs found; every parameter is clipped")
+            ctx.note(f"AGC: no Linear layer with {k} outputs found; every parameter is clipped")
             return set()
-        ctx.notes.append("AGC: the classifier layer (last Linear) is not clipped")
+        ctx.note("AGC: the classifier layer (last Linear) is not clipped")
         return {id(p) for p in heads[-1].parameters()}
 
 
-def build(cfg: ClipConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: ClipConfig) -> list[Plugin]:
     return [ClipPlugin(cfg)]
 
 

@@ -11,7 +11,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
 
 
 class CompileConfig(TrickSection):
@@ -31,7 +31,7 @@ class CompilePlugin(Plugin):
     def __init__(self, cfg: CompileConfig) -> None:
         self.cfg = cfg
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         import torch
         import torch._dynamo
 
@@ -42,10 +42,10 @@ class CompilePlugin(Plugin):
                               f"{', '.join(sorted(backends))}")
         ctx.model = torch.compile(ctx.model, backend=c.backend, mode=None if c.mode == "default" else c.mode,
                                   dynamic=c.dynamic, fullgraph=c.fullgraph)
-        ctx.notes.append(f"torch.compile (backend {c.backend}, mode {c.mode}): the first updates are slow")
+        ctx.note(f"torch.compile (backend {c.backend}, mode {c.mode}): the first updates are slow")
 
 
-def build(cfg: CompileConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: CompileConfig) -> list[Plugin]:
     return [CompilePlugin(cfg)]
 
 

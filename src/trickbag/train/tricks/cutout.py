@@ -11,7 +11,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import GeneratorState, Trick, image_shape
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
     from trickbag.train.state import State
 
 
@@ -30,14 +30,14 @@ class CutoutPlugin(GeneratorState, Plugin):
     def __init__(self, size: int | None, prob: float) -> None:
         self.size, self.prob = size, prob
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.runtime import trick_generator
 
         shape = image_shape(ctx, "cutout")
         self.size = self.size or max(1, min(shape[1:]) // 2)
-        self.rank = ctx.dist.rank
-        self.generator = trick_generator(ctx.recipe.train.seed, "cutout", self.rank)
-        ctx.notes.append(f"cutout: one {self.size}x{self.size} square per image with probability {self.prob}")
+        self.rank = ctx.rank
+        self.generator = trick_generator(ctx.seed, "cutout", self.rank)
+        ctx.note(f"cutout: one {self.size}x{self.size} square per image with probability {self.prob}")
 
     def on_batch_start(self, state: State) -> None:
         from trickbag.data import cutout
@@ -46,7 +46,7 @@ class CutoutPlugin(GeneratorState, Plugin):
         state.batch = (cutout(x, self.size, generator=self.generator, prob=self.prob), *state.batch[1:])
 
 
-def build(cfg: CutoutConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: CutoutConfig) -> list[Plugin]:
     return [CutoutPlugin(cfg.size, cfg.prob)]
 
 

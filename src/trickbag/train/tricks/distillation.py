@@ -22,7 +22,8 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -47,17 +48,18 @@ class DistillationPlugin(Plugin):
     name = "distillation"
 
     def __init__(self, teacher: str, temperature: float, alpha: float, features: list[str] | None = None,
-                 feature_weight: float = 1.0, seed: int = 0) -> None:
+                 feature_weight: float = 1.0) -> None:
         self.spec, self.temperature, self.alpha = teacher, temperature, alpha
         self.pairs = [_pair(f) for f in features or []]
-        self.feature_weight, self.seed = feature_weight, seed
+        self.feature_weight, self.seed = feature_weight, 0
         self.teacher: Any = None
         self.projections: Any = None  # torch.nn.ModuleList, one per pair
         self._seen: dict[str, Any] = {}
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         import torch
 
+        self.seed = ctx.seed
         try:
             teacher = ctx.load_model(self.spec)
         except RecipeError as exc:
@@ -71,17 +73,17 @@ class DistillationPlugin(Plugin):
                 f"has {ctx.num_outputs} classes; distil from a teacher trained on the same classes"
             )
         self.teacher = teacher
-        ctx.notes.append(f"distillation from {self.spec} (T={self.temperature}, alpha={self.alpha})")
+        ctx.note(f"distillation from {self.spec} (T={self.temperature}, alpha={self.alpha})")
         if self.pairs:
             self._set_up_features(ctx)
 
-    def _set_up_features(self, ctx: BuildContext) -> None:
+    def _set_up_features(self, ctx: TrickContext) -> None:
         """Hooks on the named modules, their output shapes probed, and the projections made and trained."""
         import torch
 
         from trickbag.nn import unwrap
 
-        if ctx.dist.distributed:
+        if ctx.world_size > 1:
             raise ConflictError("tricks.distillation.features is not supported with several processes yet (the "
                                 "projections are outside the DDP model); use the logit distillation alone")
         student = unwrap(ctx.model)
@@ -103,7 +105,7 @@ class DistillationPlugin(Plugin):
         self.projections = torch.nn.ModuleList(projections).to(ctx.device)
         # a new list: a hand-built Trainer then rebuilds its optimizer with the projections in it
         ctx.param_groups = [*ctx.param_groups, {"params": list(self.projections.parameters())}]
-        ctx.notes.append(f"feature distillation: {', '.join(f'{s}={t}' for s, t in self.pairs)} "
+        ctx.note(f"feature distillation: {', '.join(f'{s}={t}' for s, t in self.pairs)} "
                          f"(weight {self.feature_weight}, {sum(p.numel() for p in self.projections.parameters()):,}"
                          f" projection weights)")
 
@@ -163,9 +165,8 @@ def _projection(s: Any, t: Any, pair: tuple[str, str], seed: int) -> Any:
         return torch.nn.Linear(s.shape[1], t.shape[1], bias=False)
 
 
-def build(cfg: DistillationConfig, recipe: RecipeView) -> list[Plugin]:
-    return [DistillationPlugin(str(cfg.teacher), cfg.temperature, cfg.alpha, cfg.features, cfg.feature_weight,
-                               recipe.train.seed)]
+def build(cfg: DistillationConfig) -> list[Plugin]:
+    return [DistillationPlugin(str(cfg.teacher), cfg.temperature, cfg.alpha, cfg.features, cfg.feature_weight)]
 
 
 def check(recipe: RecipeView) -> None:

@@ -18,7 +18,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import GeneratorState, Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
 
 
 class DropPathConfig(TrickSection):
@@ -54,7 +54,7 @@ def _no_blocks(model: Any, blocks: list[str]) -> str:
             "name your blocks (x + branch(x)) in tricks.drop_path.blocks=[ClassName], or turn tricks.drop_path off")
 
 
-def _probe(ctx: BuildContext, model: Any, named: list[tuple[str, Any]]) -> None:
+def _probe(ctx: TrickContext, model: Any, named: list[tuple[str, Any]]) -> None:
     """One evaluation-mode forward on zeros: every named block must return its input's shape (x + branch(x))."""
     import torch
 
@@ -93,7 +93,7 @@ class DropPathPlugin(GeneratorState, Plugin):
         self.cfg = cfg
         self.hooks: Any = None
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.nn import add_drop_path, unwrap
         from trickbag.nn.drop_path import residual_blocks
         from trickbag.runtime import trick_generator
@@ -108,17 +108,17 @@ class DropPathPlugin(GeneratorState, Plugin):
         named = [(n, m) for n, m in found if not isinstance(m, (BasicBlock, Bottleneck))]
         if named:
             _probe(ctx, model, named)
-        self.rank = ctx.dist.rank
-        self.generator = trick_generator(ctx.recipe.train.seed, "drop_path", self.rank)
+        self.rank = ctx.rank
+        self.generator = trick_generator(ctx.seed, "drop_path", self.rank)
         self.hooks = add_drop_path(model, c.rate, mode=c.mode, schedule=c.schedule, blocks=blocks,
                                    generator=self.generator)
         rates = list(self.hooks.rates.values())
-        ctx.notes.append(f"drop_path: {len(rates)} blocks ({', '.join(sorted({type(m).__name__ for _, m in found}))}) "
+        ctx.note(f"drop_path: {len(rates)} blocks ({', '.join(sorted({type(m).__name__ for _, m in found}))}) "
                          f"drop their branch with rate {rates[0]:.3g}..{rates[-1]:.3g} ({c.schedule} by depth, "
                          f"mode {c.mode}); evaluation runs the whole network")
 
 
-def build(cfg: DropPathConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: DropPathConfig) -> list[Plugin]:
     return [DropPathPlugin(cfg)]
 
 

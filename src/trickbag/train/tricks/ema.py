@@ -24,7 +24,8 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -60,14 +61,11 @@ class EMAPlugin(EvalOnAverage):
         self.kept_averaged = cfg.select != "raw"
         self._metric, self._mode = "loss", "min"
 
-    def after_optimizer(self, ctx: BuildContext) -> None:
+    def after_optimizer(self, ctx: TrickContext) -> None:
         from trickbag.nn import EMA
 
         c = self.cfg
         self.ema = EMA(ctx.model, c.decay, warmup=c.warmup, every=c.every, buffers=c.buffers)
-        split, _, name = ctx.monitor.partition("/")
-        if split == "val":
-            self._metric, self._mode = name.removesuffix("_raw"), ctx.mode
 
     def _eval_weights(self, state: State) -> dict[str, Any]:
         from trickbag.nn import unwrap
@@ -76,6 +74,9 @@ class EMAPlugin(EvalOnAverage):
 
     def on_fit_start(self, state: State) -> None:
         self._in_fit = True
+        split, _, name = state.monitor.partition("/")
+        if split == "val":
+            self._metric, self._mode = name.removesuffix("_raw"), state.mode
         state.provide_eval_weights(lambda: self._eval_weights(state), owner="tricks.ema")
 
     def on_step(self, state: State) -> None:
@@ -120,7 +121,7 @@ class EMAPlugin(EvalOnAverage):
         self.kept_averaged = bool(sd.get("kept_averaged", self.cfg.select != "raw"))
 
 
-def build(cfg: EMAConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: EMAConfig) -> list[Plugin]:
     return [EMAPlugin(cfg)]
 
 

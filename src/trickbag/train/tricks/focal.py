@@ -13,7 +13,7 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY, classification_loss
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
 
 
 class FocalConfig(TrickSection):
@@ -55,13 +55,13 @@ class FocalPlugin(Plugin):
             )
         return None if self.alpha is None else float(self.alpha)
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         alpha = self._alpha(ctx.num_outputs, ctx.device)
         loss = classification_loss(ctx, "focal")
         loss.gamma, loss.alpha = self.gamma, alpha
 
 
-def build(cfg: FocalConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: FocalConfig) -> list[Plugin]:
     return [FocalPlugin(cfg.gamma, cfg.alpha)]
 
 

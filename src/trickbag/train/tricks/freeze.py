@@ -17,10 +17,11 @@ from trickbag.config import TrickSection, needs_items
 from trickbag.errors import ConflictError, RecipeError
 from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
-from trickbag.train.tricks.param_groups import recipe_param_groups
+from trickbag.train.tricks.param_groups import base_options, recipe_param_groups
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -44,15 +45,16 @@ class FreezePlugin(Plugin):
 
     name = "freeze"
 
-    def __init__(self, cfg: FreezeConfig, recipe: RecipeView) -> None:
-        self.cfg, self.recipe = cfg, recipe
+    def __init__(self, cfg: FreezeConfig, groups: Any = None, layers: Any = None) -> None:
+        self.cfg, self.groups, self.layers = cfg, groups, layers
+        self.base: tuple[float, float] = (0.0, 0.0)  # the optimizer's lr and weight decay (unfrozen groups)
         self.frozen: list[str] = []
         self.unfrozen = False
         self._model: Any = None
         self._optimizer: Any = None
         self._scheduler: Any = None
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.nn import freeze, unwrap
 
         model = unwrap(ctx.model)
@@ -60,7 +62,7 @@ class FreezePlugin(Plugin):
             self.frozen = freeze(model, self.cfg.patterns, freeze_bn_stats=self.cfg.bn_stats, regex=self.cfg.regex)
         except (ValueError, TypeError) as exc:
             raise RecipeError(f"tricks.freeze.patterns: {exc}") from None
-        if self.cfg.unfreeze_epoch is not None and ctx.dist.distributed:
+        if self.cfg.unfreeze_epoch is not None and ctx.world_size > 1:
             raise ConflictError(
                 "tricks.freeze.unfreeze_epoch cannot be used under DDP (it fixes the trainable parameters when it "
                 "wraps the model); train the two stages as two runs, the second with model.weights=<first best.pt>"
@@ -72,25 +74,27 @@ class FreezePlugin(Plugin):
                               "leave some trainable (e.g. the head)")
         self._check_trained(ctx)
         self._model = model
+        if self.cfg.unfreeze_epoch is not None:
+            self.base = base_options(ctx)
         n = sum(p.numel() for p in model.parameters() if not p.requires_grad)
         when = f", unfrozen at epoch {self.cfg.unfreeze_epoch + 1}" if self.cfg.unfreeze_epoch is not None else ""
-        ctx.notes.append(f"freeze: {len(self.frozen)} tensors ({n:,} values) frozen{when}")
+        ctx.note(f"freeze: {len(self.frozen)} tensors ({n:,} values) frozen{when}")
 
-    def _check_trained(self, ctx: BuildContext) -> None:
+    def _check_trained(self, ctx: TrickContext) -> None:
         """Freezing what no weights were loaded into keeps random features for good: refused unless allowed."""
         if self.cfg.allow_untrained:
             return
-        loaded = set(ctx.weights_report.loaded) if ctx.weights_report is not None else set()
+        loaded = set(ctx.loaded_weights) if ctx.loaded_weights is not None else set()
         untrained = [name for name in self.frozen if name not in loaded]
         if untrained:
-            source = "were not loaded from model.weights" if ctx.weights_report is not None else \
+            source = "were not loaded from model.weights" if ctx.loaded_weights is not None else \
                 "keep their random initialisation (no model.weights)"
             raise RecipeError(
                 f"tricks.freeze would freeze {len(untrained)} tensors that {source} (e.g. {untrained[0]}): they would "
                 "never train; give model.weights=PATH with trained weights, or set tricks.freeze.allow_untrained=true"
             )
 
-    def after_optimizer(self, ctx: BuildContext) -> None:
+    def after_optimizer(self, ctx: TrickContext) -> None:
         self._optimizer, self._scheduler = ctx.optimizer, ctx.scheduler
 
     def on_epoch_start(self, state: State) -> None:
@@ -107,11 +111,12 @@ class FreezePlugin(Plugin):
         self.unfrozen = True
         g0 = optimizer.param_groups[0]
         factor = float(g0["lr"]) / float(g0["initial_lr"]) if g0.get("initial_lr") else 1.0
-        for g in recipe_param_groups(self._model, self.recipe):
+        lr, wd = self.base
+        for g in recipe_param_groups(self._model, self.groups, self.layers, lr=lr, weight_decay=wd):
             params = [p for p in g["params"] if id(p) in frozen_ids]
             if not params:
                 continue
-            group = dict(g, params=params, lr=float(g.get("lr", self.recipe.optim.lr)))
+            group = dict(g, params=params, lr=float(g.get("lr", lr)))
             if "param_names" in g:
                 names = dict(zip(map(id, g["params"]), g["param_names"]))
                 group["param_names"] = [names[id(p)] for p in params]
@@ -128,8 +133,8 @@ class FreezePlugin(Plugin):
             self._unfreeze(self._optimizer, self._scheduler)
 
 
-def build(cfg: FreezeConfig, recipe: RecipeView) -> list[Plugin]:
-    return [FreezePlugin(cfg, recipe)]
+def build(cfg: FreezeConfig, param_groups: Any, layer_decay: Any) -> list[Plugin]:
+    return [FreezePlugin(cfg, param_groups, layer_decay)]
 
 
 def check(recipe: RecipeView) -> None:
@@ -153,6 +158,7 @@ def check(recipe: RecipeView) -> None:
 
 TRICK = Trick(
     name="freeze",
+    joins=("param_groups", "layer_decay"),  # unfrozen parameters join the optimizer grouped as those sections say
     config=FreezeConfig,
     description="Freeze parameters by name pattern (not in the optimizer); optional unfreeze epoch adds them back",
     build=build,

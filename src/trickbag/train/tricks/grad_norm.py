@@ -9,7 +9,6 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -50,7 +49,7 @@ class GradNormPlugin(Plugin):
         state.epoch_metrics.update({"train/grad_norm": self._sum / self._n, "train/grad_norm_max": self._max})
 
 
-def build(cfg: GradNormConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: GradNormConfig) -> list[Plugin]:
     return [GradNormPlugin()]
 
 

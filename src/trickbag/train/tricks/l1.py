@@ -11,7 +11,6 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -36,7 +35,7 @@ class L1Plugin(Plugin):
         state.loss = state.loss + self.weight * l1_penalty(params)
 
 
-def build(cfg: L1Config, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: L1Config) -> list[Plugin]:
     return [L1Plugin(cfg.weight)]
 
 

@@ -6,7 +6,7 @@ when it is on.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -16,7 +16,7 @@ from trickbag.train.tricks._loss import CLASSIFICATION_ONLY, classification_loss
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
 
 
 class LabelSmoothingConfig(TrickSection):
@@ -33,16 +33,17 @@ class LabelSmoothingPlugin(Plugin):
     def __init__(self, eps: float, folded_into_mix: bool) -> None:
         self.eps, self.folded = eps, folded_into_mix
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         classification_loss(ctx, "label_smoothing").smoothing = 0.0 if self.folded else self.eps
 
 
-def build(cfg: LabelSmoothingConfig, recipe: RecipeView) -> list[Plugin]:
-    return [LabelSmoothingPlugin(cfg.eps, folded_into_mix=recipe.tricks.mix.enabled)]
+def build(cfg: LabelSmoothingConfig, mix: Any) -> list[Plugin]:
+    return [LabelSmoothingPlugin(cfg.eps, folded_into_mix=mix.enabled)]
 
 
 TRICK = Trick(
     name="label_smoothing",
+    joins=("mix",),  # with mix on, the smoothing goes into the mixed targets and the loss stays unsmoothed
     config=LabelSmoothingConfig,
     description="Label smoothing: (1 - eps) * onehot + eps / C targets, applied once (Szegedy 2016)",
     build=build,

@@ -5,7 +5,7 @@ The groups are built by the ``param_groups`` trick's plug-in, which reads both s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -15,7 +15,7 @@ from trickbag.train.tricks.base import Trick
 from trickbag.train.tricks.param_groups import ParamGroupsPlugin
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import RecipeView
+    pass
 
 
 class LayerDecayConfig(TrickSection):
@@ -25,13 +25,14 @@ class LayerDecayConfig(TrickSection):
     depth: int = Field(1, ge=1)  # name components that make a layer: 1 -> 'features', 2 -> 'features.0'
 
 
-def build(cfg: LayerDecayConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: LayerDecayConfig, param_groups: Any) -> list[Plugin]:
     # one plug-in builds the groups for both sections
-    return [] if recipe.tricks.param_groups.enabled else [ParamGroupsPlugin(recipe)]
+    return [] if param_groups.enabled else [ParamGroupsPlugin(param_groups, cfg)]
 
 
 TRICK = Trick(
     name="layer_decay",
+    joins=("param_groups",),  # one plug-in builds the groups for both sections
     config=LayerDecayConfig,
     description="Layer-wise LR decay: LR x decay^(layers above), top layer at the full LR (Clark 2020)",
     build=build,

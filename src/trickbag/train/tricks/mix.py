@@ -17,7 +17,8 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import GeneratorState, Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -37,7 +38,7 @@ class MixPlugin(GeneratorState, Plugin):
 
     name = "mix"
 
-    def __init__(self, cfg: MixConfig, smoothing: float) -> None:
+    def __init__(self, cfg: MixConfig, smoothing: float = 0.0) -> None:
         self.kw = dict(mixup_alpha=cfg.mixup_alpha, cutmix_alpha=cfg.cutmix_alpha, prob=cfg.prob,
                        switch_prob=cfg.switch_prob)
         self.smoothing = smoothing
@@ -45,7 +46,7 @@ class MixPlugin(GeneratorState, Plugin):
         self.mixer: Any = None
         self.plain: Any = None  # after off_epoch: the same targets (smoothing folded in), inputs unmixed
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.data import MixupCutmix
         from trickbag.runtime import trick_generator
 
@@ -59,8 +60,8 @@ class MixPlugin(GeneratorState, Plugin):
                 f"tricks.mix.cutmix_alpha={self.kw['cutmix_alpha']} needs images [C, H, W] or signals [C, L]; "
                 f"the data gives samples of shape {list(shape)}: set tricks.mix.cutmix_alpha=0 (mixup only)"
             )
-        self.rank = ctx.dist.rank
-        self.generator = trick_generator(ctx.recipe.train.seed, "mix", self.rank)
+        self.rank = ctx.rank
+        self.generator = trick_generator(ctx.seed, "mix", self.rank)
         # multi-label and regression targets are float [N, outputs]: mixed as they are
         self.mixer = MixupCutmix(**self.kw, num_classes=ctx.num_outputs, smoothing=self.smoothing,
                                  generator=self.generator)
@@ -70,11 +71,11 @@ class MixPlugin(GeneratorState, Plugin):
             # prob=0 mixes nothing; its own generator, so the trick's stream is not drawn from after off_epoch
             self.plain = MixupCutmix(**{**self.kw, "prob": 0.0}, num_classes=ctx.num_outputs,
                                      smoothing=self.smoothing, generator=torch.Generator(device=self.generator.device))
-            if self.off_epoch >= ctx.recipe.train.epochs:
-                ctx.notes.append(f"tricks.mix.off_epoch={self.off_epoch} is not before the run's end "
-                                 f"({ctx.recipe.train.epochs} epochs): every epoch is mixed")
+            if self.off_epoch >= ctx.epochs:
+                ctx.note(f"tricks.mix.off_epoch={self.off_epoch} is not before the run's end "
+                                 f"({ctx.epochs} epochs): every epoch is mixed")
         if self.smoothing:
-            ctx.notes.append(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
+            ctx.note(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
 
     def on_batch_start(self, state: State) -> None:
         x, y = state.batch[0], state.batch[1]
@@ -90,9 +91,8 @@ class MixPlugin(GeneratorState, Plugin):
         state.batch = (xm, ym, *state.batch[2:])
 
 
-def build(cfg: MixConfig, recipe: RecipeView) -> list[Plugin]:
-    ls = recipe.tricks.label_smoothing
-    return [MixPlugin(cfg, ls.eps if ls.enabled else 0.0)]
+def build(cfg: MixConfig, label_smoothing: Any) -> list[Plugin]:
+    return [MixPlugin(cfg, label_smoothing.eps if label_smoothing.enabled else 0.0)]
 
 
 def check(recipe: RecipeView) -> None:
@@ -114,6 +114,7 @@ def check(recipe: RecipeView) -> None:
 
 TRICK = Trick(
     name="mix",
+    joins=("label_smoothing",),  # smoothing is folded into the mixed targets (applied once), not into the loss
     after=("cutout", "random_erasing"),  # squares and rectangles are cut out of each image before images are mixed
     config=MixConfig,
     description="Mixup / CutMix per batch, with a switch between them; soft targets (Zhang 2018, Yun 2019)",

@@ -16,7 +16,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import GeneratorState, Trick, WrapPredict, image_shape
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
     from trickbag.train.state import State
 
 
@@ -65,26 +65,29 @@ class MultiscalePlugin(GeneratorState, Plugin):
 
     name = "multiscale"
 
-    def __init__(self, cfg: MultiscaleConfig, epochs: int, seed: int) -> None:
+    def __init__(self, cfg: MultiscaleConfig) -> None:
         self.sizes = list(cfg.train_sizes)  # pixels or fractions of the test size: resolved by configure()
         self.train_sizes = [int(s) for s in self.sizes if s > 1]
-        self.test_size, self.mode, self.seed = cfg.test_size, cfg.mode, seed
-        # a quick `train.epochs=1` try keeps its one epoch at the training sizes
-        self.finetune_from = max(1, epochs - cfg.finetune_epochs) if epochs > 1 else 1
-        self.requested = (cfg.finetune_epochs, epochs)
+        self.test_size, self.mode, self.finetune_epochs = cfg.test_size, cfg.mode, cfg.finetune_epochs
+        self.finetune_from = 1
+        self.requested = (cfg.finetune_epochs, 1)
         self.native: tuple[int, int] = (0, 0)
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.runtime import trick_generator
 
-        self.generator = trick_generator(self.seed, "multiscale")  # rank 0's stream on every rank (see above)
+        epochs = ctx.epochs
+        # a quick `train.epochs=1` try keeps its one epoch at the training sizes
+        self.finetune_from = max(1, epochs - self.finetune_epochs) if epochs > 1 else 1
+        self.requested = (self.finetune_epochs, epochs)
+        self.generator = trick_generator(ctx.seed, "multiscale")  # rank 0's stream on every rank (see above)
         self.native = tuple(image_shape(ctx, "multiscale")[1:])  # type: ignore[assignment]
         ts = self.test or self.native
         self.train_sizes = pixel_sizes(self.sizes, ts[0])
         ft, epochs = self.requested
         tune = f", fine-tune at it from epoch {self.finetune_from + 1}" if self.finetune_from < epochs else ""
         short = f" (finetune_epochs={ft} shortened: the run has {epochs} epochs)" if ft and ft >= epochs else ""
-        ctx.notes.append(f"multiscale: train at {self.train_sizes}, evaluate at {ts[0]}x{ts[1]}{tune}{short}")
+        ctx.note(f"multiscale: train at {self.train_sizes}, evaluate at {ts[0]}x{ts[1]}{tune}{short}")
 
     @property
     def test(self) -> tuple[int, int] | None:
@@ -115,9 +118,9 @@ def eval_wrapper(cfg: MultiscaleConfig, input_shape: tuple[int, ...]) -> Any | N
     return lambda forward: (lambda x: forward(resize(x, size, mode)))
 
 
-def build(cfg: MultiscaleConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: MultiscaleConfig) -> list[Plugin]:
     wrap = eval_wrapper(cfg, ())
-    return [MultiscalePlugin(cfg, recipe.train.epochs, recipe.train.seed)] + (
+    return [MultiscalePlugin(cfg)] + (
         [WrapPredict("multiscale", wrap)] if wrap else [])
 
 

@@ -16,7 +16,6 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -88,7 +87,7 @@ class ProfilePlugin(Plugin):
         self.done = bool(sd.get("done", False))
 
 
-def build(cfg: ProfileConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: ProfileConfig) -> list[Plugin]:
     return [ProfilePlugin(cfg)]
 
 

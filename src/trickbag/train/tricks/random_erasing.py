@@ -11,7 +11,7 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import GeneratorState, Trick, image_shape
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
     from trickbag.train.state import State
 
 
@@ -47,14 +47,14 @@ class RandomErasingPlugin(GeneratorState, Plugin):
     def __init__(self, cfg: RandomErasingConfig) -> None:
         self.kw = dict(prob=cfg.prob, scale=tuple(cfg.scale), ratio=tuple(cfg.ratio), fill=cfg.fill, value=cfg.value)
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.runtime import trick_generator
 
         image_shape(ctx, "random_erasing")
-        self.rank = ctx.dist.rank
-        self.generator = trick_generator(ctx.recipe.train.seed, "random_erasing", self.rank)
+        self.rank = ctx.rank
+        self.generator = trick_generator(ctx.seed, "random_erasing", self.rank)
         k = self.kw
-        ctx.notes.append(f"random_erasing: one rectangle per image with probability {k['prob']}, area "
+        ctx.note(f"random_erasing: one rectangle per image with probability {k['prob']}, area "
                          f"{k['scale'][0]:.3g}..{k['scale'][1]:.3g} of the image, fill {k['fill']}")
 
     def on_batch_start(self, state: State) -> None:
@@ -64,7 +64,7 @@ class RandomErasingPlugin(GeneratorState, Plugin):
         state.batch = (random_erasing(x, generator=self.generator, **self.kw), *state.batch[1:])
 
 
-def build(cfg: RandomErasingConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: RandomErasingConfig) -> list[Plugin]:
     return [RandomErasingPlugin(cfg)]
 
 

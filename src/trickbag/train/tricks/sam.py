@@ -7,17 +7,19 @@ pass to the end of the step, so only the first pass updates them.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from trickbag.config import TrickSection
-from trickbag.errors import ConflictError
+from trickbag.errors import ConflictError, RecipeError
 from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -37,13 +39,16 @@ class SAMPlugin(Plugin):
         self.rho = rho if rho is not None else (0.5 if adaptive else 0.05)
         self.adaptive = adaptive
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         from trickbag.optim import SAM
 
-        base, kwargs = ctx.optimizer_spec
-        rho, adaptive = self.rho, self.adaptive
-        ctx.optimizer_factory = lambda groups: SAM(groups, base, rho=rho, adaptive=adaptive, **kwargs)
-        ctx.notes.append(f"{'ASAM' if adaptive else 'SAM'} (rho={rho}) around {base.__name__}: two passes per update")
+        made = ctx.make_optimizer
+        if not isinstance(made, functools.partial) or not isinstance(made.func, type):
+            raise RecipeError("tricks.sam wraps an optimizer class with its options; this run builds its optimizer "
+                              f"with {made!r}: use a torch optimizer")
+        base, rho, adaptive = made.func, self.rho, self.adaptive
+        ctx.make_optimizer = functools.partial(SAM, base_optimizer=base, rho=rho, adaptive=adaptive, **made.keywords)
+        ctx.note(f"{'ASAM' if adaptive else 'SAM'} (rho={rho}) around {base.__name__}: two passes per update")
 
     def on_after_backward(self, state: State) -> None:
         from trickbag.optim import disable_running_stats
@@ -62,7 +67,7 @@ class SAMPlugin(Plugin):
         enable_running_stats(state.model)
 
 
-def build(cfg: SAMConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: SAMConfig) -> list[Plugin]:
     return [SAMPlugin(cfg.rho, cfg.adaptive)]
 
 

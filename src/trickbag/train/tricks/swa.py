@@ -22,7 +22,8 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
     from trickbag.train.state import State
 
 
@@ -50,8 +51,8 @@ class SWAPlugin(EvalOnAverage):
 
     name = "swa"
 
-    def __init__(self, cfg: SWAConfig, start: int) -> None:
-        self.cfg, self.start = cfg, start
+    def __init__(self, cfg: SWAConfig) -> None:
+        self.cfg, self.start = cfg, 0
         self.swa: Any = None
         self.swalr: Any = None
         self.active = False
@@ -62,13 +63,13 @@ class SWAPlugin(EvalOnAverage):
         self._device: Any = None
         self._steps_per_epoch = 1
 
-    def configure(self, ctx: BuildContext) -> None:
-        data = ctx.data.eval_train if ctx.data.eval_train is not None else ctx.data.train
-        self._bn_loader = ctx.make_loader(data, train=False)
-        self._device, self._steps_per_epoch = ctx.device, ctx.steps_per_epoch
-        ctx.notes.append(f"swa: averaging from epoch {self.start + 1}, LR annealed to {self.cfg.lr_factor} x base LR")
+    def configure(self, ctx: TrickContext) -> None:
+        self.start = start_epoch(self.cfg, ctx.epochs)
+        self._bn_loader = ctx.data.train_eval_loader()
+        self._device, self._steps_per_epoch = ctx.device, ctx.updates_per_epoch
+        ctx.note(f"swa: averaging from epoch {self.start + 1}, LR annealed to {self.cfg.lr_factor} x base LR")
 
-    def after_optimizer(self, ctx: BuildContext) -> None:
+    def after_optimizer(self, ctx: TrickContext) -> None:
         from trickbag.nn import SWA
 
         self.swa = SWA(ctx.model)
@@ -151,8 +152,8 @@ class SWAPlugin(EvalOnAverage):
         # the phase itself (scheduler hand-over, SWALR) starts again at FIT_START
 
 
-def build(cfg: SWAConfig, recipe: RecipeView) -> list[Plugin]:
-    return [SWAPlugin(cfg, start_epoch(cfg, recipe.train.epochs))]
+def build(cfg: SWAConfig) -> list[Plugin]:
+    return [SWAPlugin(cfg)]
 
 
 def check(recipe: RecipeView) -> None:

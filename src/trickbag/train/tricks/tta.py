@@ -10,7 +10,8 @@ from trickbag.train.plugin import Plugin
 from trickbag.train.tricks.base import Trick, WrapPredict
 
 if TYPE_CHECKING:
-    from trickbag.train.plugin import BuildContext, RecipeView
+    from trickbag.train.context import TrickContext
+    from trickbag.train.plugin import RecipeView
 
 
 class TTAConfig(TrickSection):
@@ -39,15 +40,15 @@ class _CheckShape(Plugin):
     def __init__(self, cfg: TTAConfig) -> None:
         self.cfg = cfg
 
-    def configure(self, ctx: BuildContext) -> None:
+    def configure(self, ctx: TrickContext) -> None:
         if self.cfg.vflip and len(ctx.data.input_shape) != 3:
             raise RecipeError(
-                f"tricks.tta.vflip needs image data [C, H, W]; data {ctx.recipe.data.name!r} has samples of shape "
+                f"tricks.tta.vflip needs image data [C, H, W]; the training samples have shape "
                 f"{list(ctx.data.input_shape)}"
             )
 
 
-def build(cfg: TTAConfig, recipe: RecipeView) -> list[Plugin]:
+def build(cfg: TTAConfig) -> list[Plugin]:
     return [_CheckShape(cfg), WrapPredict("tta", eval_wrapper(cfg, ()))]
 
 
