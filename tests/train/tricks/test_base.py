@@ -59,7 +59,7 @@ def test_a_resumed_rank_above_0_forks_the_trick_generator_rank_0_continues_it(tr
 
 # ---------------------------------------------------------------------- run order from declared constraints
 def _satisfied(order: list[str]) -> list[str]:
-    from trickbag.train.tricks import build_sections
+    from trickbag.train.tricks import TRICKS
 
     pos = {n: i for i, n in enumerate(order)}
     broken = [f"{t.name} after {a}" for t in TRICKS.values() for a in t.after if pos[a] > pos[t.name]]
