@@ -139,7 +139,7 @@ class TrickContext:
     make_optimizer: Callable[[list[dict[str, Any]]], torch.optim.Optimizer]
 
     optimizer: torch.optim.Optimizer | None = None
-    scheduler: Any = None
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
 
     notes: list[str] = dataclasses.field(default_factory=list, repr=False)
     _sealed: bool = dataclasses.field(default=False, init=False, repr=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from trickbag.config.schema import DataConfig
 from trickbag.data.sources import BatchGather
 from trickbag.errors import RecipeError
 from trickbag.recipe import recipe_from_dict
+from trickbag.runtime import DistInfo
 from trickbag.train.assemble import LegacyContext, assemble
 from trickbag.train.context import TrickContext, TrickData
 from trickbag.train.parts import load_model, make_loader
@@ -25,7 +27,7 @@ from trickbag.train.tricks import TRICKS, build_sections, check_interactions
 if TYPE_CHECKING:
     from trickbag.train.state import State
 
-__all__ = ["set_up_plugins", "trainer_facts"]
+__all__ = ["set_up_plugins", "trainer_facts", "bare_context"]
 
 
 def _tricks_section(tricks: Any) -> Any:
@@ -81,53 +83,67 @@ def _training_set(loader: Any) -> Any:
     return ds.dataset if isinstance(ds, BatchGather) else ds
 
 
-def _data(state: State, seed: int) -> TrickData:
+def _data(train_loader: Any, eval_batch_size: int | None, seed: int, dist: DistInfo, device: torch.device
+          ) -> TrickData:
     """The training data as the tricks see it: the loader's dataset, no class counts (only a recipe's data source
     knows them), and a loader over it in order, batched like the validation loader."""
-    train = _training_set(state.train_loader)
-    bs = getattr(state.train_loader, "batch_size", None) or 1
+    train = _training_set(train_loader)
     settings = SimpleNamespace(
-        data=DataConfig(batch_size=bs, eval_batch_size=getattr(state.val_loader, "batch_size", None),
+        data=DataConfig(batch_size=getattr(train_loader, "batch_size", None) or 1, eval_batch_size=eval_batch_size,
                         pin_memory=False),
         train=SimpleNamespace(seed=seed))
 
     def loader() -> Any:
         if train is None:
             raise RecipeError("the tricks need the training set: pass a train_loader with a .dataset")
-        return make_loader(train, settings, train=False, dist=state.dist, device=state.device)  # type: ignore[arg-type]
+        return make_loader(train, settings, train=False, dist=dist, device=device)  # type: ignore[arg-type]
 
     return TrickData(train, train_eval_loader=loader)
 
 
-def _num_outputs(state: State, data: TrickData) -> int:
-    t = state.task
-    n = getattr(t, "num_classes", None) or getattr(t, "num_labels", None) or getattr(t, "num_targets", None)
+def _num_outputs(model: torch.nn.Module, task: Any, data: TrickData, device: torch.device) -> int:
+    n = getattr(task, "num_classes", None) or getattr(task, "num_labels", None) or getattr(task, "num_targets", None)
     if n:
         return int(n)
     # a classification task that infers its classes: the model's output on a sample tells
-    was_training = state.model.training
+    was_training = model.training
     try:
         with torch.inference_mode():
-            out = state.model.eval()(torch.zeros((1, *data.input_shape), device=state.device))
+            out = model.eval()(torch.zeros((1, *data.input_shape), device=device))
     finally:
-        state.model.train(was_training)
+        model.train(was_training)
     return int(out.shape[-1])
 
 
-def hand_context(state: State, *, clip: Any, seed: int) -> TrickContext:
-    """A :class:`TrickContext` of a hand-built Trainer's model, optimizer and loaders."""
-    data = _data(state, seed)
+def remake(optimizer: torch.optim.Optimizer) -> functools.partial:
+    """How to build ``optimizer`` again on other parameter groups: its class and the options its constructor takes
+    (``defaults`` may hold entries the constructor does not accept, e.g. AdamW's ``decoupled_weight_decay``)."""
+    cls = type(optimizer)
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return functools.partial(cls, **{k: v for k, v in optimizer.defaults.items() if takes_any or k in params})
+
+
+def bare_context(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train_loader: Any, *, epochs: int,
+                 loss_fn: Any, seed: int, accumulate: int = 1, task: Any = None, clip: Any = None,
+                 eval_batch_size: int | None = None, device: torch.device | None = None,
+                 dist: DistInfo | None = None) -> TrickContext:
+    """A :class:`TrickContext` of a model, its optimizer and a training loader, as a hand-written loop, a
+    hand-built Trainer or another framework's trainer has them (no recipe). ``task``: what gives the number of
+    outputs (``num_classes``/``num_labels``/``num_targets``); without one the model's output on a sample tells."""
+    dist = dist or DistInfo()
+    device = device or next((p.device for p in model.parameters()), torch.device("cpu"))
+    data = _data(train_loader, eval_batch_size, seed, dist, device)
     try:
-        updates = math.ceil(len(state.train_loader) / state.accumulate)
+        updates = math.ceil(len(train_loader) / accumulate)
     except TypeError:  # an iterable without a length
         updates = 1
-    opt = state.optimizer
     return TrickContext(
-        seed=seed, epochs=state.max_epochs, updates_per_epoch=updates, rank=state.dist.rank,
-        world_size=state.dist.world_size, device=state.device, num_outputs=_num_outputs(state, data), data=data,
-        loaded_weights=frozenset(state.model.state_dict()),  # the caller's model holds the weights it was given
-        load_model=load_model, model=state.model, param_groups=[dict(g) for g in opt.param_groups],
-        loss_fn=state.loss_fn, clip=clip, make_optimizer=functools.partial(type(opt), **opt.defaults),
+        seed=seed, epochs=epochs, updates_per_epoch=updates, rank=dist.rank, world_size=dist.world_size,
+        device=device, num_outputs=_num_outputs(model, task, data, device), data=data,
+        loaded_weights=frozenset(model.state_dict()),  # the caller's model holds the weights it was given
+        load_model=load_model, model=model, param_groups=[dict(g) for g in optimizer.param_groups],
+        loss_fn=loss_fn, clip=clip, make_optimizer=remake(optimizer),
     )
 
 
@@ -154,7 +170,10 @@ def set_up_plugins(state: State, tricks: Any, plugins: list[Plugin], *, clip: An
     check_interactions(facts)
     built = build_sections(section)
     seed = torch.initial_seed() % 2**32 if seed is None else seed
-    ctx = hand_context(state, clip=clip, seed=seed)
+    ctx = bare_context(state.model, state.optimizer, state.train_loader, epochs=state.max_epochs,
+                       loss_fn=state.loss_fn, seed=seed, accumulate=state.accumulate, task=state.task, clip=clip,
+                       eval_batch_size=getattr(state.val_loader, "batch_size", None), device=state.device,
+                       dist=state.dist)
     assemble(ctx, built, plugins, schedule=_schedule(scheduler, state.optimizer), keep=state.optimizer,
              given_loss=loss_given, legacy=LegacyContext)
     assert ctx.optimizer is not None
