@@ -8,7 +8,7 @@ from scipy import stats
 
 from trickbag.data import MixupCutmix, cutmix, mixup, one_hot
 from trickbag.data import mix as mix_module
-from trickbag.data.mix import _sample_beta
+from trickbag.data.mix import sample_beta
 
 
 def gen(seed=0):
@@ -19,7 +19,7 @@ def gen(seed=0):
 @pytest.mark.parametrize("a, b", [(0.2, 0.2), (0.8, 0.8), (1.0, 1.0), (2.0, 5.0), (0.5, 3.0), (30.0, 30.0)])
 def test_beta_sampler_moments_and_distribution(a, b):
     n = 20_000
-    draws = _sample_beta(a, b, n, gen(1))
+    draws = sample_beta(a, b, n, gen(1))
     assert draws.shape == (n,) and draws.dtype == torch.float64
     assert bool(((draws >= 0) & (draws <= 1)).all())
     mean = a / (a + b)
@@ -31,9 +31,9 @@ def test_beta_sampler_moments_and_distribution(a, b):
 
 
 def test_beta_sampler_is_seeded_and_handles_tiny_alpha():
-    torch.testing.assert_close(_sample_beta(0.3, 0.3, 50, gen(5)), _sample_beta(0.3, 0.3, 50, gen(5)))
-    assert not torch.equal(_sample_beta(0.3, 0.3, 50, gen(5)), _sample_beta(0.3, 0.3, 50, gen(6)))
-    tiny = _sample_beta(0.02, 0.02, 2000, gen(2))
+    torch.testing.assert_close(sample_beta(0.3, 0.3, 50, gen(5)), sample_beta(0.3, 0.3, 50, gen(5)))
+    assert not torch.equal(sample_beta(0.3, 0.3, 50, gen(5)), sample_beta(0.3, 0.3, 50, gen(6)))
+    tiny = sample_beta(0.02, 0.02, 2000, gen(2))
     assert not tiny.isnan().any()
     # Beta(0.02, 0.02) puts almost all mass near 0 and 1, half on each side.
     assert abs((tiny < 0.5).double().mean().item() - 0.5) < 0.05

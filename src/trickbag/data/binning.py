@@ -122,7 +122,7 @@ def _check_target(target: Any, n: int) -> np.ndarray:
     return yf.astype(np.int64)
 
 
-def _tree_edges(
+def tree_edges(
     x: np.ndarray, y: np.ndarray, n_bins: int, min_samples_leaf: int | float, random_state: int
 ) -> np.ndarray:
     DecisionTreeClassifier = require("sklearn.tree", extra="app", feature="tree binning").DecisionTreeClassifier
@@ -224,7 +224,7 @@ def bin_feature(
     else:
         if y is None:
             raise ValueError('method="tree" is supervised binning and needs target= (a binary 0/1 array)')
-        edges = _tree_edges(xs, y[finite], n_bins, min_samples_leaf, random_state)
+        edges = tree_edges(xs, y[finite], n_bins, min_samples_leaf, random_state)
     if xs.min() == xs.max():  # a constant feature: one bin holding everything
         edges = np.array([xs.min(), xs.max()])
     codes = _digitize(x, edges)

@@ -9,7 +9,7 @@ from torch import Tensor
 __all__ = ["one_hot"]
 
 
-def _check_num_classes(num_classes: object) -> int:
+def check_num_classes(num_classes: object) -> int:
     if isinstance(num_classes, bool) or not isinstance(num_classes, int):
         raise TypeError(f"num_classes must be an int >= 1, got {num_classes!r} ({type(num_classes).__name__})")
     if num_classes < 1:
@@ -17,7 +17,7 @@ def _check_num_classes(num_classes: object) -> int:
     return num_classes
 
 
-def _check_smoothing(smoothing: object) -> float:
+def check_smoothing(smoothing: object) -> float:
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
         raise TypeError(f"smoothing must be a float in [0, 1), got {smoothing!r} ({type(smoothing).__name__})")
     if not 0.0 <= smoothing < 1.0:
@@ -57,8 +57,8 @@ def one_hot(labels: Tensor, num_classes: int, smoothing: float = 0.0, *, dtype: 
             f"labels must be an integer tensor of class indices, got dtype {labels.dtype}; "
             "pass soft targets to mixup/cutmix directly instead of one_hot"
         )
-    num_classes = _check_num_classes(num_classes)
-    smoothing = _check_smoothing(smoothing)
+    num_classes = check_num_classes(num_classes)
+    smoothing = check_smoothing(smoothing)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
     if smoothing > 0 and not dtype.is_floating_point:

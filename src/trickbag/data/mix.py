@@ -12,7 +12,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from trickbag.data.encoding import _check_num_classes, _check_smoothing, one_hot
+from trickbag.data.encoding import check_num_classes, check_smoothing, one_hot
 
 __all__ = ["mixup", "cutmix", "MixupCutmix"]
 
@@ -170,7 +170,7 @@ def _log_gamma_one(shape: float, draws: _Draws) -> float:
     return out
 
 
-def _sample_beta(a: float, b: float, n: int, generator: torch.Generator | None) -> Tensor:
+def sample_beta(a: float, b: float, n: int, generator: torch.Generator | None) -> Tensor:
     """Draw ``n`` samples of ``Beta(a, b)`` as float64, as ``Ga / (Ga + Gb)`` computed in log space."""
     return torch.sigmoid(_log_gamma(a, n, generator) - _log_gamma(b, n, generator))
 
@@ -412,7 +412,7 @@ def mixup(
     if not x.is_floating_point():
         raise TypeError(f"mixup: x must be floating point (blending needs it), got dtype {x.dtype}; convert it first")
     inplace = _check_inplace(inplace, "mixup")
-    num_classes = _check_num_classes(num_classes)
+    num_classes = check_num_classes(num_classes)
     labels, soft = _check_targets(y, x.shape[0], num_classes, x.device, "mixup")
     if lam is None:
         alpha = _check_alpha("alpha", alpha, allow_zero=False)
@@ -525,7 +525,7 @@ def cutmix(
     if x.dim() not in (3, 4):
         raise ValueError(f"cutmix: x must be [N, C, H, W] or [N, C, L], got shape {tuple(x.shape)}")
     inplace = _check_inplace(inplace, "cutmix")
-    num_classes = _check_num_classes(num_classes)
+    num_classes = check_num_classes(num_classes)
     labels, soft = _check_targets(y, x.shape[0], num_classes, x.device, "cutmix")
     if lam is None:
         alpha = _check_alpha("alpha", alpha, allow_zero=False)
@@ -605,8 +605,8 @@ class MixupCutmix:
         self.cutmix_alpha = _check_alpha("cutmix_alpha", cutmix_alpha, allow_zero=True)
         self.prob = _check_prob("prob", prob)
         self.switch_prob = _check_prob("switch_prob", switch_prob)
-        self.num_classes = _check_num_classes(num_classes)
-        self.smoothing = _check_smoothing(smoothing)
+        self.num_classes = check_num_classes(num_classes)
+        self.smoothing = check_smoothing(smoothing)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         self.generator = generator

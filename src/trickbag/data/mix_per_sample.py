@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor
 
-from trickbag.data.mix import _sample_beta
+from trickbag.data.mix import sample_beta
 
 __all__ = ["mix_per_sample", "MODES"]
 
@@ -44,8 +44,8 @@ def _draws(n: int, mode: str, mixup_alpha: float, cutmix_alpha: float, prob: flo
     use_cut = (torch.rand(m, generator=generator, dtype=torch.float64) < switch_prob) if both else \
         torch.full((m,), cutmix_alpha > 0)
     one = torch.ones(m, dtype=torch.float64)
-    lam_mix = _sample_beta(mixup_alpha, mixup_alpha, m, generator) if mixup_alpha > 0 else one
-    lam_cut = _sample_beta(cutmix_alpha, cutmix_alpha, m, generator) if cutmix_alpha > 0 else one
+    lam_mix = sample_beta(mixup_alpha, mixup_alpha, m, generator) if mixup_alpha > 0 else one
+    lam_cut = sample_beta(cutmix_alpha, cutmix_alpha, m, generator) if cutmix_alpha > 0 else one
     lam = torch.where(use_cut, lam_cut, lam_mix)
     if mode == "pair":  # the second half mirrors the first; an odd batch's middle sample stays unmixed
         mid = torch.zeros(n - 2 * m, dtype=torch.bool)

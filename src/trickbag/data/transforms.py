@@ -42,7 +42,7 @@ def _check_mean_std(mean: object, std: object) -> tuple[list[float], list[float]
     return mean_l, std_l
 
 
-def _tail(mean: list[float], std: list[float]) -> list[v2.Transform]:
+def pipeline_tail(mean: list[float], std: list[float]) -> list[v2.Transform]:
     return [v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std), v2.ToPureTensor()]
 
 
@@ -95,7 +95,7 @@ def train_transforms(
     steps: list[v2.Transform] = [v2.ToImage(), v2.RandomResizedCrop(size, scale=(lo, hi), antialias=True)]
     if hflip > 0:
         steps.append(v2.RandomHorizontalFlip(float(hflip)))
-    return v2.Compose(steps + _tail(mean_l, std_l))
+    return v2.Compose(steps + pipeline_tail(mean_l, std_l))
 
 
 def eval_transforms(
@@ -136,7 +136,7 @@ def eval_transforms(
         v2.Resize(int(size / float(crop_ratio)), antialias=True),
         v2.CenterCrop(size),
     ]
-    return v2.Compose(steps + _tail(mean_l, std_l))
+    return v2.Compose(steps + pipeline_tail(mean_l, std_l))
 
 
 #: the augmentation policies of torchvision.transforms.v2 that :func:`augment_policy` builds

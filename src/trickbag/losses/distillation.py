@@ -10,7 +10,7 @@ import torch  # noqa: F401  (the doctests run in this module's globals)
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trickbag.losses.smoothing import _check_logits, _check_reduction
+from trickbag.losses.smoothing import check_logits, check_reduction
 
 __all__ = ["distillation_loss", "DistillationLoss"]
 
@@ -58,8 +58,8 @@ def distillation_loss(
     >>> distillation_loss(s, torch.tensor([[0.0, 0.0, 2.0]]), temperature=1.0)
     tensor(0.7794)
     """
-    _check_logits(student_logits, "student_logits")
-    _check_logits(teacher_logits, "teacher_logits")
+    check_logits(student_logits, "student_logits")
+    check_logits(teacher_logits, "teacher_logits")
     if student_logits.shape != teacher_logits.shape:
         raise ValueError(
             f"student_logits and teacher_logits must have the same shape [N, C], got "
@@ -70,7 +70,7 @@ def distillation_loss(
             "reduction='mean' is ambiguous for a KL divergence (F.kl_div divides by N*C); "
             "use 'batchmean' for the mean over samples, or 'sum' / 'none'"
         )
-    _check_reduction(reduction, _DISTILL_REDUCTIONS)
+    check_reduction(reduction, _DISTILL_REDUCTIONS)
     t = _check_temperature(temperature)
     log_q = F.log_softmax(student_logits / t, dim=1)
     log_p = F.log_softmax(teacher_logits.detach() / t, dim=1)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trickbag.losses.smoothing import Reduction, _check_class_vector, _check_logits, _check_reduction, _check_target
+from trickbag.losses.smoothing import Reduction, check_class_vector, check_logits, check_reduction, check_target
 
 __all__ = ["focal_loss", "FocalLoss", "sigmoid_focal_loss"]
 
@@ -48,7 +48,7 @@ def _alpha_vector(alpha: float | Tensor | None, num_classes: int, like: Tensor) 
     if alpha is None:
         return None
     if isinstance(alpha, Tensor):
-        _check_class_vector(alpha, num_classes, "alpha")
+        check_class_vector(alpha, num_classes, "alpha")
         return alpha.to(device=like.device, dtype=like.dtype)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise TypeError(f"alpha must be None, a float in [0, 1] or a tensor [C], got {type(alpha).__name__}")
@@ -98,12 +98,12 @@ def focal_loss(
     >>> focal_loss(logits, torch.tensor([0, 0]), gamma=2.0, reduction="none")
     tensor([1.0928e-04, 2.7663e+00])
     """
-    _check_logits(logits)
-    _check_reduction(reduction)
+    check_logits(logits)
+    check_reduction(reduction)
     gamma = _check_gamma(gamma)
-    is_int = _check_target(target, logits)
+    is_int = check_target(target, logits)
     num_classes = logits.shape[1]
-    _check_class_vector(weight, num_classes, "weight")
+    check_class_vector(weight, num_classes, "weight")
     alpha_vec = _alpha_vector(alpha, num_classes, logits)
 
     log_p = F.log_softmax(logits, dim=1)
@@ -159,7 +159,7 @@ class FocalLoss(nn.Module):
     ) -> None:
         super().__init__()
         self.gamma = _check_gamma(gamma)
-        _check_reduction(reduction)
+        check_reduction(reduction)
         self.reduction = reduction
         for name, value in (("alpha", alpha), ("weight", weight)):
             if isinstance(value, Tensor) and value.ndim != 1:

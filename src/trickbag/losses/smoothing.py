@@ -19,12 +19,12 @@ Reduction = Literal["mean", "sum", "none"]
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_reduction(reduction: object, allowed: tuple[str, ...] = _REDUCTIONS) -> None:
+def check_reduction(reduction: object, allowed: tuple[str, ...] = _REDUCTIONS) -> None:
     if reduction not in allowed:
         raise ValueError(f"reduction must be one of {allowed}, got {reduction!r}")
 
 
-def _check_logits(logits: object, name: str = "logits") -> None:
+def check_logits(logits: object, name: str = "logits") -> None:
     if not isinstance(logits, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape [N, C], got {type(logits).__name__}")
     if logits.ndim != 2:
@@ -33,7 +33,7 @@ def _check_logits(logits: object, name: str = "logits") -> None:
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {logits.dtype}")
 
 
-def _check_class_vector(value: Tensor | None, num_classes: int, name: str) -> None:
+def check_class_vector(value: Tensor | None, num_classes: int, name: str) -> None:
     if value is None:
         return
     if not isinstance(value, Tensor):
@@ -44,7 +44,7 @@ def _check_class_vector(value: Tensor | None, num_classes: int, name: str) -> No
         )
 
 
-def _check_target(target: object, logits: Tensor) -> bool:
+def check_target(target: object, logits: Tensor) -> bool:
     """Validate an int [N] or probability [N, C] target against logits [N, C]; return True if int."""
     if not isinstance(target, Tensor):
         raise TypeError(
@@ -163,8 +163,8 @@ def soft_target_cross_entropy(
     >>> soft_target_cross_entropy(logits, torch.tensor([[1.0, 0.0], [0.5, 0.5]]), reduction="none")
     tensor([0.1269, 0.6931])
     """
-    _check_logits(logits)
-    _check_reduction(reduction)
+    check_logits(logits)
+    check_reduction(reduction)
     if not isinstance(target_probs, Tensor) or not target_probs.is_floating_point():
         got = target_probs.dtype if isinstance(target_probs, Tensor) else type(target_probs).__name__
         raise TypeError(
@@ -175,7 +175,7 @@ def soft_target_cross_entropy(
         raise ValueError(
             f"target_probs must have the logits' shape {list(logits.shape)}, got {list(target_probs.shape)}"
         )
-    _check_class_vector(weight, logits.shape[1], "weight")
+    check_class_vector(weight, logits.shape[1], "weight")
     log_p = F.log_softmax(logits, dim=1)
     q = target_probs if weight is None else target_probs * weight
     loss = -(q * log_p).sum(dim=1)
@@ -200,7 +200,7 @@ class SoftTargetCrossEntropy(nn.Module):
 
     def __init__(self, *, weight: Tensor | None = None, reduction: Reduction = "mean") -> None:
         super().__init__()
-        _check_reduction(reduction)
+        check_reduction(reduction)
         if weight is not None and (not isinstance(weight, Tensor) or weight.ndim != 1):
             raise ValueError(f"weight must be a 1-D tensor of per-class weights [C] or None, got {weight!r}")
         self.register_buffer("weight", weight)

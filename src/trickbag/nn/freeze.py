@@ -61,7 +61,7 @@ def _select(model: nn.Module, patterns: str | Sequence[str], regex: bool) -> tup
     return [n for n in names if matches(n)], matches
 
 
-class _EvalOnlyTrain:
+class EvalOnlyTrain:
     """Instance override of ``module.train``: the module stays in eval mode whatever ``mode`` is asked.
 
     Set as an instance attribute, so ``model.train()`` (which calls ``child.train(mode)``
@@ -76,8 +76,8 @@ class _EvalOnlyTrain:
         return nn.Module.train(self.module, False)
 
 
-def _has_frozen_stats(module: nn.Module) -> bool:
-    return isinstance(module.__dict__.get("train"), _EvalOnlyTrain)
+def has_frozen_stats(module: nn.Module) -> bool:
+    return isinstance(module.__dict__.get("train"), EvalOnlyTrain)
 
 
 def _module_tensor_names(prefix: str, module: nn.Module) -> list[str]:
@@ -145,12 +145,12 @@ def freeze(
             param.requires_grad_(False)
     if freeze_bn_stats:
         for prefix, module in model.named_modules():
-            if not isinstance(module, _StatsNorm) or _has_frozen_stats(module):
+            if not isinstance(module, _StatsNorm) or has_frozen_stats(module):
                 continue
             if any(p.requires_grad for p in module.parameters(recurse=False)):
                 continue
             if any(matches(n) for n in _module_tensor_names(prefix, module)):
-                module.train = _EvalOnlyTrain(module)  # type: ignore[method-assign, assignment]
+                module.train = EvalOnlyTrain(module)  # type: ignore[method-assign, assignment]
                 module.train()
     return names
 
@@ -183,7 +183,7 @@ def unfreeze(model: nn.Module, patterns: str | Sequence[str] = ("*",), *, regex:
         if name in selected:
             param.requires_grad_(True)
     for prefix, module in model.named_modules():
-        if _has_frozen_stats(module) and any(matches(n) for n in _module_tensor_names(prefix, module)):
+        if has_frozen_stats(module) and any(matches(n) for n in _module_tensor_names(prefix, module)):
             del module.train
             module.train(model.training)
     return names

@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from trickbag.nn.param_groups import _NORM_TYPES
+from trickbag.nn.param_groups import NORM_TYPES
 
 __all__ = ["init_weights"]
 
@@ -129,7 +129,7 @@ def _init_layers(model: nn.Module, scheme: str, generator: torch.Generator | Non
             _init_weight(module.weight, scheme, generator)
             if module.bias is not None:
                 module.bias.zero_()
-        elif isinstance(module, _NORM_TYPES):
+        elif isinstance(module, NORM_TYPES):
             weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
             if isinstance(weight, torch.Tensor):
                 weight.fill_(1.0)

@@ -12,7 +12,7 @@ from torch import nn
 __all__ = ["layer_id_by_depth", "param_groups"]
 
 # Normalisation layers whose weights (scales) and biases (shifts) get no weight decay.
-_NORM_TYPES: tuple[type[nn.Module], ...] = (
+NORM_TYPES: tuple[type[nn.Module], ...] = (
     nn.modules.batchnorm._NormBase,  # BatchNorm*, SyncBatchNorm, InstanceNorm*
     nn.LayerNorm,
     nn.GroupNorm,
@@ -180,7 +180,7 @@ def _trainable(model: nn.Module, split_decay: bool) -> tuple[list[tuple[str, nn.
     seen: set[int] = set()
     trainable: list[tuple[str, nn.Parameter]] = []
     for prefix, module in model.named_modules():
-        is_norm = split_decay and isinstance(module, _NORM_TYPES)
+        is_norm = split_decay and isinstance(module, NORM_TYPES)
         for local, p in module._parameters.items():
             if p is None or id(p) in seen:
                 continue

@@ -12,7 +12,7 @@ from torch.optim.swa_utils import AveragedModel
 from torch.optim.swa_utils import update_bn as _torch_update_bn
 
 from trickbag.nn._weights import LiveLists, TensorLists, copy_tensors, swapped_tensors
-from trickbag.nn.freeze import _EvalOnlyTrain, _has_frozen_stats
+from trickbag.nn.freeze import EvalOnlyTrain, has_frozen_stats
 from trickbag.nn.loading import unwrap
 
 __all__ = ["SWA"]
@@ -107,9 +107,9 @@ class SWA:
     def _sync_frozen_stats(self, source: nn.Module) -> None:
         """Mirror which normalisation layers have frozen statistics (:func:`trickbag.nn.freeze`) in the live model."""
         for live, avg in zip(source.modules(), self.module.modules()):
-            frozen, avg_frozen = _has_frozen_stats(live), _has_frozen_stats(avg)
+            frozen, avg_frozen = has_frozen_stats(live), has_frozen_stats(avg)
             if frozen and not avg_frozen:
-                avg.train = _EvalOnlyTrain(avg)  # type: ignore[method-assign]
+                avg.train = EvalOnlyTrain(avg)  # type: ignore[method-assign]
             elif avg_frozen and not frozen:
                 del avg.train
         self.module.eval()

@@ -65,7 +65,7 @@ def preprocess_json(fmt: str, file: str, recipe: Any, data: Any, module: Any, ne
                     plain: bool) -> dict[str, Any]:
     """What a caller must do to an input of the exported model, and what comes out (``preprocess.json``)."""
     from trickbag import __version__
-    from trickbag.train.parts import _num_outputs, make_task, resolve_model_name
+    from trickbag.train.parts import make_task, resolve_model_name, task_outputs
     from trickbag.train.tricks import eval_wrappers
 
     state = dict(data.fitted or {})
@@ -83,7 +83,7 @@ def preprocess_json(fmt: str, file: str, recipe: Any, data: Any, module: Any, ne
         "included_in_model": included, "evaluation_tricks": tricks, "plain": plain,
         "target_mean": data.target_mean, "target_std": data.target_std,
         "architecture": {"model": resolve_model_name(recipe, data), "kwargs": dict(recipe.model.kwargs),
-                         "input_shape": list(data.input_shape), "num_outputs": _num_outputs(make_task(recipe, data))},
+                         "input_shape": list(data.input_shape), "num_outputs": task_outputs(make_task(recipe, data))},
         "trickbag_version": __version__, "fitted": state,
     }
     if weights_only:
@@ -143,7 +143,7 @@ def prepare_inputs(state: dict[str, Any], inputs: Any) -> torch.Tensor:
     """Raw inputs -> the exported graph's input: a tensor as it is; table rows (a CSV path, paths, or dicts
     ``{column: cell}``) as raw values ``[N, R]``; images (paths, folders, PIL images) prepared ``[N, C, H, W]``."""
     from trickbag.data.sources.fitted import restore
-    from trickbag.runs.inference import _read_image, expand_inputs
+    from trickbag.runs.inference import expand_inputs, read_image
 
     if isinstance(inputs, torch.Tensor):
         return inputs
@@ -156,7 +156,7 @@ def prepare_inputs(state: dict[str, Any], inputs: Any) -> torch.Tensor:
     images = []
     for item in items:
         if isinstance(item, (str, Path)):
-            images += [_read_image(p) for p in expand_inputs([str(item)])]
+            images += [read_image(p) for p in expand_inputs([str(item)])]
         else:
             images.append(item)
     return torch.stack([data.predict_transform(im) for im in images])

@@ -91,7 +91,7 @@ def evaluate_run(path: Path, split: str = "test", device: str = "auto", *, trust
 _IMAGE_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
-def _read_image(path: Path) -> Any:
+def read_image(path: Path) -> Any:
     from PIL import Image, UnidentifiedImageError
 
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
@@ -169,7 +169,7 @@ def _image_inputs(data: Any, files: list[Path], skipped: list[tuple[str, str]] |
     names, xs = [], []
     for f in files:
         try:
-            xs.append(data.predict_transform(_read_image(f)))
+            xs.append(data.predict_transform(read_image(f)))
         except TrickbagError as exc:  # an unreadable or too large file
             if skipped is None:
                 raise

@@ -369,7 +369,7 @@ def _check_size(name: str, input_shape: tuple[int, ...], outputs: int, kwargs: d
 def model_for(recipe: Recipe, data: DataSplits) -> torch.nn.Module:
     """A fresh (seeded by the caller) model of the recipe for ``data``: ``model.name`` (``auto`` resolved),
     the task's number of outputs, ``model.kwargs``; one too large for this machine is refused first."""
-    name, outputs = resolve_model_name(recipe, data), _num_outputs(make_task(recipe, data))
+    name, outputs = resolve_model_name(recipe, data), task_outputs(make_task(recipe, data))
     _check_size(name, tuple(data.input_shape), outputs, dict(recipe.model.kwargs))
     return build_model(name, data.input_shape, outputs, **recipe.model.kwargs)
 
@@ -391,7 +391,7 @@ def data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo,
     return data, task, model, report
 
 
-def _num_outputs(task: Task) -> int:
+def task_outputs(task: Task) -> int:
     return int(getattr(task, "num_classes", None) or getattr(task, "num_labels", None)
                or getattr(task, "num_targets", 1))
 
@@ -408,7 +408,7 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
         recipe=recipe, data=data, task=task, model=model, device=dev, dist=dist, loss_fn=task.loss,
         train_loader=train_loader, val_loader=eval_loader(data.val), test_loader=eval_loader(data.test),
         steps_per_epoch=steps_per_epoch, total_steps=steps_per_epoch * recipe.train.epochs,
-        num_outputs=_num_outputs(task), param_groups=[{"params": [p for p in model.parameters() if p.requires_grad]}],
+        num_outputs=task_outputs(task), param_groups=[{"params": [p for p in model.parameters() if p.requires_grad]}],
         optimizer_spec=optimizer_spec(recipe), clip=recipe.train.clip,
     )
     cls, kwargs = ctx.optimizer_spec

@@ -107,10 +107,10 @@ def image_transform(state: dict[str, Any]) -> Any:
     float ``[C, crop, crop]``): the same steps as :func:`~trickbag.data.transforms.eval_transforms`."""
     from torchvision.transforms import v2
 
-    from trickbag.data.transforms import _tail
+    from trickbag.data.transforms import pipeline_tail
 
     return v2.Compose([v2.ToImage(), v2.Resize(int(state["resize"]), antialias=bool(state["antialias"])),
-                       v2.CenterCrop(int(state["crop"])), *_tail(list(state["mean"]), list(state["std"]))])
+                       v2.CenterCrop(int(state["crop"])), *pipeline_tail(list(state["mean"]), list(state["std"]))])
 
 
 def image_predict(state: dict[str, Any]) -> Any:

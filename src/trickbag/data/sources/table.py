@@ -353,7 +353,7 @@ def _fit_bins(x: torch.Tensor, y: torch.Tensor, cfg: Any, columns: list[dict[str
             raise DataError(f"data.bins: column {name!r} of {cfg.root!r} has no value in the training split; fill it "
                             "in or remove it from data.bins")
         if spec.method == "tree":  # binning.bin_feature(target=) takes a binary label only (for WoE)
-            edges = binning._tree_edges(v[known], y_tr[known], spec.n_bins, 1, 0)
+            edges = binning.tree_edges(v[known], y_tr[known], spec.n_bins, 1, 0)
         else:
             edges = binning.bin_feature(v, spec.method, spec.n_bins).edges
         columns[j]["bins"] = [float(e) for e in edges]
