@@ -1,0 +1,28 @@
+"""A run folder written by an earlier trickbag (tests/runs/old_main_run, see its README) resumes with today's code
+and ends bit for bit where that version's straight run ended."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+OLD = Path(__file__).parent / "old_main_run"
+
+
+def test_a_step_checkpoint_of_the_previous_release_resumes_to_its_straight_runs_last_pt(tmp_path):
+    from trickbag.runs.run import resume_run
+    from trickbag.runs.verify import compare_checkpoints
+
+    run = tmp_path / "r"
+    (run / "checkpoints").mkdir(parents=True)
+    recipe = yaml.safe_load((OLD / "recipe.yaml").read_text())
+    recipe["run"].update(dir=str(tmp_path), name="r")
+    (run / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    shutil.copy(OLD / "checkpoints" / "step-00000020.pt", run / "checkpoints" / "step-00000020.pt")
+
+    result = resume_run(run)
+    assert result.run_dir == run
+    tensors, differences = compare_checkpoints(OLD / "final_last.pt", run / "checkpoints" / "last.pt")
+    assert tensors > 20 and differences == [], "\n".join(f"{d.where}: {d.detail}" for d in differences[:10])
