@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import typing
 import warnings
 
@@ -97,11 +98,12 @@ def test_what_a_trick_can_reach_is_a_fixed_typed_set_with_no_path_to_the_recipe_
     assert reach == {
         "seed", "epochs", "updates_per_epoch", "rank", "world_size", "device", "num_outputs", "loaded_weights",
         "load_model", "data", "data.train", "data.input_shape", "data.class_counts", "data.train_eval_loader",
-        "model", "param_groups", "loss_fn", "clip", "make_optimizer", "optimizer", "scheduler", "notes", "note",
+        "model", "param_groups", "loss_fn", "clip", "make_optimizer", "optimizer", "scheduler", "note",
     }, "a change to what tricks may reach is a decision: update docs/design.md and this list"
     from trickbag.train.context import TrickData
 
-    names = {"torch": torch, "TrickData": TrickData, **vars(typing), **vars(collections.abc)}
+    names = {"torch": torch, "TrickData": TrickData, "dataclasses": dataclasses, **vars(typing),
+             **vars(collections.abc)}
     hints = typing.get_type_hints(TrickContext, globalns=names)
     for name, hint in hints.items():
         text = str(hint)

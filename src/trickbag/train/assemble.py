@@ -93,10 +93,12 @@ class LegacyContext:
             _warn(name, "ctx.make_optimizer (a functools.partial of the class and its options)")
             made = ctx.make_optimizer
             return (made.func, dict(made.keywords)) if hasattr(made, "func") else (type(None), {})
-        if name in ("notes", "data") and self._former is not None and hasattr(self._former, name):
-            if name == "data":
-                _warn(name, "ctx.data (the training data tricks may use)")
-            return getattr(self._former, name)
+        if name == "notes":
+            _warn(name, "ctx.note(text)")
+            return ctx._notes
+        if name == "data" and self._former is not None:
+            _warn(name, "ctx.data (the training data tricks may use)")
+            return self._former.data
         if hasattr(ctx, name) and not name.startswith("_"):
             return getattr(ctx, name)
         if self._former is not None and hasattr(self._former, name):

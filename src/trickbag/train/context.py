@@ -141,10 +141,14 @@ class TrickContext:
     optimizer: torch.optim.Optimizer | None = None
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
 
-    notes: list[str] = dataclasses.field(default_factory=list, repr=False)
+    #: where :meth:`note` writes (the caller's list: the run prints it); not a name tricks read
+    notes: dataclasses.InitVar[list[str] | None] = None
+    _notes: list[str] = dataclasses.field(default_factory=list, init=False, repr=False)
     _sealed: bool = dataclasses.field(default=False, init=False, repr=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, notes: list[str] | None) -> None:
+        if notes is not None:
+            self._notes = notes
         self._sealed = True
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -154,7 +158,7 @@ class TrickContext:
 
     def note(self, text: str) -> None:
         """Add one line to what the run prints when it starts (what a trick did, and why)."""
-        self.notes.append(text)
+        self._notes.append(text)
 
 
 def optimizer_defaults(make_optimizer: Any) -> dict[str, Any]:
@@ -171,3 +175,6 @@ def optimizer_defaults(make_optimizer: Any) -> dict[str, Any]:
         make_optimizer = make_optimizer.keywords.get("base")
     found.pop("base", None)
     return found
+
+
+del TrickContext.notes  # an init-only argument: not a name a trick reaches (its default stays in __init__)
