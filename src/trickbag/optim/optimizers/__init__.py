@@ -1,0 +1,52 @@
+"""The optimizers a recipe can name (``optim.name``), one module per family, and their registry.
+
+An optimizer module declares, for each name it serves, one :class:`~trickbag.optim.optimizers.base.Optimizer`
+(in ``OPTIMIZERS = (...)`` at its end): its builder (``spec``: the recipe's ``optim`` section -> optimizer class
+and keyword arguments, torch imported inside; ``route`` when the model decides the construction), the
+``optim.*`` keys it reads, whether it is schedule-free, and why FSDP, SAM, SWA or Lookahead refuse it. Adding an
+optimizer is that module and its name in the import line and in :data:`MODULES` below (the order names are
+listed in). ``optim.name``'s allowed values in the recipe, ``trickbag recipes --keys``, docs/recipes.md, the
+optimizer a run builds, the FSDP refusal and the SAM / SWA / Lookahead refusals are all read from here, when
+they are used; nothing else compares optimizer names. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from trickbag.optim.optimizers import adam, lamb, lion, muon, rmsprop, schedulefree, sgd
+from trickbag.optim.optimizers.base import Optimizer
+
+__all__ = ["MODULES", "DEFAULT", "Optimizer", "optimizers", "names", "get", "name_type"]
+
+#: the optimizer modules, in the order their names are listed
+MODULES: tuple[Any, ...] = (sgd, adam, rmsprop, muon, schedulefree, lion, lamb)
+#: ``optim.name`` of a recipe that names none
+DEFAULT = "sgd"
+
+
+def optimizers() -> dict[str, Optimizer]:
+    """``optim.name`` -> its entry, every name of every module in :data:`MODULES` (read when called)."""
+    out: dict[str, Optimizer] = {}
+    for module in MODULES:
+        for entry in module.OPTIMIZERS:
+            if entry.name in out:
+                raise ValueError(f"optimizer name {entry.name!r} is declared twice (in {module.__name__})")
+            out[entry.name] = entry
+    return out
+
+
+def names() -> tuple[str, ...]:
+    """The names ``optim.name`` takes, in the order of :data:`MODULES`."""
+    return tuple(optimizers())
+
+
+def get(name: str) -> Optimizer:
+    """The entry of ``optim.name`` (``KeyError`` for a name no module declares; the recipe refuses those)."""
+    return optimizers()[name]
+
+
+def name_type() -> Any:
+    """``Literal[<every name>]``: the type of the recipe's ``optim.name``."""
+    return typing.Literal.__getitem__(names())
