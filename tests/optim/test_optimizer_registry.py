@@ -67,6 +67,21 @@ def test_every_name_builds_the_class_and_arguments_it_always_did(name, extra):
     assert cls is want_cls and kwargs == want and list(kwargs) == list(want)
 
 
+def test_every_module_of_the_folder_is_in_modules_once():
+    folder = SRC / "optim" / "optimizers"
+    files = {p.stem for p in folder.glob("*.py")} - {"__init__", "base"}
+    listed = [m.__name__.rsplit(".", 1)[-1] for m in optimizers.MODULES]
+    assert sorted(listed) == sorted(files) and len(set(listed)) == len(listed)
+
+
+def test_a_name_declared_twice_is_refused(monkeypatch):
+    from trickbag.optim.optimizers import sgd
+
+    monkeypatch.setattr(optimizers, "MODULES", (*optimizers.MODULES, sgd))
+    with pytest.raises(ValueError, match="'sgd' is declared twice"):
+        optimizers.names()
+
+
 class _Reads:
     """An optim section that records which keys are read."""
 
