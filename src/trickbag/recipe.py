@@ -71,8 +71,10 @@ else:  # Literal[every name of trickbag.optim.optimizers], read when the recipe 
     OptimizerName = optimizers.name_type()
 
 
-class OptimSection(OptimConfig):
+class OptimSection(*reversed(optimizers.option_sections()), OptimConfig):  # type: ignore[misc]
     """Optimizer and its hyper-parameters."""
+
+    # the shared keys (OptimConfig) first, then the keys of each optimizer that has its own (its `options`)
 
     name: OptimizerName = optimizers.DEFAULT
 

@@ -12,11 +12,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
+from trickbag.config import OptimConfig, Section
 from trickbag.errors import RecipeError
 from trickbag.optim import optimizers
 from trickbag.optim.muon import MuonAdamW
@@ -80,6 +82,18 @@ def test_a_name_declared_twice_is_refused(monkeypatch):
     monkeypatch.setattr(optimizers, "MODULES", (*optimizers.MODULES, sgd))
     with pytest.raises(ValueError, match="'sgd' is declared twice"):
         optimizers.names()
+
+
+class _LrAgain(Section):
+    lr: float = 0.1  # another lr
+
+
+def test_an_optimizer_key_defined_twice_is_refused(monkeypatch):
+    entry = optimizers.Optimizer(name="twice", spec=lambda o: (object, {}), options=_LrAgain)
+    monkeypatch.setattr(optimizers, "MODULES", (*optimizers.MODULES, SimpleNamespace(OPTIMIZERS=(entry,))))
+    with pytest.raises(ValueError, match="optim.lr of _LrAgain is also defined by the shared optim keys"):
+        optimizers.option_sections()
+    assert optimizers.names()[-1] == "twice"
 
 
 class _Reads:
@@ -179,23 +193,33 @@ def test_no_comparison_on_optimizer_names_outside_the_registry(tmp_path):
 
 
 FAKE_MODULE = '''
-"""``fakeopt``: plain SGD without momentum, refused by FSDP, SAM, SWA and Lookahead (a test's optimizer)."""
+"""``fakeopt``: plain SGD with a momentum of its own, refused by FSDP, SAM, SWA and Lookahead (a test's optimizer)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
+from trickbag.config import Section
 from trickbag.optim.optimizers.base import Optimizer
+
+
+class FakeOptions(Section):
+    """The keys only fakeopt takes."""
+
+    fakeopt_momentum: float = Field(0.0, ge=0.0, lt=1.0)  # fakeopt: momentum of its SGD
 
 
 def _spec(o: Any) -> tuple[type, dict[str, Any]]:
     import torch
 
-    return torch.optim.SGD, dict(lr=o.lr, weight_decay=o.weight_decay)
+    return torch.optim.SGD, dict(lr=o.lr, momentum=o.fakeopt_momentum, weight_decay=o.weight_decay)
 
 
-OPTIMIZERS = (Optimizer(name="fakeopt", spec=_spec, keys=("lr", "weight_decay"), no_fsdp="fake shards break it",
-                        no_sam="fake sam breaks it", no_swa="fake swa breaks it", no_lookahead="fake look breaks it"),)
+OPTIMIZERS = (Optimizer(name="fakeopt", spec=_spec, keys=("lr", "fakeopt_momentum", "weight_decay"),
+                        options=FakeOptions, no_fsdp="fake shards break it", no_sam="fake sam breaks it",
+                        no_swa="fake swa breaks it", no_lookahead="fake look breaks it"),)
 '''
 
 FAKE_RUN = '''
@@ -218,9 +242,9 @@ for flag in (["--keys"], ["--keys", "--markdown"]):
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         main(["recipes", *flag])
-    out[" ".join(flag)] = [line for line in text.getvalue().splitlines() if "optim.name" in line]
-FAKE = ["optim.name=fakeopt", "optim.lr=0.05", "data.name=fake", "data.num_samples=32", "data.shape=[1,8,8]",
-        "data.batch_size=8", "model.name=mlp", "train.epochs=1", "train.threads=1"]
+    out[" ".join(flag)] = [line for line in text.getvalue().splitlines() if "optim." in line]
+FAKE = ["optim.name=fakeopt", "optim.lr=0.05", "optim.fakeopt_momentum=0.5", "data.name=fake", "data.num_samples=32",
+        "data.shape=[1,8,8]", "data.batch_size=8", "model.name=mlp", "train.epochs=1", "train.threads=1"]
 for what, extra in {"fsdp": ["dist.strategy=fsdp"], "sam": ["tricks.sam.enabled=true"],
                     "swa": ["tricks.swa.enabled=true"], "lookahead": ["optim.lookahead_k=3"]}.items():
     try:
@@ -248,14 +272,19 @@ def test_a_new_optimizer_module_reaches_every_place_that_names_optimizers(tmp_pa
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
     names = ", ".join([*NAMES, "fakeopt"])
-    assert len(out["--keys"]) == 1 and names in out["--keys"][0]
-    assert out["--keys --markdown"] == [
+    assert names in out["--keys"][0] and "optim.name" in out["--keys"][0]
+    assert "optim.fakeopt_momentum" in out["--keys"][-1] and "fakeopt: momentum of its SGD" in out["--keys"][-1]
+    markdown = out["--keys --markdown"]
+    assert markdown[0] == (
         f"| `optim.name` | choice | `sgd` | {names} | the optimizer (muon: Muon on hidden matrices, AdamW on the rest; "
-        "schedulefree_*: with schedule.name=none) |"]
+        "schedulefree_*: with schedule.name=none) |")
+    assert markdown[-1] == "| `optim.fakeopt_momentum` | float | `0.0` | >= 0.0, < 1.0 | fakeopt: momentum of its SGD |"
+    # the shared keys as before, the new key after them
+    assert [line.split("`")[1] for line in markdown[:-1]] == [f"optim.{k}" for k in OptimConfig.model_fields]
     assert out["fsdp"] == ("optim.name=fakeopt is refused with dist.strategy=fsdp: fake shards break it; use adamw, "
                            "sgd, lion or schedulefree_adamw, or dist.strategy=ddp")
     assert out["sam"] == ("tricks.sam with optim.name=fakeopt is not supported: fake sam breaks it; use "
                           "optim.name=adamw or sgd with SAM")
     assert out["swa"] == "tricks.swa with optim.name=fakeopt: fake swa breaks it; turn one of them off"
     assert out["lookahead"] == "optim.lookahead_k with optim.name=fakeopt: fake look breaks it; set optim.lookahead_k=0"
-    assert out["optimizer"] == ["SGD", 0.05, 0, 5e-4]
+    assert out["optimizer"] == ["SGD", 0.05, 0.5, 5e-4]

@@ -3,11 +3,12 @@
 An optimizer module declares, for each name it serves, one :class:`~trickbag.optim.optimizers.base.Optimizer`
 (in ``OPTIMIZERS = (...)`` at its end): its builder (``spec``: the recipe's ``optim`` section -> optimizer class
 and keyword arguments, torch imported inside; ``route`` when the model decides the construction), the
-``optim.*`` keys it reads, whether it is schedule-free, and why FSDP, SAM, SWA or Lookahead refuse it. Adding an
-optimizer is that module and its name in the import line and in :data:`MODULES` below (the order names are
-listed in). ``optim.name``'s allowed values in the recipe, ``trickbag recipes --keys``, docs/recipes.md, the
-optimizer a run builds, the FSDP refusal and the SAM / SWA / Lookahead refusals are all read from here, when
-they are used; nothing else compares optimizer names. Nothing here imports torch.
+``optim.*`` keys it reads, whether it is schedule-free, why FSDP, SAM, SWA or Lookahead refuse it, and the recipe
+keys only it takes (``options``). Adding an optimizer is that module and its name in the import line and in
+:data:`MODULES` below (the order names are listed in). ``optim.name``'s allowed values and the ``optim`` section
+of the recipe, ``trickbag recipes --keys``, docs/recipes.md, the optimizer a run builds, the FSDP refusal and the
+SAM / SWA / Lookahead refusals are all read from here, when they are used; nothing else compares optimizer names.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from trickbag.optim.optimizers import adam, lamb, lion, muon, rmsprop, schedulefree, sgd
 from trickbag.optim.optimizers.base import Optimizer
 
-__all__ = ["MODULES", "DEFAULT", "Optimizer", "optimizers", "names", "get", "name_type"]
+__all__ = ["MODULES", "DEFAULT", "Optimizer", "optimizers", "names", "get", "name_type", "option_sections"]
 
 #: the optimizer modules, in the order their names are listed
 MODULES: tuple[Any, ...] = (sgd, adam, rmsprop, muon, schedulefree, lion, lamb)
@@ -50,3 +51,19 @@ def get(name: str) -> Optimizer:
 def name_type() -> Any:
     """``Literal[<every name>]``: the type of the recipe's ``optim.name``."""
     return typing.Literal.__getitem__(names())
+
+
+def option_sections() -> tuple[type, ...]:
+    """The ``options`` sections of the entries (each once, in the order of :data:`MODULES`): the recipe's ``optim``
+    section is the shared keys (:class:`~trickbag.config.OptimConfig`) and these. ``ValueError`` when two of them,
+    or one and the shared keys, define the same key."""
+    from trickbag.config import OptimConfig
+
+    sections = tuple(dict.fromkeys(e.options for e in optimizers().values() if e.options is not None))
+    seen = {key: "the shared optim keys" for key in OptimConfig.model_fields}
+    for section in sections:
+        for key in section.model_fields:  # type: ignore[attr-defined]
+            if key in seen:
+                raise ValueError(f"optim.{key} of {section.__name__} is also defined by {seen[key]}")
+            seen[key] = section.__name__
+    return sections

@@ -38,6 +38,10 @@ class Optimizer:
         no_sam: why ``tricks.sam`` refuses it; ``None``: SAM wraps it.
         no_swa: why ``tricks.swa`` refuses it; ``None``: SWA averages it.
         no_lookahead: why ``optim.lookahead_k`` refuses it; ``None``: Lookahead wraps it.
+        options: the recipe keys only this optimizer takes, as a :class:`~trickbag.config.Section` subclass
+            (each field with its default, bound and ``#`` help comment, named ``<optimizer>_<key>``); its fields
+            join the recipe's ``optim`` section after the shared keys (list them in ``keys`` too). ``None``: it
+            reads the shared keys only.
     """
 
     name: str
@@ -49,6 +53,7 @@ class Optimizer:
     no_sam: str | None = None
     no_swa: str | None = None
     no_lookahead: str | None = None
+    options: type | None = None
 
     def factory(self, section: Any) -> Factory:
         """``param groups -> optimizer`` for an optimizer without a ``route``."""
