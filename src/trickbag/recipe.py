@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import operator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
 from pydantic import Discriminator, Field, Tag, ValidationError, ValidationInfo, field_validator, model_validator
@@ -45,11 +45,13 @@ from trickbag.config import (
 from trickbag.config.errors import all_keys
 from trickbag.config.loading import run_recipe_path
 from trickbag.errors import RecipeError
+from trickbag.optim import optimizers
 from trickbag.optim.schedules import DEFAULT, sections, settle_schedule
 from trickbag.train.tricks import TricksConfig
 
-__all__ = ["Recipe", "TricksConfig", "ScheduleSection", "load_recipe", "recipe_from_dict", "recipe_to_yaml",
-           "load_run_recipe", "recipe_keys", "builtin_recipes", "resolve_recipe_path", "stored_recipe"]
+__all__ = ["Recipe", "TricksConfig", "OptimSection", "ScheduleSection", "load_recipe", "recipe_from_dict",
+           "recipe_to_yaml", "load_run_recipe", "recipe_keys", "builtin_recipes", "resolve_recipe_path",
+           "stored_recipe"]
 
 
 def _schedule_name(v: Any) -> Any:
@@ -63,6 +65,20 @@ ScheduleSection = Annotated[
 ]
 
 
+if TYPE_CHECKING:
+    OptimizerName = str
+else:  # Literal[every name of trickbag.optim.optimizers], read when the recipe is first imported
+    OptimizerName = optimizers.name_type()
+
+
+class OptimSection(*reversed(optimizers.option_sections()), OptimConfig):  # type: ignore[misc]
+    """Optimizer and its hyper-parameters."""
+
+    # the shared keys (OptimConfig) first, then the keys of each optimizer that has its own (its `options`)
+
+    name: OptimizerName = optimizers.DEFAULT
+
+
 class Recipe(Section):
     """A whole training recipe."""
 
@@ -71,7 +87,7 @@ class Recipe(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
-    optim: OptimConfig = Field(default_factory=OptimConfig)
+    optim: OptimSection = Field(default_factory=OptimSection)
     schedule: ScheduleSection = Field(default_factory=sections()[DEFAULT])
     train: TrainConfig = Field(default_factory=TrainConfig)
     run: RunConfig = Field(default_factory=RunConfig)

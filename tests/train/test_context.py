@@ -190,3 +190,20 @@ def test_a_plug_in_written_for_the_former_build_context_still_works_with_a_warni
     assert seen == {"steps": 3, "cls": torch.optim.SGD, "model": model}
     assert sum(issubclass(w.category, DeprecationWarning) for w in caught) >= 3
     assert ctx.optimizer is opt  # nothing changed how it is built: the caller's optimizer is kept
+
+
+def test_a_hand_built_trainers_optimizer_is_checked_by_its_registry_entry():
+    """The interaction checks see the Trainer's real optimizer: SAM around a schedule-free one is refused in one
+    line, as a recipe naming it is; an optimizer no registry module declares refuses nothing."""
+    import schedulefree
+
+    from trickbag.errors import ConflictError
+    from trickbag.train.trainer import Trainer
+
+    model, _, loader = _bare()
+    with pytest.raises(ConflictError, match="tricks.sam with optim.name=schedulefree_adamw is not supported"):
+        Trainer(model, schedulefree.AdamWScheduleFree(model.parameters()), loader, tricks={"sam": {}}, device="cpu",
+                progress=False)
+    t = Trainer(model, torch.optim.Adagrad(model.parameters(), lr=0.1), loader, tricks={"sam": {}}, device="cpu",
+                progress=False)
+    assert type(t.optimizer).__name__ == "SAM"

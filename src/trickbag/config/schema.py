@@ -179,7 +179,9 @@ class ModelConfig(Section):
 class OptimConfig(Section):
     """Optimizer and its hyper-parameters."""
 
-    name: Literal["sgd", "adamw", "adam", "rmsprop", "muon", "schedulefree_adamw", "schedulefree_sgd", "lion", "lamb"] = "sgd"  # the optimizer (muon: Muon on hidden matrices, AdamW on the rest; schedulefree_*: with schedule.name=none)  # noqa: E501 (a key's help is the comment on its line)
+    # The names are those of trickbag.optim.optimizers (one module per optimizer family): the recipe's `optim`
+    # (trickbag.recipe.OptimSection) narrows `name` to them.
+    name: str = "sgd"  # the optimizer (muon: Muon on hidden matrices, AdamW on the rest; schedulefree_*: with schedule.name=none)  # noqa: E501 (a key's help is the comment on its line)
     lr: float = Field(0.1, gt=0.0)  # peak learning rate (after warmup)
     momentum: float = Field(0.9, ge=0.0, lt=1.0)  # sgd, rmsprop
     nesterov: bool = True  # sgd

@@ -67,19 +67,14 @@ def _distribute(recipe: Recipe, ctx: TrickContext) -> None:
         seed_rank(recipe.train.seed, ctx.rank)
 
 
-#: optimizers FSDP2 cannot run, and why
-_UNSHARDED_OPTIMIZERS = {
-    "muon": "Muon orthogonalises each whole weight matrix, and FSDP2 holds row slices of it (each update would "
-            "gather every matrix)",
-    "lamb": "LAMB's trust ratio takes each parameter's norm in place, which sharded tensors do not support",
-}
-
-
 def _check_sharding(recipe: Recipe) -> None:
-    """``dist.strategy=fsdp``: the optimizers that cannot run on shards, refused before anything is built."""
+    """``dist.strategy=fsdp``: the optimizers that cannot run on shards (their :mod:`trickbag.optim.optimizers`
+    entry's ``no_fsdp``), refused before anything is built."""
+    from trickbag.optim import optimizers
+
     if recipe.dist.strategy != "fsdp":
         return
-    why = _UNSHARDED_OPTIMIZERS.get(recipe.optim.name)
+    why = optimizers.get(recipe.optim.name).no_fsdp
     if why:
         raise RecipeError(f"optim.name={recipe.optim.name} is refused with dist.strategy=fsdp: {why}; use adamw, "
                           "sgd, lion or schedulefree_adamw, or dist.strategy=ddp")

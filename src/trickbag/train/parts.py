@@ -139,45 +139,22 @@ def trick_context(parts: RunParts) -> TrickContext:
 
 
 def optimizer_spec(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
-    """The recipe's optimizer class and keyword arguments."""
-    o = recipe.optim
-    table: dict[str, tuple[type[torch.optim.Optimizer], dict[str, Any]]] = {
-        "sgd": (torch.optim.SGD, dict(lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-                                      weight_decay=o.weight_decay)),
-        "adamw": (torch.optim.AdamW, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)),
-        "adam": (torch.optim.Adam, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)),
-        "rmsprop": (torch.optim.RMSprop, dict(lr=o.lr, momentum=o.momentum, eps=o.eps, weight_decay=o.weight_decay)),
-    }
-    if o.name.startswith("schedulefree_"):  # its warm-up is set in make_context, from schedule.warmup_epochs
-        from trickbag._optional import require
+    """The recipe's optimizer class and keyword arguments (its :mod:`trickbag.optim.optimizers` entry's ``spec``)."""
+    from trickbag.optim import optimizers
 
-        sf = require("schedulefree", extra="schedulefree", feature=f"optim.name={o.name}")
-        if o.name == "schedulefree_adamw":
-            return sf.AdamWScheduleFree, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
-        return sf.SGDScheduleFree, dict(lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
-    if o.name in ("lion", "lamb"):
-        from trickbag._optional import require
-
-        po = require("pytorch_optimizer", extra="optimizers", feature=f"optim.name={o.name}")
-        if o.name == "lion":
-            return po.Lion, dict(lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
-        return po.Lamb, dict(lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
-    if o.name == "muon":  # which parameters Muon takes is decided on the model (make_context)
-        from trickbag.optim.muon import MuonAdamW
-
-        return MuonAdamW, dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.muon_momentum, betas=o.betas, eps=o.eps)
-    return table[o.name]
+    return optimizers.get(recipe.optim.name).spec(recipe.optim)
 
 
 def _lookahead(recipe: Recipe, inner: Callable[[list[dict[str, Any]]], torch.optim.Optimizer]
                ) -> Callable[[list[dict[str, Any]]], torch.optim.Optimizer]:
     """``optim.lookahead_k``: Lookahead (Zhang et al. 2019; pytorch_optimizer's) around the recipe's optimizer."""
     from trickbag._optional import require
+    from trickbag.optim import optimizers
 
     o = recipe.optim
-    if o.name.startswith("schedulefree_"):
-        raise RecipeError(f"optim.lookahead_k with optim.name={o.name}: a schedule-free optimizer already averages "
-                          "its iterates; set optim.lookahead_k=0")
+    why = optimizers.get(o.name).no_lookahead
+    if why:
+        raise RecipeError(f"optim.lookahead_k with optim.name={o.name}: {why}; set optim.lookahead_k=0")
     look = require("pytorch_optimizer", extra="optimizers", feature="optim.lookahead_k").Lookahead
     return functools.partial(_with_lookahead, base=inner, lookahead=look, k=o.lookahead_k, alpha=o.lookahead_alpha)
 
@@ -187,36 +164,16 @@ def _with_lookahead(groups: list[dict[str, Any]], *, base: Callable[[list[dict[s
     return lookahead(base(groups), k=k, alpha=alpha)
 
 
-def _muon_factory(recipe: Recipe, model: torch.nn.Module, num_outputs: int, kwargs: dict[str, Any],
-                  notes: list[str]) -> Callable[[list[dict[str, Any]]], torch.optim.Optimizer]:
-    """``optim.name=muon``: the routing of the model's parameters, said once, and the optimizer factory."""
-    from trickbag.nn import unwrap
-    from trickbag.optim.muon import MuonAdamW, muon_routing
-
-    net = unwrap(model)
-    muon, adamw = muon_routing(net, num_outputs=num_outputs, adamw_patterns=recipe.optim.adamw_params)
-    if not muon:
-        raise RecipeError(f"optim.name=muon: model {type(net).__name__} has no hidden 2-D weight matrix for Muon "
-                          "(convolutions, embeddings and the head train with AdamW); use optim.name=adamw")
-    named = dict(net.named_parameters())
-    size = lambda names: sum(named[n].numel() for n in names)  # noqa: E731
-    notes.append(f"muon: Muon on {len(muon)} hidden matrices ({size(muon):,} weights), AdamW on {len(adamw)} other "
-                 f"tensors ({size(adamw):,}: embeddings, head, biases, norms, convolutions"
-                 f"{', optim.adamw_params' if recipe.optim.adamw_params else ''})")
-    chosen = [named[n] for n in muon]
-    return functools.partial(MuonAdamW, muon_params=chosen, **kwargs)
-
-
 def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int,
                    notes: list[str] | None = None, mode: str = "max") -> Any:
     """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted); ``mode``:
     whether the monitored metric (plateau) should rise or fall."""
-    from trickbag.optim import build_scheduler
+    from trickbag.optim import build_scheduler, optimizers
     from trickbag.optim.schedules import SCHEDULES
     from trickbag.optim.schedules.base import RecipeSteps
 
     sc = recipe.schedule
-    schedule_free = recipe.optim.name.startswith("schedulefree_")
+    schedule_free = optimizers.get(recipe.optim.name).schedule_free
     if schedule_free and sc.name != "none":
         raise RecipeError(f"optim.name={recipe.optim.name} is schedule-free: it needs schedule.name=none, not "
                           f"{sc.name} (its warm-up comes from schedule.warmup_epochs)")
@@ -396,6 +353,21 @@ def task_outputs(task: Task) -> int:
                or getattr(task, "num_targets", 1))
 
 
+def _optimizer_factory(recipe: Recipe, ctx: RunParts) -> None:
+    """``ctx.optimizer_spec`` and ``ctx.optimizer_factory`` from the recipe's :mod:`trickbag.optim.optimizers` entry:
+    a schedule-free optimizer takes the warm-up as its own ``warmup_steps``; one with a ``route`` (Muon) is built
+    on the model's parameters it chooses."""
+    from trickbag.optim import optimizers
+
+    entry = optimizers.get(recipe.optim.name)
+    cls, kwargs = ctx.optimizer_spec
+    if entry.schedule_free:  # the warm-up belongs to the optimizer
+        kwargs = {**kwargs, "warmup_steps": int(round(recipe.schedule.warmup_epochs * ctx.steps_per_epoch))}
+        ctx.optimizer_spec = (cls, kwargs)
+    ctx.optimizer_factory = (entry.route(recipe.optim, ctx.model, ctx.num_outputs, kwargs, ctx.notes)
+                             if entry.route else functools.partial(cls, **kwargs))
+
+
 def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: torch.device,
              dist: runtime.DistInfo) -> RunParts:
     train_loader = make_loader(data.train, recipe, train=True, dist=dist, device=dev)
@@ -411,12 +383,7 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
         num_outputs=task_outputs(task), param_groups=[{"params": [p for p in model.parameters() if p.requires_grad]}],
         optimizer_spec=optimizer_spec(recipe), clip=recipe.train.clip,
     )
-    cls, kwargs = ctx.optimizer_spec
-    if recipe.optim.name.startswith("schedulefree_"):  # the warm-up belongs to the optimizer
-        kwargs = {**kwargs, "warmup_steps": int(round(recipe.schedule.warmup_epochs * steps_per_epoch))}
-        ctx.optimizer_spec = (cls, kwargs)
-    ctx.optimizer_factory = (_muon_factory(recipe, model, ctx.num_outputs, kwargs, ctx.notes)
-                             if recipe.optim.name == "muon" else functools.partial(cls, **kwargs))
+    _optimizer_factory(recipe, ctx)
     if recipe.optim.lookahead_k:
         ctx.optimizer_factory = _lookahead(recipe, ctx.optimizer_factory)
     ctx.checkpoint_extra["task"] = task.metadata()

@@ -16,6 +16,7 @@ import torch
 from trickbag.config.schema import DataConfig
 from trickbag.data.sources import BatchGather
 from trickbag.errors import RecipeError
+from trickbag.optim import optimizers
 from trickbag.recipe import recipe_from_dict
 from trickbag.runtime import DistInfo
 from trickbag.train.assemble import LegacyContext, assemble
@@ -43,14 +44,6 @@ def _tricks_section(tricks: Any) -> Any:
     return parsed
 
 
-def _optimizer_name(optimizer: torch.optim.Optimizer) -> str:
-    """The recipe's name for the optimizer's kind, as the interaction checks compare it."""
-    cls = type(optimizer).__name__.lower()
-    if "schedulefree" in cls:
-        return "schedulefree_" + cls.replace("schedulefree", "")
-    return cls
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainerFacts:
     """What the interaction checks (``Trick.checks``) read, taken from a Trainer's arguments: the same names as
@@ -73,7 +66,7 @@ def trainer_facts(tricks: Any, *, task: str, epochs: int, clip: Any, monitor: st
     return TrainerFacts(
         tricks=tricks, task=SimpleNamespace(type=task),
         train=SimpleNamespace(epochs=epochs, clip=clip if isinstance(clip, (int, float)) else None, monitor=monitor),
-        optim=SimpleNamespace(name=_optimizer_name(optimizer), lookahead_k=0),
+        optim=SimpleNamespace(name=optimizers.name_of(optimizer), lookahead_k=0),
         dist=SimpleNamespace(nproc=world_size, strategy="fsdp" if sharded else "ddp"),
     )
 

@@ -72,17 +72,17 @@ def build(cfg: SAMConfig) -> list[Plugin]:
 
 
 def check(recipe: RecipeView) -> None:
-    """SAM with Muon: not combined and checked yet."""
-    if recipe.tricks.sam.enabled and recipe.optim.name.startswith("schedulefree_"):
-        raise ConflictError(f"tricks.sam with optim.name={recipe.optim.name} is not supported: SAM steps the "
-                            "optimizer's own weights, a schedule-free optimizer steps an interpolation of its "
-                            "iterates; use optim.name=adamw or sgd with SAM")
+    """SAM with an optimizer whose :mod:`trickbag.optim.optimizers` entry refuses it (``no_sam``), or with
+    Lookahead: not combined."""
+    from trickbag.optim import optimizers
+
+    why = optimizers.refusal(recipe.optim.name, "no_sam")
+    if recipe.tricks.sam.enabled and why:
+        raise ConflictError(f"tricks.sam with optim.name={recipe.optim.name} is not supported: {why}; use "
+                            "optim.name=adamw or sgd with SAM")
     if recipe.tricks.sam.enabled and recipe.optim.lookahead_k:
         raise ConflictError("tricks.sam with optim.lookahead_k is not supported: SAM wraps the optimizer's step, "
                             "Lookahead its weights; keep one of them")
-    if recipe.tricks.sam.enabled and recipe.optim.name == "muon":
-        raise ConflictError("tricks.sam with optim.name=muon is not supported: SAM's second pass has not been "
-                            "checked against Muon's orthogonalised updates; use optim.name=adamw or sgd with SAM")
 
 
 TRICK = Trick(

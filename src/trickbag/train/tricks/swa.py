@@ -157,11 +157,12 @@ def build(cfg: SWAConfig) -> list[Plugin]:
 
 
 def check(recipe: RecipeView) -> None:
+    from trickbag.optim import optimizers
+
     cfg, epochs = recipe.tricks.swa, recipe.train.epochs
-    if cfg.enabled and recipe.optim.name.startswith("schedulefree_"):
-        raise ConflictError(f"tricks.swa with optim.name={recipe.optim.name}: a schedule-free optimizer already "
-                            "evaluates an average of its iterates, and SWA's own LR schedule would fight it; "
-                            "turn one of them off")
+    why = optimizers.refusal(recipe.optim.name, "no_swa")
+    if cfg.enabled and why:  # its trickbag.optim.optimizers entry refuses SWA
+        raise ConflictError(f"tricks.swa with optim.name={recipe.optim.name}: {why}; turn one of them off")
     if cfg.enabled and start_epoch(cfg, epochs) >= epochs:
         raise RecipeError(
             f"tricks.swa.start_epoch={cfg.start_epoch} is not before the end of training (train.epochs={epochs}); "
