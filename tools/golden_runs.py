@@ -332,8 +332,9 @@ def record(out: Path, only: str | None) -> int:
 
     chosen = _select(only)
     runs = train_set(chosen, out)
-    meta = {"commit": _git_commit(), "code": str(_code()), "torch": torch.__version__, "python": platform.python_version(),
-            "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "skipped": SKIPPED, "runs": runs}
+    meta = {"commit": _git_commit(), "code": str(_code()), "torch": torch.__version__,
+            "python": platform.python_version(), "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "skipped": SKIPPED, "runs": runs}
     (out / "golden.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     failed = [f"{r['name']} (exit {r['exit_stop']} then {r['exit_resume']}, expected {g.stop_exit} then 0)"
               for g, r in zip(chosen, runs) if (r["exit_stop"], r["exit_resume"]) != (g.stop_exit, 0)]
