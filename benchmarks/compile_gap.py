@@ -31,6 +31,8 @@ variant                                     bare ms/step     Trainer ms/step    
 ==========================================  ===============  =================  ====================
 main (4cf4ff0), 15 rounds                   54.55            66.19              1.258 (1.00-2.08)
 ``--fused-guard`` (proposed check), 11 r.   39.03            37.53              1.061 (0.64-1.19)
+main again, 11 rounds, just before:          51.20            63.27              1.253 (0.85-1.42)
+``--fused-guard``, 11 rounds, just after    78.65            72.11              0.969 (0.67-1.20)
 ==========================================  ===============  =================  ====================
 
 What the Trainer adds per step (cProfile of one epoch, cumulative µs per step; the machine was loaded,
