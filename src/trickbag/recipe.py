@@ -59,10 +59,17 @@ def _schedule_name(v: Any) -> Any:
 
 
 #: the recipe's ``schedule``: one section per schedule (``trickbag.optim.schedules``), told apart by its ``name``
-ScheduleSection = Annotated[
-    functools.reduce(operator.or_, [Annotated[cls, Tag(name)] for name, cls in sections().items()]),
-    Discriminator(_schedule_name),
-]
+if TYPE_CHECKING:  # the union is built from the registry at import; every member is a ScheduleConfig
+    from typing import TypeAlias
+
+    from trickbag.config import ScheduleConfig
+
+    ScheduleSection: TypeAlias = ScheduleConfig
+else:
+    ScheduleSection = Annotated[
+        functools.reduce(operator.or_, [Annotated[cls, Tag(name)] for name, cls in sections().items()]),
+        Discriminator(_schedule_name),
+    ]
 
 
 if TYPE_CHECKING:
@@ -93,7 +100,7 @@ class Recipe(Section):
     run: RunConfig = Field(default_factory=RunConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     dist: DistConfig = Field(default_factory=DistConfig)
-    tricks: TricksConfig = Field(default_factory=TricksConfig)  # type: ignore[valid-type]
+    tricks: TricksConfig = Field(default_factory=TricksConfig)
 
     @field_validator("schedule", mode="before")
     @classmethod

@@ -14,7 +14,7 @@ import os
 import random
 import time
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -105,7 +105,9 @@ def get_rng_state() -> dict[str, Any]:
 
     The result survives ``torch.save`` / ``torch.load(weights_only=True)`` (no NumPy objects).
     """
-    np_state = np.random.get_state()
+    # the legacy global RandomState is MT19937, whose state is this tuple (numpy's annotation adds the dict
+    # form other bit generators give)
+    np_state = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": {

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import itertools
+from collections.abc import Sized
 from pathlib import Path
+from typing import cast
 
 from trickbag.errors import TrickbagError
 
@@ -52,7 +54,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     mean, std = mean_std(loader)
     fmt = lambda t: "[" + ", ".join(f"{v:.4f}" for v in t.tolist()) + "]"  # noqa: E731
     note = "" if recipe.data.name == "imagefolder" else "  # after the source's own normalisation"
-    print(f"# {len(ds)} training samples, {len(mean)} channel(s){note}")
+    n = len(cast(Sized, ds))  # the sources' datasets are map-style, with a length
+    print(f"# {n} training samples, {len(mean)} channel(s){note}")
     print("data:")
     print(f"  mean: {fmt(mean)}")
     print(f"  std: {fmt(std)}")
@@ -72,6 +75,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise TrickbagError(f"output directory {str(out_dir)!r} already exists; pass --out or run.name=...")
     batches = itertools.cycle(list(itertools.islice(iter(ctx.train_loader), max(1, args.steps))))
     model, opt, loss_fn, dev = ctx.model, ctx.optimizer, ctx.loss_fn, ctx.device
+    assert opt is not None  # build() makes the recipe's optimizer
     model.train()
 
     def step() -> None:

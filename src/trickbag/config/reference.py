@@ -108,7 +108,8 @@ def _variant_docs(field: Any, members: dict[str, type[BaseModel]], prefix: str) 
     """A section that is one of several, told apart by a tag key (``schedule``, by ``name``): the keys they
     share first (the tag key with every tag as its choices), then each variant's own keys."""
     first = next(iter(members.values()))
-    base = next(c for c in first.__mro__ if all(issubclass(m, c) for m in members.values()))
+    base = next(c for c in first.__mro__
+                if issubclass(c, BaseModel) and all(issubclass(m, c) for m in members.values()))
     shared = [n for n in base.model_fields if all(n in m.model_fields for m in members.values())]
     default = field.get_default(call_default_factory=True)
     out = []

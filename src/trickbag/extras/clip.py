@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -91,12 +91,14 @@ def zero_shot_classifier(
             raise TypeError(f"class_names[{k}] must be a str, got {type(name).__name__}")
     if not hasattr(model, "encode_text"):
         raise TypeError(f"model must have an encode_text(tokens) method (a CLIP model), got {type(model).__name__}")
+    # a CLIP model's method (checked above); nn.Module's attribute type says "a tensor or a module"
+    encode_text = cast("Callable[[Any], Tensor]", model.encode_text)
     dev = torch.device(device) if device is not None else _model_device(model)
     columns = []
     for name in class_names:
         texts = [_fill(t, name, k) for k, t in enumerate(templates)]
         tokens = tokenizer(texts)
-        emb = model.encode_text(tokens.to(dev) if isinstance(tokens, Tensor) else tokens)
+        emb = encode_text(tokens.to(dev) if isinstance(tokens, Tensor) else tokens)
         if emb.dim() != 2 or emb.shape[0] != len(texts):
             raise ValueError(
                 f"model.encode_text returned shape {tuple(emb.shape)}, "
@@ -135,7 +137,9 @@ def zero_shot_predict(model: nn.Module, classifier: Tensor, images: Tensor, *, t
         raise ValueError(f"temperature must be a finite float > 0 (CLIP uses 100), got {temperature!r}")
     if not hasattr(model, "encode_image"):
         raise TypeError(f"model must have an encode_image(images) method (a CLIP model), got {type(model).__name__}")
-    feats = model.encode_image(images.to(classifier.device))
+    # a CLIP model's method (checked above); nn.Module's attribute type says "a tensor or a module"
+    encode_image = cast("Callable[[Tensor], Tensor]", model.encode_image)
+    feats = encode_image(images.to(classifier.device))
     if feats.dim() != 2 or feats.shape[1] != classifier.shape[0]:
         raise ValueError(
             f"image features have shape {tuple(feats.shape)} but the classifier is {tuple(classifier.shape)}: "

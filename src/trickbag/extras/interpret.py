@@ -169,8 +169,8 @@ def save_overlay(
         )
     heat = attr.amax(dim=0) if reduce == "max" else attr.sum(dim=0)
     peak = float(heat.max())
-    heat = (heat / peak if peak > 0 else heat).numpy()
-    colored = colormap(heat)[..., :3]
+    heat_np = (heat / peak if peak > 0 else heat).numpy()
+    colored = colormap(heat_np)[..., :3]
     blend = (1.0 - alpha) * rgb + alpha * colored
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

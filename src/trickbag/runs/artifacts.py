@@ -63,7 +63,7 @@ def _plot(path: Path, m: list[list[int]], names: list[str]) -> Path:
         for i in range(k):
             for j in range(k):
                 if m[i][j]:
-                    ax.text(j, i, m[i][j], ha="center", va="center", fontsize=7,
+                    ax.text(j, i, str(m[i][j]), ha="center", va="center", fontsize=7,
                             color="white" if shares[i][j] > 0.5 else "black")
     ax.set_title("confusion matrix on the test split (best.pt)")
     return atomic_save_figure(fig, path)

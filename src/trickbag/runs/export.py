@@ -29,7 +29,7 @@ import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -44,6 +44,9 @@ FORMATS = {"torchscript": "model.pt", "onnx": "model.onnx", "exported": "model.p
 class Deployed(torch.nn.Module):
     """Prepared input -> what ``trickbag predict`` reports: [table encoder] -> network -> evaluation tricks ->
     softmax (classification) / sigmoid (multi-label) / ``value * std + mean`` (regression)."""
+
+    target_mean: torch.Tensor  # buffers, registered in __init__
+    target_std: torch.Tensor
 
     def __init__(self, model: torch.nn.Module, task: str, *, encoder: torch.nn.Module | None = None,
                  wrappers: list[Callable[[Any], Any]] | None = None, target_mean: list[float] | None = None,
@@ -71,6 +74,11 @@ class Deployed(torch.nn.Module):
         return out
 
 
+def _table_encoder(data: Any, state: dict[str, Any]) -> torch.nn.Module | None:
+    """A table's ``prepare`` (its TableEncoder, a Module exported with the network); None for other data."""
+    return cast(torch.nn.Module, data.prepare) if "table" in state else None
+
+
 def _deployed(run: Path, *, plain: bool, trust_code: bool, tricks: list[str] | None = None) -> tuple[Any, ...]:
     """(Deployed module, recipe, data, network) of a run's best.pt (or a checkpoint file)."""
     from trickbag.runs.inference import checkpoint_of
@@ -82,7 +90,7 @@ def _deployed(run: Path, *, plain: bool, trust_code: bool, tricks: list[str] | N
     if tricks is not None:
         tricks += [phrase for phrase, _ in wrappers]
     state = data.fitted or {}
-    return Deployed(model, recipe.task.type, encoder=data.prepare if "table" in state else None,
+    return Deployed(model, recipe.task.type, encoder=_table_encoder(data, state),
                     wrappers=[w for _, w in wrappers], target_mean=data.target_mean,
                     target_std=data.target_std).eval(), recipe, data, model
 
@@ -124,11 +132,11 @@ def _write_onnx(module: Deployed, path: Path, example: torch.Tensor) -> None:
     from trickbag._optional import require
 
     require("onnx", extra="export", feature="export --format onnx")
-    names = {"input_names": ["input"], "output_names": ["output"]}
+    input_names, output_names = ["input"], ["output"]
     try:
         require("onnxscript", extra="export", feature="export --format onnx")
         torch.onnx.export(module, (example,), str(path), dynamo=True, dynamic_shapes=_batch_dim(), verbose=False,
-                          external_data=False, **names)
+                          external_data=False, input_names=input_names, output_names=output_names)
         return
     except TrickbagError:
         raise
@@ -136,7 +144,7 @@ def _write_onnx(module: Deployed, path: Path, example: torch.Tensor) -> None:
         reason = f"{type(first).__name__}: {str(first).splitlines()[0][:160]}" if str(first) else type(first).__name__
     try:
         torch.onnx.export(module, (example,), str(path), dynamo=False, dynamic_axes={"input": {0: "batch"},
-                          "output": {0: "batch"}}, **names)
+                          "output": {0: "batch"}}, input_names=input_names, output_names=output_names)
     except Exception as exc:
         raise TrickbagError(f"export --format onnx failed: {reason}; the TorchScript-based exporter also failed: "
                             f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}; try --format exported or "
@@ -247,7 +255,7 @@ def _load_weights(folder: Path, info: dict[str, Any]) -> Any:
     recipe = load_recipe(str(folder / "recipe.yaml"))
     data = restore(state)
     wrappers = [] if info.get("plain") else [w for _, w in eval_wrappers(recipe, data.input_shape)]
-    module = Deployed(network, info["task"], encoder=data.prepare if "table" in state else None, wrappers=wrappers,
+    module = Deployed(network, info["task"], encoder=_table_encoder(data, state), wrappers=wrappers,
                       target_mean=data.target_mean, target_std=data.target_std).eval()
     return Loaded(network.eval(), _predictor(module, state))
 

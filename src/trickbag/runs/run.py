@@ -103,12 +103,12 @@ class _Session:
         check_run_extras(self.recipe, write=self.write, quiet=self.quiet)
         self.resuming = self.write and resume_dir is not None
         if self.write and resume_dir is not None:
-            self.run_dir = Path(resume_dir)
+            run_dir = self.run_dir = Path(resume_dir)
             if self.main:
-                self.lock = RunLock(self.run_dir).acquire()
-            self.ckpt = on_main(lambda: find_resume_checkpoint(self.run_dir))
+                self.lock = RunLock(run_dir).acquire()
+            self.ckpt = on_main(lambda: find_resume_checkpoint(run_dir))
             if self.ckpt is not None:
-                self._check_resume(self.ckpt[1])
+                self._check_resume(self.ckpt[1], run_dir)
         elif self.write:
             # under DDP rank 0 decides the name and hands it to every rank
             self.run_dir = on_main(lambda: new_run_dir(self.recipe))
@@ -126,27 +126,28 @@ class _Session:
             world = self.ckpt[1].get("counters", {}).get("world_size")
             self.resume_notes = apply_resume(self.trainer, self.ctx, self.changes, world)
 
-    def _check_resume(self, ckpt: dict[str, Any]) -> None:
+    def _check_resume(self, ckpt: dict[str, Any], run_dir: Path) -> None:
         """Refuse unsafe overrides; a run with nothing left to train says so (:class:`RunFinished`)."""
         c = ckpt.get("counters", {})
         epochs_done, mid = int(c.get("epoch", 0)), bool(c.get("batch_idx"))
-        old = ckpt.get("recipe") if isinstance(ckpt.get("recipe"), dict) else {}
-        self.changes = check_resume(old, self.recipe.model_dump(mode="json"), epochs_done, self.run_dir)
+        stored = ckpt.get("recipe")
+        old = stored if isinstance(stored, dict) else {}
+        self.changes = check_resume(old, self.recipe.model_dump(mode="json"), epochs_done, run_dir)
         written_on = int(c.get("world_size") or self.dist.world_size)
         if mid and written_on != self.dist.world_size:
             raise CheckpointError(
-                f"the newest checkpoint of {self.run_dir} stands inside epoch {epochs_done + 1} and was written by "
+                f"the newest checkpoint of {run_dir} stands inside epoch {epochs_done + 1} and was written by "
                 f"{written_on} process{'es' if written_on > 1 else ''}; this run has {self.dist.world_size}: an epoch "
                 f"is split over the processes, so the number can change only at an epoch's end; resume with "
                 f"dist.nproc={written_on}, and change it after that epoch")
         stopped = c.get("stopped")
         if stopped == StopReason.EARLY_STOPPING.value and "train.early_stopping_patience" not in self.changes:
-            raise RunFinished(f"run {self.run_dir} is finished: early stopping ended it after {epochs_done} epochs; "
+            raise RunFinished(f"run {run_dir} is finished: early stopping ended it after {epochs_done} epochs; "
                               f"to train on, resume with a larger train.early_stopping_patience")
         finished = epochs_done >= self.recipe.train.epochs and not mid
-        if finished and (self.run_dir / "summary.txt").is_file():  # else: killed before its test, finish that
-            raise RunFinished(f"run {self.run_dir} is finished: {epochs_done} of {self.recipe.train.epochs} epochs "
-                              f"trained; to train longer: {train_longer_hint(self.run_dir, self.recipe, epochs_done)}")
+        if finished and (run_dir / "summary.txt").is_file():  # else: killed before its test, finish that
+            raise RunFinished(f"run {run_dir} is finished: {epochs_done} of {self.recipe.train.epochs} epochs "
+                              f"trained; to train longer: {train_longer_hint(run_dir, self.recipe, epochs_done)}")
 
     # ------------------------------------------------------------------ the run directory
     def open(self, extra: Sequence[Plugin]) -> None:
@@ -198,6 +199,7 @@ class _Session:
     def announce(self) -> None:
         r, ctx, s = self.recipe, self.ctx, self.trainer.state
         if self.ckpt is not None and self.main:  # said even when quiet: where the run continues
+            assert self.run_dir is not None  # a checkpoint is loaded only from the run folder being resumed
             print(f"resuming {self.run_dir} from {self.ckpt[0].name} at epoch {s.epoch + 1}, update {s.step}",
                   file=self.out, flush=True)
             for note in self.resume_notes:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -91,7 +91,7 @@ def broadcast_object(obj: T, src: int = 0) -> T:
         return obj
     box = [obj if dist.get_rank() == src else None]
     dist.broadcast_object_list(box, src=src, group=_control_group())
-    return box[0]
+    return cast(T, box[0])  # src's obj, now on every rank
 
 
 def on_main(fn: Callable[[], T]) -> T:
@@ -246,14 +246,14 @@ class _AllReduceSum(torch.autograd.Function):
     """Sum over ranks, differentiable: the gradient of a sum over ranks is the sum of the gradients."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
         ctx.group = group
         out = x.clone(memory_format=torch.contiguous_format)
         dist.all_reduce(out, group=group)
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         out = grad.clone(memory_format=torch.contiguous_format)
         dist.all_reduce(out, group=ctx.group)
         return out, None

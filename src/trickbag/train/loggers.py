@@ -15,12 +15,15 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trickbag._files import atomic_write_text
 from trickbag._optional import require
 from trickbag.train.plugin import Plugin
 from trickbag.train.state import State
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 __all__ = ["CSVLogger", "TensorBoardLogger", "WandbLogger"]
 
@@ -80,7 +83,7 @@ class TensorBoardLogger(Plugin):
     def __init__(self, log_dir: str | Path, every_steps: int = 10) -> None:
         self.log_dir = Path(log_dir)
         self.every_steps = every_steps
-        self.writer = None
+        self.writer: SummaryWriter | None = None
 
     def on_fit_start(self, state: State) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -145,7 +148,7 @@ class WandbLogger(Plugin):
             config=self.config,
             id=self.run_id,
             resume="allow" if self.run_id else None,
-            mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
+            mode=os.environ.get("WANDB_MODE", "offline"),
             settings=wandb.Settings(silent=True, console="off"),
             **kwargs,
         )

@@ -45,7 +45,8 @@ _SHOWN = 5  # skipped updates reported one by one; later ones are only counted
 
 def _any_nonfinite(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """A 0-d bool tensor on ``device``: True if any element is NaN or infinite (no host sync)."""
-    norms = torch._foreach_norm([to_local(t) for t in tensors], float("inf"))  # FSDP: this process's shards
+    local = [to_local(t) for t in tensors]  # FSDP: this process's shards
+    norms: tuple[torch.Tensor, ...] | list[torch.Tensor] = torch._foreach_norm(local, float("inf"))
     if len({(n.dtype, n.device) for n in norms}) > 1:
         norms = [n.float().to(device) for n in norms]
     return ~torch.isfinite(torch.stack(norms).max()).to(device)

@@ -68,7 +68,7 @@ def _bool_keys() -> list[str]:
 
     out: list[str] = []
 
-    def walk(model: type, prefix: str) -> None:
+    def walk(model: type[BaseModel], prefix: str) -> None:
         for name, field in model.model_fields.items():
             ann = field.annotation
             if isinstance(ann, type) and issubclass(ann, BaseModel):

@@ -44,10 +44,15 @@ class ParamSpec:
     num: int | None = None
     choices: tuple[Any, ...] | None = None
 
+    def _choices(self) -> tuple[Any, ...]:
+        """A categorical's values (set for every categorical: the space file's reader refuses one without)."""
+        assert self.choices is not None
+        return self.choices
+
     def suggest(self, trial: Any) -> Any:
         """Ask an Optuna trial for a value of this parameter."""
         if self.type == "categorical":
-            return trial.suggest_categorical(self.key, list(self.choices))
+            return trial.suggest_categorical(self.key, list(self._choices()))
         if self.type == "int":
             return trial.suggest_int(self.key, self.low, self.high, step=self.step or 1)
         if self.type == "log":
@@ -57,7 +62,7 @@ class ParamSpec:
     def grid(self) -> list[Any]:
         """The values of this parameter on a grid (raises :class:`ExperimentError` when it has none)."""
         if self.type == "categorical":
-            return list(self.choices)
+            return list(self._choices())
         if self.type == "int":
             return list(range(self.low, self.high + 1, self.step or 1))
         if self.type == "float" and self.step is not None:
@@ -77,7 +82,7 @@ class ParamSpec:
     def probes(self) -> list[Any]:
         """Values used to check the key against the recipe schema before the sweep starts."""
         if self.type == "categorical":
-            return list(self.choices)
+            return list(self._choices())
         return [self.low, self.high]
 
 

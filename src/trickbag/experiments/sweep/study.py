@@ -112,7 +112,8 @@ def _storage_url(storage: str | None, out_dir: Path) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-def _check_args(sampler: str, trials: Any, pruner: str, metric: Any, direction: str | None) -> str:
+def _check_args(sampler: str, trials: Any, pruner: str, metric: Any,
+                direction: str | None) -> Literal["maximize", "minimize"]:
     """Validate the sweep's options; returns the direction (default: minimize for */loss)."""
     if sampler not in SAMPLERS:
         raise ExperimentError(f"--sampler {sampler!r} is not allowed; allowed: {', '.join(SAMPLERS)}")
@@ -126,9 +127,11 @@ def _check_args(sampler: str, trials: Any, pruner: str, metric: Any, direction: 
             "(tuning on test/ metrics would leak the test set into the choice)"
         )
     direction = direction or ("minimize" if metric.endswith("loss") else "maximize")
-    if direction not in ("maximize", "minimize"):
-        raise ExperimentError(f"--direction {direction!r} is not allowed; allowed: maximize, minimize")
-    return direction
+    if direction == "maximize":
+        return "maximize"
+    if direction == "minimize":
+        return "minimize"
+    raise ExperimentError(f"--direction {direction!r} is not allowed; allowed: maximize, minimize")
 
 
 def _make_sampler(optuna: Any, sampler: str, specs: Sequence[ParamSpec], seed: int) -> Any:

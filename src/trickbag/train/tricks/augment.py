@@ -36,14 +36,15 @@ class AugmentConfig(TrickSection):
 
 def policy_options(cfg: AugmentConfig) -> dict[str, Any]:
     """The keyword arguments of ``cfg.policy`` (the other keys do not apply to it)."""
-    return {
+    options: dict[str, dict[str, Any]] = {
         "randaugment": {"num_ops": cfg.num_ops, "magnitude": cfg.magnitude,
                         "num_magnitude_bins": cfg.num_magnitude_bins},
         "trivialaugment": {"num_magnitude_bins": cfg.num_magnitude_bins},
         "augmix": {"severity": cfg.severity, "mixture_width": cfg.mixture_width, "chain_depth": cfg.chain_depth,
                    "alpha": cfg.alpha},
         "autoaugment": {"policy": cfg.autoaugment_policy},
-    }[cfg.policy]
+    }
+    return options[cfg.policy]
 
 
 def _training_pipeline(ds: Any) -> Any:

@@ -3,7 +3,7 @@ plain module's keys (the trainer unwraps ``_orig_mod``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
@@ -40,8 +40,10 @@ class CompilePlugin(Plugin):
         if c.backend not in backends:
             raise RecipeError(f"tricks.compile.backend={c.backend!r} is not a torch.compile backend; allowed: "
                               f"{', '.join(sorted(backends))}")
-        ctx.model = torch.compile(ctx.model, backend=c.backend, mode=None if c.mode == "default" else c.mode,
-                                  dynamic=c.dynamic, fullgraph=c.fullgraph)
+        # compiling a Module gives an OptimizedModule (a Module); torch.compile's annotation says only "a callable"
+        ctx.model = cast("torch.nn.Module", torch.compile(ctx.model, backend=c.backend,
+                                                          mode=None if c.mode == "default" else c.mode,
+                                                          dynamic=c.dynamic, fullgraph=c.fullgraph))
         ctx.note(f"torch.compile (backend {c.backend}, mode {c.mode}): the first updates are slow")
 
 

@@ -42,6 +42,8 @@ class CutoutPlugin(GeneratorState, Plugin):
     def on_batch_start(self, state: State) -> None:
         from trickbag.data import cutout
 
+        if self.size is None:  # configure() fills in the default size from the data
+            raise RuntimeError("cutout: configure() sets the square's size before the first batch")
         x = state.batch[0]
         state.batch = (cutout(x, self.size, generator=self.generator, prob=self.prob), *state.batch[1:])
 

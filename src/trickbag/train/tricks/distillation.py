@@ -123,6 +123,7 @@ class DistillationPlugin(Plugin):
 
         from trickbag.losses import distillation_loss
 
+        assert state.output is not None and state.loss is not None  # the trainer computes them before LOSS
         with torch.no_grad():
             teacher_logits = self.teacher(state.batch[0])
         soft = distillation_loss(state.output.float(), teacher_logits.float(), self.temperature)

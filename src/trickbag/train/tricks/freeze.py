@@ -149,7 +149,8 @@ def check(recipe: RecipeView) -> None:
             + (f"use an epoch in [1, {epochs - 1}] or None" if epochs > 1 else
                "a 1-epoch run cannot unfreeze: set train.epochs >= 2 or tricks.freeze.unfreeze_epoch=null")
         )
-    if recipe.dist.nproc > 1:
+    dist = getattr(recipe, "dist", None)  # not a RecipeView section (check_interactions reads it the same way)
+    if dist is not None and dist.nproc > 1:
         raise ConflictError(
             "tricks.freeze.unfreeze_epoch cannot be used with dist.nproc > 1 (DDP fixes the trainable parameters "
             "when it wraps the model); train the two stages as two runs, the second with model.weights=<first best.pt>"

@@ -31,6 +31,7 @@ class L1Plugin(Plugin):
     def on_loss(self, state: State) -> None:
         from trickbag.losses import l1_penalty
 
+        assert state.loss is not None  # the trainer computes it before LOSS
         params = [p for p in state.model.parameters() if p.requires_grad]
         state.loss = state.loss + self.weight * l1_penalty(params)
 

@@ -7,7 +7,7 @@ mixed with the same weight as the inputs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import Field
 
@@ -33,14 +33,23 @@ class MixConfig(TrickSection):
     off_epoch: int = Field(0, ge=0)  # mix only the first this many epochs, plain batches after (0: every epoch; timm's mixup_off_epoch)  # noqa: E501 (a key's help is the comment on its line)
 
 
+class _MixArgs(TypedDict):
+    """The recipe's keyword arguments of :class:`trickbag.data.MixupCutmix`."""
+
+    mixup_alpha: float
+    cutmix_alpha: float
+    prob: float
+    switch_prob: float
+
+
 class MixPlugin(GeneratorState, Plugin):
     """:class:`trickbag.data.MixupCutmix` on ``state.batch`` at BATCH_START (soft targets out)."""
 
     name = "mix"
 
     def __init__(self, cfg: MixConfig, smoothing: float = 0.0) -> None:
-        self.kw = dict(mixup_alpha=cfg.mixup_alpha, cutmix_alpha=cfg.cutmix_alpha, prob=cfg.prob,
-                       switch_prob=cfg.switch_prob)
+        self.kw = _MixArgs(mixup_alpha=cfg.mixup_alpha, cutmix_alpha=cfg.cutmix_alpha, prob=cfg.prob,
+                           switch_prob=cfg.switch_prob)
         self.smoothing = smoothing
         self.off_epoch, self.mode = cfg.off_epoch, cfg.mode
         self.mixer: Any = None
@@ -69,7 +78,8 @@ class MixPlugin(GeneratorState, Plugin):
             import torch
 
             # prob=0 mixes nothing; its own generator, so the trick's stream is not drawn from after off_epoch
-            self.plain = MixupCutmix(**{**self.kw, "prob": 0.0}, num_classes=ctx.num_outputs,
+            unmixed: _MixArgs = {**self.kw, "prob": 0.0}
+            self.plain = MixupCutmix(**unmixed, num_classes=ctx.num_outputs,
                                      smoothing=self.smoothing, generator=torch.Generator(device=self.generator.device))
             if self.off_epoch >= ctx.epochs:
                 ctx.note(f"tricks.mix.off_epoch={self.off_epoch} is not before the run's end "

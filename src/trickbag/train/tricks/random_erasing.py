@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from pydantic import Field, field_validator
 
@@ -39,13 +39,24 @@ class RandomErasingConfig(TrickSection):
         return v
 
 
+class _ErasingArgs(TypedDict):
+    """The keyword arguments of :func:`trickbag.data.random_erasing` the plug-in passes."""
+
+    prob: float
+    scale: tuple[float, ...]
+    ratio: tuple[float, ...]
+    fill: Literal["const", "rand", "pixel"]
+    value: float
+
+
 class RandomErasingPlugin(GeneratorState, Plugin):
     """:func:`trickbag.data.random_erasing` on ``state.batch`` at BATCH_START, with the trick's own generator."""
 
     name = "random_erasing"
 
     def __init__(self, cfg: RandomErasingConfig) -> None:
-        self.kw = dict(prob=cfg.prob, scale=tuple(cfg.scale), ratio=tuple(cfg.ratio), fill=cfg.fill, value=cfg.value)
+        self.kw = _ErasingArgs(prob=cfg.prob, scale=tuple(cfg.scale), ratio=tuple(cfg.ratio), fill=cfg.fill,
+                               value=cfg.value)
 
     def configure(self, ctx: TrickContext) -> None:
         from trickbag.runtime import trick_generator

@@ -82,7 +82,8 @@ class SWAPlugin(EvalOnAverage):
         swa_lrs = [self.cfg.lr_factor * float(g.get("initial_lr", g["lr"])) for g in state.optimizer.param_groups]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "scheduler created/stepped before optimizer.step()"
-            self.swalr = SWALR(state.optimizer, swa_lr=swa_lrs,
+            # one LR per param group: SWALR takes a float or a list (its docs), its annotation says float
+            self.swalr = SWALR(state.optimizer, swa_lr=swa_lrs,  # type: ignore[arg-type]
                                anneal_epochs=int(round(self.cfg.anneal_epochs * self._steps_per_epoch)),
                                anneal_strategy=self.cfg.anneal_strategy)
         if self._swalr_state is not None:

@@ -24,12 +24,12 @@ class TTAConfig(TrickSection):
 
 def eval_wrapper(cfg: TTAConfig, input_shape: tuple[int, ...]) -> Any:
     """Predictions averaged over the configured flips."""
-    kw = dict(hflip=cfg.hflip, vflip=cfg.vflip, average=cfg.average)
+    hflip, vflip, average = cfg.hflip, cfg.vflip, cfg.average
 
     def wrap(forward: Any) -> Any:
         from trickbag.nn import flip_tta
 
-        return lambda x: flip_tta(forward, x, **kw)
+        return lambda x: flip_tta(forward, x, hflip=hflip, vflip=vflip, average=average)
 
     return wrap
 
