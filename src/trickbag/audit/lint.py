@@ -29,6 +29,7 @@ from pathlib import Path
 
 from trickbag.audit import rules as _rules  # noqa: F401  (registers the rules)
 from trickbag.audit._flow import FileModel
+from trickbag.audit._intent import stated_intent
 from trickbag.audit._project import torch_support
 from trickbag.audit.registry import RULES, Rule, select_rules
 
@@ -103,7 +104,7 @@ def _too_deep(path: str, why: str = "it nests beyond the recursion limit of the 
 
 
 def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: dict[int, int],
-               torch: str | None = None) -> list[Finding]:
+               torch: str | None = None, text: str = "") -> list[Finding]:
     model = FileModel(tree, path, torch)
     seen, out = set(), []
     for r in rules:
@@ -114,7 +115,11 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
             if key not in seen:
                 seen.add(key)
                 sure = "low" if model.test_file and r.quiet_in_tests else hit.confidence
-                out.append(Finding(path, line, col, r.code, r.name, hit.message, hit.fix or r.fix, r.severity, sure))
+                message = hit.message
+                said = stated_intent(model, text, line) if sure == "high" and r.code != "TB001" else None
+                if said:
+                    sure, message = "low", f"{message} (a comment near it says it is meant: \"{said[:60]}\")"
+                out.append(Finding(path, line, col, r.code, r.name, message, hit.fix or r.fix, r.severity, sure))
     return out
 
 
@@ -138,7 +143,7 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return [_syntax_finding(path, exc, col_shift)] if "TB001" in codes else []
     try:
-        findings = _run_rules(tree, path, rules, col_shift or {}, torch)
+        findings = _run_rules(tree, path, rules, col_shift or {}, torch, text)
     except RecursionError:
         return [_too_deep(path)] if "TB001" in codes else []
     lines = noqa_lines if noqa_lines is not None else text.splitlines()
