@@ -119,7 +119,7 @@ def _class_mode_free(file: FileModel, cls: ast.ClassDef, depth: int = 0) -> bool
     values = [v for name in called for v in assigns[name]]
     values += [v for vals in assigns.values() for v in vals if isinstance(v, ast.Call) and _layer_name(v)[:1].isupper()
                and not file.imports.qualname(v.func).startswith(_NOT_MODULES)]
-    return all(_value_mode_free(file, v, depth) for v in values)
+    return bool(values) and all(_value_mode_free(file, v, depth) for v in values)  # a stub class: unknown
 
 
 def mode_free(file: FileModel, recv: str, cls: ast.ClassDef | None = None) -> bool:
