@@ -52,3 +52,83 @@ def test_a_comment_stating_intent_demotes_never_drops():
 def test_noqa_and_wrong_code_comments_are_not_intent():
     noqa = EVAL_LOOP.format(comment="# noqa: E501  (wrong code on purpose)")
     assert found(noqa, "TB202") == [9]
+
+
+# TB403 on a project that allows torch < 2.6: where the loaded path comes from decides.
+OWN_SAVE = """
+import argparse
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--dataset_name")
+parser.add_argument("--epoch", type=int)
+opt = parser.parse_args()
+G = build()
+if opt.epoch:
+    G.load_state_dict(torch.load("saved_models/%s/G_%d.pth" % (opt.dataset_name, opt.epoch)))
+for epoch in range(10):
+    train_one_epoch(G)
+    torch.save(G.state_dict(), "saved_models/%s/G_%d.pth" % (opt.dataset_name, epoch))
+"""
+
+USER_GIVEN = """
+import argparse
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--checkpoint_file", required=True)
+a = parser.parse_args()
+G = build()
+G.load_state_dict(torch.load(a.checkpoint_file))
+"""
+
+RESUME_FROM_OWN_FOLDER = """
+import torch
+
+def main(a):
+    cp_g = scan_checkpoint(a.checkpoint_path, "g_")
+    state = torch.load(cp_g)
+    for step in range(100):
+        path = "{}/g_{:08d}".format(a.checkpoint_path, step)
+        torch.save({"generator": G.state_dict()}, path)
+"""
+
+HELPER_PAIR = """
+import torch
+
+def load_checkpoint(filepath, device):
+    return torch.load(filepath, map_location=device)
+
+def save_checkpoint(filepath, obj):
+    torch.save(obj, filepath)
+"""
+
+LOAD_HELPER_ONLY = """
+import torch
+
+def load_checkpoint(filepath, device):
+    return torch.load(filepath, map_location=device)
+"""
+
+
+def test_tb403_the_programs_own_save_path_is_uncertain_a_user_given_path_is_not():
+    assert found(USER_GIVEN, "TB403", torch="old") == [9]
+    assert found(OWN_SAVE, "TB403", torch="old") == []
+    assert found(OWN_SAVE, "TB403", torch="old", show_all=True) == [11]
+    assert found(RESUME_FROM_OWN_FOLDER, "TB403", torch="old") == []
+    assert found(RESUME_FROM_OWN_FOLDER, "TB403", torch="old", show_all=True) == [6]
+    assert found(LOAD_HELPER_ONLY, "TB403", torch="old") == [5]
+    assert found(HELPER_PAIR, "TB403", torch="old") == [5]  # the callers (elsewhere) decide: still reported
+
+
+def test_tb403_reads_a_conda_pin_in_environment_yml(tmp_path):
+    from trickbag.audit import _project
+    from trickbag.audit.lint import lint_file
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nstate = torch.load(ckpt)\n")
+    (tmp_path / ".git").mkdir()
+    for pin, reported in [("  - pytorch=1.7.1\n", True), ("  - pytorch=2.7.0\n", False), ("  - pytorch\n", False)]:
+        (tmp_path / "environment.yml").write_text("name: x\ndependencies:\n  - python=3.8\n" + pin)
+        _project._folder_support.cache_clear()
+        assert [f.rule for f in lint_file(script)] == (["TB403"] if reported else []), pin
