@@ -1,6 +1,8 @@
 """Findings that depend on what the whole file says: the unit a schedule's horizon is counted in (TB102), and
 comments that state intent (any rule: demoted to --all, never dropped).  Each case is a planted pair."""
 
+from pathlib import Path
+
 from tests.audit.helpers import found
 
 ACCUM_LOOP = """
@@ -132,3 +134,27 @@ def test_tb403_reads_a_conda_pin_in_environment_yml(tmp_path):
         (tmp_path / "environment.yml").write_text("name: x\ndependencies:\n  - python=3.8\n" + pin)
         _project._folder_support.cache_clear()
         assert [f.rule for f in lint_file(script)] == (["TB403"] if reported else []), pin
+
+
+PY2_LOOP = """import torch
+def fit(model, loader, val_loader, optimizer, epochs):
+    for _epoch in range(epochs):
+        for x, y in loader:
+            x, y = x.cuda(async=True), y.cuda(async=True)
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        evaluate(model, val_loader)
+"""
+
+
+def test_python2_async_keyword_is_one_tb001_and_the_files_are_still_linted(tmp_path):
+    from trickbag.audit.lint import lint_paths
+
+    (tmp_path / "old.py").write_text(PY2_LOOP)
+    (tmp_path / "new.py").write_text(PY2_LOOP.replace("async=", "non_blocking="))
+    (tmp_path / "broken.py").write_text(PY2_LOOP.replace("for x, y in loader:", "for x, y in loader"))
+    found = [(p.name, f.line, f.rule) for f in lint_paths([tmp_path, tmp_path / "old.py"]) for p in [Path(f.path)]]
+    assert sorted(found) == [("broken.py", 4, "TB001"), ("new.py", 9, "TB202"), ("old.py", 5, "TB001"),
+                             ("old.py", 9, "TB202")]
