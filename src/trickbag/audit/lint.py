@@ -295,9 +295,13 @@ def decode_source(data: bytes) -> str:
 
 
 def _excluded(path: Path, exclude: Sequence[str]) -> bool:
+    if not exclude:
+        return False
     text = path.as_posix()
+    full = path.resolve().as_posix() if any(p.startswith("/") for p in exclude) else text
     return any(fnmatch.fnmatch(text, pat) or fnmatch.fnmatch(path.name, pat)
                or any(fnmatch.fnmatch(part, pat) for part in path.parts) or text.startswith(pat.rstrip("/") + "/")
+               or (pat.startswith("/") and (fnmatch.fnmatch(full, pat) or full.startswith(pat.rstrip("/") + "/")))
                for pat in exclude)
 
 
