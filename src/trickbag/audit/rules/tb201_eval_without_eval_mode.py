@@ -148,7 +148,7 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                       confidence="low" if why else sure)
 
 
-_TARGET_WORDS = {"target", "targets", "td", "advantage", "advantages", "adv", "gae", "returns", "memory", "bank",
+_TARGET_WORDS = {"td", "advantage", "advantages", "adv", "gae", "returns", "memory", "bank",
                  "queue", "pseudo", "rollout", "rollouts", "buffer", "replay", "teacher", "prototypes", "cluster",
                  "clusters", "centroids", "collect", "bootstrap"}
 _EVAL_WORDS = _VALISH | {"evaluate", "validate", "accuracy", "metric", "metrics", "score", "inference", "predict"}
