@@ -1,7 +1,6 @@
 # Reconstructed after SeanNaren/deepspeech.pytorch PR #22 ("test in eval mode", merged: "Fix dropout when model
 # is not training"): the per-epoch validation pass of train.py decoded the test set with the model still in
 # training mode.
-import torch
 
 
 def train(model, criterion, optimizer, train_loader, test_loader, decoder, epochs):
@@ -14,7 +13,7 @@ def train(model, criterion, optimizer, train_loader, test_loader, decoder, epoch
             loss.backward()
             optimizer.step()
         wer = 0.0
-        for inputs, targets, sizes in test_loader:
+        for inputs, targets, _sizes in test_loader:
             out = model(inputs)  # expect: TB201
             wer += decoder.wer(out, targets)
         print(epoch, wer / len(test_loader))

@@ -8,7 +8,7 @@ def training_function(model, optimizer, lr_scheduler, train_dataloader, accelera
     for epoch in range(num_epochs):
         loss_sum = torch.tensor(0.0)
         model.train()
-        for step, batch in enumerate(train_dataloader):
+        for batch in train_dataloader:
             with accelerator.accumulate(model):
                 outputs = model(**batch)
                 loss = outputs.loss
@@ -17,4 +17,4 @@ def training_function(model, optimizer, lr_scheduler, train_dataloader, accelera
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-        print(epoch, loss_sum.item() / (step + 1))
+        print(epoch, loss_sum.item() / len(train_dataloader))

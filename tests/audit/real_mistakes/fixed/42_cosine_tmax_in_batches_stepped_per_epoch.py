@@ -7,7 +7,7 @@ class SimCLR:
         self.model, self.optimizer, self.scheduler, self.args = model, optimizer, scheduler, args
 
     def train(self, train_loader):
-        for epoch_counter in range(self.args.epochs):
+        for _epoch_counter in range(self.args.epochs):
             for images, _ in train_loader:
                 loss = self.model(images)
                 self.optimizer.zero_grad()

@@ -14,7 +14,7 @@ def train_fixed(model, criterion, optimizer, train_loader, test_loader, decoder,
         model.eval()
         wer = 0.0
         with torch.no_grad():
-            for inputs, targets, sizes in test_loader:
+            for inputs, targets, _sizes in test_loader:
                 out = model(inputs)  # not: TB201
                 wer += decoder.wer(out, targets)
         print(epoch, wer / len(test_loader))

@@ -1,12 +1,11 @@
 # Fixed version of ../47_ray_llm_loss_sum_keeps_graph.py: silent on the codes that file expects.
-import torch
 
 
 def training_function_fixed(model, optimizer, lr_scheduler, train_dataloader, accelerator, num_epochs):
     for epoch in range(num_epochs):
         loss_total = 0.0
         model.train()
-        for step, batch in enumerate(train_dataloader):
+        for batch in train_dataloader:
             with accelerator.accumulate(model):
                 outputs = model(**batch)
                 loss = outputs.loss
@@ -15,4 +14,4 @@ def training_function_fixed(model, optimizer, lr_scheduler, train_dataloader, ac
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-        print(epoch, loss_total / (step + 1))
+        print(epoch, loss_total / len(train_dataloader))
