@@ -84,3 +84,28 @@ def running_sum_before_backward(model, loader, optimizer, accum):
             optimizer.zero_grad()
             log(pending)
             pending = 0.0
+
+
+# A step's output dict appended after its loss was backpropagated keeps the graph; replacing the loss by its
+# detached value first does not.
+def outputs_with_attached_loss(module, optimizer, dataloader):
+    outputs = []
+    for i, batch in enumerate(dataloader):
+        optimizer.zero_grad()
+        output = module.training_step(batch, i)
+        output["loss"].backward()
+        optimizer.step()
+        outputs.append(output)  # expect: TB204
+    return outputs
+
+
+def outputs_with_detached_loss(module, optimizer, dataloader):
+    outputs = []
+    for i, batch in enumerate(dataloader):
+        optimizer.zero_grad()
+        output = module.training_step(batch, i)
+        output["loss"].backward()
+        optimizer.step()
+        output["loss"] = output["loss"].detach()
+        outputs.append(output)
+    return outputs

@@ -117,7 +117,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     memory grows each step until the epoch ends or the GPU runs out — the classic "out of memory
     after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.  After that loss's own
     ``backward()`` its graph has already freed the saved activations: a sum restarted inside the loop (at every
-    optimizer step) stays small and is not reported; one never restarted grows a history all epoch long.
+    optimizer step) stays small and is not reported; one never restarted grows a history all epoch long.  A step's
+    output dict appended to a list (``outputs.append(output)``) after ``output["loss"].backward()``, its loss not
+    replaced by ``output["loss"].detach()`` first, keeps every step's graph too.
     The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,
     ``self.total = self.total + loss``.
 
@@ -167,6 +169,33 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                                     f"graph stays in memory")
         yield from _helper_accumulations(fm, losses)
         yield from _per_iteration_helper_accumulations(fm, losses, backed)
+        yield from _outputs_kept(fm)
+
+
+def _outputs_kept(fm: FunctionModel) -> Iterator[Hit]:
+    """``outputs.append(output)`` in the loop where ``output["loss"].backward()`` ran, with nothing in between
+    replacing the dict's loss (``output["loss"] = output["loss"].detach()``): every step's graph is kept."""
+    for b in fm.kind_events(BACKWARD):
+        loss = b.extra.get("loss")
+        if not (isinstance(loss, ast.Subscript) and isinstance(loss.value, ast.Name)) or not b.loops:
+            continue
+        holder, loop = loss.value.id, b.loops[-1]
+        for n in walk_no_defs(loop.node):
+            if isinstance(n, ast.Call) and call_name(n) == "append" and len(n.args) == 1 \
+                    and isinstance(n.args[0], ast.Name) and n.args[0].id == holder and n.lineno > b.node.lineno \
+                    and not _holder_rewritten(fm, holder, loop, b.node.lineno, n.lineno):
+                yield Hit(n, f"{dotted(n.func) or 'append'}({holder}) keeps {holder}'s loss with its autograd graph "
+                             f"(backpropagated at line {b.node.lineno}); every iteration's graph stays in memory")
+
+
+def _holder_rewritten(fm: FunctionModel, holder: str, loop: Loop, start: int, end: int) -> bool:
+    """``holder[...] = ...`` or ``holder = ...`` between the backward and the append."""
+    for n in walk_no_defs(loop.node):
+        if isinstance(n, ast.Assign) and start < n.lineno < end and any(
+                dotted(t) == holder or (isinstance(t, ast.Subscript) and dotted(t.value) == holder)
+                for t in n.targets):
+            return True
+    return False
 
 
 def _called_per_training_step(fm: FunctionModel) -> bool:
