@@ -61,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                      "(when its API has such an option)")
     p.add_argument("--select", default=None, help="only these rules (as trickbag lint --select)")
     p.add_argument("--ignore", default=None, help="skip these rules (as trickbag lint --ignore)")
+    p.add_argument("--judged-only", action="store_true",
+                   help="lint only the files that have a line in --verdicts (a quick check that every known true "
+                        "finding is still reported; the speed and per-repository numbers then cover those files only)")
     p.add_argument("--src", type=Path, help="lint with the trickbag package under this folder (e.g. an older "
                                             "commit's src/ exported with git archive) instead of this checkout's")
     p.add_argument("--slowest", type=int, default=5, help="list the N slowest files (default 5)")
@@ -238,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"linter: {Path(lint.__file__).resolve().parents[2]}   corpus: {args.corpus}")
     kw = lint_options(lint, args)
     files = corpus_files(lint, args.corpus, [r for r in args.repos.split(",") if r])
+    if args.judged_only:
+        judged = {(repo, rel) for repo, rel, _, _ in verdicts}
+        files = [(repo, f) for repo, f in files if (repo, f.relative_to(args.corpus / repo).as_posix()) in judged]
     lines: Counter = Counter()
     for repo, f in files:
         lines[repo] += count_lines(f)

@@ -405,3 +405,44 @@ def test_frozen_parameter_without_grad_in_a_decayed_group_is_advised():
             opt.step()
     (f,) = report.findings
     assert f.rule == "frozen-param-decayed" and "4.weight" in f.message and "skipped while" in f.message
+
+
+def _epochs(model, opt, sched, per_batch, epochs=3, n=10):
+    for _epoch in range(epochs):
+        for x, y in batches(n):
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            if per_batch:
+                sched.step()  # <sched-per-batch>
+        if not per_batch:
+            sched.step()  # <sched-per-epoch>
+
+
+def _warmup_lambda(opt, num_warmup_steps=5, num_training_steps=30):
+    def lr_lambda(step):
+        return min(1.0, (step + 1) / num_warmup_steps) * max(0.0, 1 - step / num_training_steps)
+    return torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+
+
+@pytest.mark.parametrize("build", [
+    lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=30),
+    _warmup_lambda,
+], ids=["one-cycle", "warmup-lambda"])
+def test_a_per_iteration_schedule_stepped_per_epoch_is_a_finding(build):
+    model, opt = make()
+    with audit(model, opt, report=False) as wrong:
+        _epochs(model, opt, build(opt), per_batch=False)
+    assert where(wrong, "scheduler-unit-mismatch") == [line_of("sched-per-epoch")]
+    assert wrong.findings[0].code == "TB115"
+    model, opt = make()
+    with audit(model, opt, report=False) as right:
+        _epochs(model, opt, build(opt), per_batch=True)
+    assert where(right, "scheduler-unit-mismatch") == []
+
+
+def test_an_epoch_schedule_stepped_per_epoch_is_not_a_finding():
+    model, opt = make()
+    with audit(model, opt, report=False) as report:
+        _epochs(model, opt, torch.optim.lr_scheduler.StepLR(opt, step_size=2), per_batch=False)
+    assert report.findings == []

@@ -18,9 +18,10 @@ OLD_TORCH = "old"
 NEW_TORCH = "new"
 
 _FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
-_REQUIREMENT = re.compile(r"(?<![\w.-])(?:py)?torch(?![\w-])\s*(?P<spec>(?:\s*,?\s*(?:===|==|~=|>=|<=|!=|>|<)\s*"
+#: pip specs (``torch>=2.1``) and conda pins (``pytorch=1.7.1`` in environment.yml)
+_REQUIREMENT = re.compile(r"(?<![\w.-])(?:py)?torch(?![\w-])\s*(?P<spec>(?:\s*,?\s*(?:===|==|~=|>=|<=|!=|>|<|=)\s*"
                           r"[0-9][0-9.*]*)*)")
-_CLAUSE = re.compile(r"(===|==|~=|>=|<=|!=|>|<)\s*([0-9][0-9.]*)")
+_CLAUSE = re.compile(r"(===|==|~=|>=|<=|!=|>|<|=)\s*([0-9][0-9.]*)")
 _STOP = (".git", ".hg")
 
 
@@ -32,8 +33,8 @@ def allows_old_torch(spec: str) -> bool:
     """Does a requirement's version spec (``'>=1.8,<3'``, ``'==2.1.0'``, ``''``) allow a torch < 2.6?
     An empty spec means whatever is current: no.
 
-    >>> [allows_old_torch(s) for s in ("", ">=2.6", ">=1.8", "==2.1.0", "<3", ">=2.6,<3", "~=2.7")]
-    [False, False, True, True, True, False, False]
+    >>> [allows_old_torch(s) for s in ("", ">=2.6", ">=1.8", "==2.1.0", "<3", ">=2.6,<3", "~=2.7", "=1.7.1")]
+    [False, False, True, True, True, False, False, True]
     """
     clauses = _CLAUSE.findall(spec)
     if not clauses:
@@ -41,7 +42,7 @@ def allows_old_torch(spec: str) -> bool:
     floor = None
     for op, ver in clauses:
         v = _version(ver)
-        if op in ("==", "===", "~=", ">=", ">"):
+        if op in ("==", "===", "~=", ">=", ">", "="):
             floor = v if floor is None else max(floor, v)
     return floor is None or floor < (2, 6)
 

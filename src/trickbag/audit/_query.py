@@ -246,7 +246,26 @@ def loss_names(fm: FunctionModel) -> set[str]:
             and _model_output_loss(fm, a.value, a.order)
         ):
             out.add(a.names[0])
-    return out
+    return out | _loss_terms(fm, out)
+
+
+_LOSS_FN_WORDS = {"loss", "criterion", "crit", "mse", "bce", "ce", "nll", "kl", "l1", "l2", "huber", "smooth"}
+
+
+def _loss_terms(fm: FunctionModel, losses: set[str]) -> set[str]:
+    """Terms of a loss: ``MSE`` in ``loss = MSE + ce(...)`` when ``MSE = mse_fn(pred, y)`` (a call of a loss
+    function, by its name) -- part of the graph the loss backpropagates."""
+    terms: set[str] = set()
+    for a in fm.assigns:
+        if a.value is None or a.op is not None or len(a.names) != 1 or a.names[0] not in losses:
+            continue
+        for n in walk(a.value):
+            if isinstance(n, ast.Name) and n.id not in losses and any(
+                    b.value is not None and isinstance(b.value, ast.Call) and b.names == [n.id]
+                    and set(name_tokens((dotted(b.value.func) or "").split(".")[-1])) & _LOSS_FN_WORDS
+                    for b in fm.assigns):
+                terms.add(n.id)
+    return terms
 
 
 def _model_output_loss(fm: FunctionModel, value: ast.AST, before: int) -> bool:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from trickbag.audit import rules as _rules  # noqa: F401  (registers the rules)
 from trickbag.audit._flow import FileModel
+from trickbag.audit._intent import stated_intent
 from trickbag.audit._project import torch_support
 from trickbag.audit.registry import RULES, Rule, select_rules
 
@@ -95,6 +96,34 @@ def _syntax_finding(path: str, exc: Exception, line_map: dict[int, int] | None =
     return Finding(path, line, col, rule.code, rule.name, f"the file does not parse: {msg}", rule.fix)
 
 
+_ASYNC_KW = re.compile(r"(?<=[(,\s])async(?=\s*=[^=])")
+
+
+def _python2_repaired(text: str) -> tuple[str, ast.Module, tuple[int, int]] | None:
+    """Source written for Python < 3.7 that passes ``async=True`` (torch's old name of ``non_blocking``): the
+    text with ``async`` renamed ``asyn_`` (same columns), its tree and where the first one was; None when that
+    is not the only trouble."""
+    m = _ASYNC_KW.search(text)
+    if m is None:
+        return None
+    fixed = _ASYNC_KW.sub("asyn_", text)
+    try:
+        tree = ast.parse(fixed)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    line = text.count("\n", 0, m.start()) + 1
+    return fixed, tree, (line, m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1)
+
+
+def _python2_finding(path: str, where: tuple[int, int], line_map: dict[int, int] | None) -> Finding:
+    rule = RULES["TB001"]
+    line, col = where
+    return Finding(path, line, col + (line_map or {}).get(line, 0), rule.code, rule.name,
+                   "the file does not parse on Python 3.7+: async=True is Python 2 / 3.6 era (async is a keyword "
+                   "now); the rest of the file was checked as if it said non_blocking=True",
+                   "write non_blocking=True (torch's name for it since 0.4)")
+
+
 def _too_deep(path: str, why: str = "it nests beyond the recursion limit of the analysis") -> Finding:
     """One TB001 line for a file nested too deeply for Python's parser or for the rules' analysis."""
     rule = RULES["TB001"]
@@ -103,7 +132,7 @@ def _too_deep(path: str, why: str = "it nests beyond the recursion limit of the 
 
 
 def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: dict[int, int],
-               torch: str | None = None) -> list[Finding]:
+               torch: str | None = None, text: str = "") -> list[Finding]:
     model = FileModel(tree, path, torch)
     seen, out = set(), []
     for r in rules:
@@ -114,7 +143,11 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
             if key not in seen:
                 seen.add(key)
                 sure = "low" if model.test_file and r.quiet_in_tests else hit.confidence
-                out.append(Finding(path, line, col, r.code, r.name, hit.message, hit.fix or r.fix, r.severity, sure))
+                message = hit.message
+                said = stated_intent(model, text, line) if sure == "high" and r.code != "TB001" else None
+                if said:
+                    sure, message = "low", f"{message} (a comment near it says it is meant: \"{said[:60]}\")"
+                out.append(Finding(path, line, col, r.code, r.name, message, hit.fix or r.fix, r.severity, sure))
     return out
 
 
@@ -133,12 +166,17 @@ def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | No
     codes = {r.code for r in rules}
     if noqa and _FILE_NOQA.search(text):
         return []
+    head: list[Finding] = []
     try:
         tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        return [_syntax_finding(path, exc, col_shift)] if "TB001" in codes else []
+        repaired = _python2_repaired(text)
+        if repaired is None:
+            return [_syntax_finding(path, exc, col_shift)] if "TB001" in codes else []
+        text, tree, where = repaired
+        head = [_python2_finding(path, where, col_shift)] if "TB001" in codes else []
     try:
-        findings = _run_rules(tree, path, rules, col_shift or {}, torch)
+        findings = head + _run_rules(tree, path, rules, col_shift or {}, torch, text)
     except RecursionError:
         return [_too_deep(path)] if "TB001" in codes else []
     lines = noqa_lines if noqa_lines is not None else text.splitlines()
@@ -257,9 +295,13 @@ def decode_source(data: bytes) -> str:
 
 
 def _excluded(path: Path, exclude: Sequence[str]) -> bool:
+    if not exclude:
+        return False
     text = path.as_posix()
+    full = path.resolve().as_posix() if any(p.startswith("/") for p in exclude) else text
     return any(fnmatch.fnmatch(text, pat) or fnmatch.fnmatch(path.name, pat)
                or any(fnmatch.fnmatch(part, pat) for part in path.parts) or text.startswith(pat.rstrip("/") + "/")
+               or (pat.startswith("/") and (fnmatch.fnmatch(full, pat) or full.startswith(pat.rstrip("/") + "/")))
                for pat in exclude)
 
 
@@ -294,12 +336,13 @@ def iter_files(paths: Iterable[str | os.PathLike], exclude: Sequence[str] = ()) 
             raise NotPythonError(f"not a Python file: {str(raw)!r} (lint takes .py files, Python scripts "
                                  f"with a #! line, Markdown pages and folders)")
         explicit.append((p, p.is_file()))
+    seen: set[Path] = set()  # a file named twice (``lint src src/train.py``) is linted once
     for p, is_file in explicit:
-        if is_file:
-            if not _excluded(p, exclude):
-                yield p
-            continue
-        yield from _walk(p, exclude)
+        for f in ([p] if is_file and not _excluded(p, exclude) else [] if is_file else _walk(p, exclude)):
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield f
 
 
 def _walk(folder: Path, exclude: Sequence[str]) -> Iterator[Path]:

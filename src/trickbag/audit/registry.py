@@ -82,6 +82,7 @@ RUNTIME: dict[str, str] = {
     "ema-before-step": "TB108",
     "clip-per-micro-batch": "TB109",
     "clip-after-step": "TB113",
+    "scheduler-unit-mismatch": "TB115",
     "train-in-eval-mode": "TB202",
     "eval-with-grad": "TB203",
     **{name: code for code, (name, _) in RUNTIME_ONLY.items()},

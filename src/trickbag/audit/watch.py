@@ -44,6 +44,8 @@ AUDIT_RULES = {
     "scheduler-before-step": "scheduler.step() called before the first optimizer.step()",
     "scheduler-per-micro-batch": "scheduler.step() called more than once between two optimizer steps",
     "scheduler-on-skipped-step": "scheduler.step() after the GradScaler skipped the optimizer step (inf/NaN grads)",
+    "scheduler-unit-mismatch": "a per-iteration schedule (OneCycleLR, CyclicLR, a warm-up counted in steps) "
+                               "stepped far less often than the optimizer (once per epoch)",
     "clip-before-unscale": "gradients clipped while still multiplied by the GradScaler's scale",
     "clip-per-micro-batch": "the same parameters clipped more than once between two optimizer steps",
     "clip-after-step": "gradients clipped after the optimizer step that used them, with no backward since",
@@ -139,6 +141,27 @@ class _OptState:
     sample: torch.Tensor | None = None
 
 
+_STEP_CELLS = ("num_training_steps", "num_warmup_steps", "warmup_steps", "total_steps", "max_steps",
+               "warmup_iters", "total_iters", "max_iters", "num_steps")
+
+
+def _per_iteration(sched: Any) -> bool:
+    """The schedule is meant to advance every iteration: OneCycleLR / CyclicLR (documented so), or a LambdaLR
+    whose function closes over a number of steps (``num_warmup_steps``, ``num_training_steps`` ...)."""
+    if isinstance(sched, (torch.optim.lr_scheduler.OneCycleLR, torch.optim.lr_scheduler.CyclicLR)):
+        return True
+    for fn in getattr(sched, "lr_lambdas", []) or []:
+        code = getattr(fn, "__code__", None)
+        inner = getattr(fn, "func", None)  # functools.partial(lr_lambda, num_warmup_steps=...)
+        names = set(code.co_freevars) if code is not None else set()
+        names |= set(getattr(fn, "keywords", {}) or {})
+        if inner is not None and getattr(inner, "__code__", None) is not None:
+            names |= set(inner.__code__.co_varnames)
+        if names & set(_STEP_CELLS):
+            return True
+    return False
+
+
 def _names(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
@@ -181,6 +204,7 @@ class Audit:
         self._depth = 0
         self._top_modules: dict[int, torch.nn.Module] = {}
         self._sched_opt: dict[int, int] = {}
+        self._sched_seen: dict[int, tuple[Any, str, int, int]] = {}  # id -> (scheduler, where, calls, first step)
         self._in_step = 0  # > 0 while an optimizer's step() runs (an LBFGS closure calls back into the loop)
 
     # ------------------------------------------------------------------ enter / exit
@@ -199,6 +223,7 @@ class Audit:
 
     def __exit__(self, *exc: Any) -> Literal[False]:
         self._resolve_eval_forwards()
+        self._check_schedule_units()
         self._restore()
         if self._print:
             print(self.report.table(), file=self._file or sys.stderr)
@@ -400,6 +425,22 @@ class Audit:
             self.finding("scheduler-before-step", "scheduler.step() before the first optimizer.step(): the first "
                          "value of the schedule is skipped", user_where())
         self._sched_since[id(sched)] = since + 1
+        seen = self._sched_seen.get(id(sched))
+        self._sched_seen[id(sched)] = (sched, user_where(), (seen[2] if seen else 0) + 1, st.steps if seen is None
+                                       else seen[3])
+
+    def _check_schedule_units(self) -> None:
+        """A schedule counted in iterations (OneCycleLR, CyclicLR, a LambdaLR whose function reads a number of
+        steps) stepped at most once per 4 optimizer steps over at least 8 of them: stepped per epoch."""
+        for sched, where, n, first in self._sched_seen.values():
+            st = self._opt.get(id(getattr(sched, "optimizer", None)))
+            if st is None:
+                continue
+            span = st.steps - first
+            if span >= 8 and n * 4 <= span + 1 and _per_iteration(sched):
+                self.finding("scheduler-unit-mismatch", f"{type(sched).__name__} is counted in iterations but was "
+                             f"stepped {n} times over {span} optimizer steps (once per epoch?): step it after every "
+                             "optimizer step", where)
 
     def on_scaler_scale(self, scaler: Any) -> None:
         # a disabled scaler (GradScaler(enabled=use_amp)) scales nothing now, but the same loop runs

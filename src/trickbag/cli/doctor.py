@@ -31,6 +31,7 @@ def _print_rules() -> None:
 
 def cmd_lint(args: argparse.Namespace) -> int:
     from trickbag.audit import lint
+    from trickbag.audit._config import find_config
     from trickbag.audit.registry import find_rule
 
     if args.explain:
@@ -45,8 +46,11 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if not args.paths:
         raise TrickbagError("give at least one file or folder to lint (or --explain RULE / --list)")
     try:
-        findings = lint.lint_paths(args.paths, select=_codes(args.select), ignore=_codes(args.ignore),
-                                   exclude=_codes(args.exclude) or (), show_all=args.all)
+        cfg = find_config(args.paths)
+        select = _codes(args.select) or cfg.select or None  # the command line's --select wins
+        ignore = (_codes(args.ignore) or []) + cfg.ignore or None
+        exclude = (_codes(args.exclude) or []) + cfg.exclude
+        findings = lint.lint_paths(args.paths, select=select, ignore=ignore, exclude=exclude, show_all=args.all)
     except (ValueError, FileNotFoundError) as exc:
         raise TrickbagError(str(exc)) from None
     if args.format == "json":
@@ -81,7 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                           description="Check Python files, folders and the ```python blocks of Markdown files for "
                                       "training-loop mistakes.  Exit 1 with findings, 0 when clean, 2 on a usage "
                                       "error (the same as `trickbag audit`, whose findings carry the same codes).  "
-                                      "Silence one line with `# noqa: CODE`.  See docs/lint.md.")
+                                      "Silence one line with `# noqa: CODE`.  Project defaults: [tool.trickbag.lint] "
+                                      "select / ignore / exclude in pyproject.toml.  See docs/lint.md.")
     lint.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (folders: *.py, recursively)")
     lint.add_argument("--select", action="append", metavar="CODES",
                       help="only these rules: codes, code prefixes (TB1) or names, comma-separated")

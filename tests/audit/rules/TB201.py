@@ -84,3 +84,77 @@ def fit_with_ema(net, loader, val_loader, optimizer):
         with torch.no_grad():
             for x, y in val_loader:
                 acc_avg = (avg_net(x).argmax(1) == y).float().mean()  # expect: TB201
+
+
+
+# A gradient-free forward that computes what training uses (an RL target, a memory bank) is not an evaluation:
+# uncertain (--all).  The same shape that scores the model is an evaluation.
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 64), nn.Dropout(0.1), nn.Linear(64, 1))
+
+    def forward(self, s):
+        return self.body(s)
+
+
+def td_targets(critic, data, gamma):
+    out = []
+    for s, r, s_next in data:
+        with torch.no_grad():
+            td_target = r + gamma * critic(s_next)  # expect-low: TB201
+        out.append(td_target)
+    return out
+
+
+def critic_scores(critic, data):
+    out = []
+    for s, r, s_next in data:
+        with torch.no_grad():
+            score = critic(s)  # expect: TB201
+        out.append(score)
+    return out
+
+
+def fit_critic(data, gamma):
+    critic = Critic()
+    optimizer = torch.optim.Adam(critic.parameters())
+    for _epoch in range(3):
+        critic.train()
+        targets = td_targets(critic, data, gamma)
+        for (s, r, s_next), t in zip(data, targets):
+            optimizer.zero_grad()
+            ((critic(s) - t) ** 2).mean().backward()
+            optimizer.step()
+        print(critic_scores(critic, data))
+
+
+# Train and eval mode compute the same thing for a model without dropout or BatchNorm: nothing to report.
+class PlainCritic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 1))
+
+    def forward(self, s):
+        return self.body(s)
+
+
+def plain_critic_scores(plain, data):
+    out = []
+    for s, r, s_next in data:
+        with torch.no_grad():
+            score = plain(s)
+        out.append(score)
+    return out
+
+
+def fit_plain_critic(data):
+    plain = PlainCritic()
+    optimizer = torch.optim.Adam(plain.parameters())
+    for _epoch in range(3):
+        plain.train()
+        for s, r, s_next in data:
+            optimizer.zero_grad()
+            ((plain(s) - r) ** 2).mean().backward()
+            optimizer.step()
+        print(plain_critic_scores(plain, data))

@@ -126,3 +126,89 @@ def validation_in_another_module_that_switches_back(model, loader, val_loader, o
             optimizer.step()
             if i % every == 0:
                 evaluate_and_back(model, val_loader)
+
+
+# Linear probing: the backbone is frozen and kept in eval() on purpose (its BatchNorm statistics must not move).
+# The wrong twin trains every parameter and forgets train().
+def probe_all_trained(net, loader, val_loader, optimizer, epochs):
+    for _epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(net(x), y).backward()
+            optimizer.step()
+        net.eval()  # expect: TB202
+        evaluate(net, val_loader)
+
+
+def linear_probe(probed, loader, optimizer, epochs):
+    for name, param in probed.named_parameters():
+        if name not in ("fc.weight", "fc.bias"):
+            param.requires_grad = False
+    for _epoch in range(epochs):
+        probed.eval()  # expect-low: TB202
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(probed(x), y).backward()
+            optimizer.step()
+
+
+# A comment that states the intent demotes the finding to --all (it never drops it).
+def eval_on_purpose(student, loader, optimizer, epochs):
+    for _epoch in range(epochs):
+        # keep BatchNorm statistics fixed on purpose while fine-tuning
+        student.eval()  # expect-low: TB202
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(student(x), y).backward()
+            optimizer.step()
+
+
+def eval_with_an_unrelated_comment(learner, loader, optimizer, epochs):
+    for _epoch in range(epochs):
+        # switch to evaluation mode
+        learner.eval()  # expect: TB202
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(learner(x), y).backward()
+            optimizer.step()
+
+
+# A model made only of Linear layers and activations: train and eval mode compute the same thing.
+class TinyMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class TinyDropoutMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.drop(self.fc1(x))
+
+
+def mode_free_model(loader, optimizer, epochs):
+    mlp = TinyMLP()
+    for _epoch in range(epochs):
+        mlp.eval()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(mlp(x), y).backward()
+            optimizer.step()
+
+
+def dropout_model(loader, optimizer, epochs):
+    dmlp = TinyDropoutMLP()
+    for _epoch in range(epochs):
+        dmlp.eval()  # expect: TB202
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(dmlp(x), y).backward()
+            optimizer.step()

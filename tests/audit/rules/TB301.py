@@ -22,3 +22,24 @@ def own_optimizer(model):  # its own hyper-parameter names: not typos
 
 def other_package(model):
     return Lamb([{"params": model.parameters(), "epsilon": 1e-6}])
+
+
+# A custom key that the same file reads back (SimSiam's fixed-lr predictor) is the program's own, not a typo;
+# the same key never read back is ignored by torch.optim.
+def fixed_lr_groups(model):
+    return torch.optim.SGD([
+        {"params": model.encoder.parameters(), "fix_lr": False},
+        {"params": model.predictor.parameters(), "fix_lr": True},
+    ], lr=0.05)
+
+
+def adjust_learning_rate(optimizer, lr):
+    for param_group in optimizer.param_groups:
+        if "fix_lr" in param_group and param_group["fix_lr"]:
+            param_group["lr"] = 0.05
+        else:
+            param_group["lr"] = lr
+
+
+def never_read_back(model):
+    return torch.optim.SGD([{"params": model.parameters(), "min_lrr": 1e-5}], lr=0.05)  # expect: TB301

@@ -17,6 +17,7 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb112_scaler_bypassed,
     tb113_clip_after_step,
     tb114_accumulated_mean_of_means,
+    tb115_scheduler_unit_mismatch,
     tb201_eval_without_eval_mode,
     tb202_train_in_eval_mode,
     tb203_eval_with_grad,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, dotted, walk
+from trickbag.audit._ast import call_name, dotted, name_tokens, walk
 from trickbag.audit._flow import (
     SCHED,
     FileModel,
@@ -36,6 +36,46 @@ def _sure_unprepared(file: FileModel) -> str:
     return "high" if any(isinstance(n, ast.Call) and call_name(n) == "prepare" for n in file.nodes) else "low"
 
 
+_HORIZON_KW = {"num_training_steps", "total_steps", "t_max", "total_iters", "max_steps", "num_steps", "t_total",
+               "total_num_steps", "max_iters"}
+_BATCH_WORDS = {"batches", "loader", "dataloader", "dl", "iters", "iterations"}
+_ACCUM_WORDS = {"accum", "accumulation", "acc", "accumulate", "grad_acc", "accum_iter", "update_freq"}
+
+
+def _horizon_values(file: FileModel) -> Iterator[ast.AST]:
+    """Expressions that set a schedule's length: a scheduler keyword such as ``num_training_steps=`` or
+    ``T_max=``, or a name like ``max_step`` / ``total_steps`` / ``num_training_steps`` assigned in the file."""
+    for n in file.nodes:
+        if isinstance(n, ast.Call):
+            yield from (k.value for k in n.keywords if k.arg and k.arg.lower() in _HORIZON_KW)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            words = {t for tg in targets for t in name_tokens((dotted(tg) or "").split(".")[-1])}
+            if words & {"max", "total", "num", "training"} and words & {"step", "steps", "iters", "iterations"}:
+                yield n.value
+
+
+def _horizon_unit(file: FileModel) -> str:
+    """'micro' when every schedule length this file computes counts batches (``epochs * len(loader)``,
+    ``num_batches``) and none divides by the accumulation count; 'update' when one divides by it; '' unknown."""
+    def find() -> str:
+        units = set()
+        for v in _horizon_values(file):
+            words = {t for n in walk(v) if isinstance(n, (ast.Name, ast.Attribute)) for t in name_tokens(
+                (dotted(n) or getattr(n, "attr", "")).split(".")[-1])}
+            calls = {call_name(n) for n in walk(v) if isinstance(n, ast.Call)}
+            divided = any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)) and {
+                t for m in walk(n.right) if isinstance(m, (ast.Name, ast.Attribute))
+                for t in name_tokens((dotted(m) or getattr(m, "attr", "")).split(".")[-1])} & _ACCUM_WORDS
+                for n in walk(v))
+            if divided or words & _ACCUM_WORDS:
+                units.add("update")
+            elif words & _BATCH_WORDS or "len" in calls:
+                units.add("micro")
+        return "micro" if units == {"micro"} else ("update" if "update" in units else "")
+    return file.memo("tb102_horizon", find)
+
+
 @rule("TB102", "scheduler-per-micro-batch",
       fix="move scheduler.step() into the update branch, right after optimizer.step()")
 def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
@@ -43,7 +83,9 @@ def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
 
     With accumulation over ``k`` micro-batches the optimizer updates once every ``k`` batches, but a
     scheduler stepped per batch advances ``k`` times per update: the warm-up ends ``k`` times too
-    early and the decay finishes when a ``1/k`` of the training is done.
+    early and the decay finishes when a ``1/k`` of the training is done.  When the file counts the schedule's
+    length in batches too (``max_step = epochs * len(loader)``, no division by the accumulation count), the
+    schedule still spans the run: the finding is uncertain (``--all``).
 
     Wrong::
 
@@ -67,8 +109,11 @@ def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
     """
     for e in micro_batch_events(file, SCHED):
         if not _managed(e):
+            unit = _horizon_unit(file)
+            why = " (uncertain: the schedule's horizon is counted in batches here, the unit it is stepped in)" \
+                if unit == "micro" else ""
             yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch, the optimizer once per "
-                              f"accumulated update")
+                              f"accumulated update{why}", confidence="low" if why else "high")
         elif not _prepared(file, e.recv or ""):  # accelerate steps a prepared scheduler with the optimizer
             yield Hit(e.node, f"{e.recv}.step() runs on every micro-batch of accelerator.accumulate(): it was "
                               f"not passed to accelerator.prepare()", confidence=_sure_unprepared(file))

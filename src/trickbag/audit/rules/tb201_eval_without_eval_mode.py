@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted
+from trickbag.audit._ast import call_name, dotted, name_tokens
 from trickbag.audit._eval_facts import _bound_args, _eval_forwards, _file_trains, _mode_before, _smoke_check, _test_code
 from trickbag.audit._flow import (
     CALL,
@@ -21,7 +21,9 @@ from trickbag.audit._flow import (
     FileModel,
     FunctionModel,
 )
+from trickbag.audit._intent import mode_free
 from trickbag.audit._query import (
+    _VALISH,
     mode_events,
     short_name,
 )
@@ -127,7 +129,7 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
             mode = _mode_before(fm, fwd)
             if mode == EVAL or (mode == TRAIN and scope == "function"):  # train() on purpose: update_bn & co.
                 continue
-            if _smoke_check(fm, fwd) or _pretrained_here(fm, fwd):
+            if _smoke_check(fm, fwd) or _pretrained_here(fm, fwd) or mode_free(file, fwd.recv or "", fm.cls):
                 continue
             made = _made_here(fm, fwd)
             sure = "low" if made == "elsewhere" else "high"
@@ -140,9 +142,27 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                         continue
                     # run from another module, which may call eval() first: unless this file trains the model
                     sure = "high" if _file_trains(file) else "low"
+            why = _feeds_training(fm, fwd)
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
-                                f"batch statistics): call {cast(str, fwd.recv).split('(')[0]}.eval() first",
-                      confidence=sure)
+                                f"batch statistics): call {cast(str, fwd.recv).split('(')[0]}.eval() first{why}",
+                      confidence="low" if why else sure)
+
+
+_TARGET_WORDS = {"td", "advantage", "advantages", "adv", "gae", "returns", "memory", "bank",
+                 "queue", "pseudo", "rollout", "rollouts", "buffer", "replay", "teacher", "prototypes", "cluster",
+                 "clusters", "centroids", "collect", "bootstrap"}
+_EVAL_WORDS = _VALISH | {"evaluate", "validate", "accuracy", "metric", "metrics", "score", "inference", "predict"}
+
+
+def _feeds_training(fm: FunctionModel, fwd: Event) -> str:
+    """A reason to think this gradient-free forward computes something training uses (an RL target, a memory bank,
+    pseudo-labels) rather than an evaluation: the function's name or a name assigned in it says so; '' if not."""
+    words = set(name_tokens(fm.name))
+    words |= {t for a in fm.assigns for n in a.names for t in name_tokens(n)}
+    hit = sorted(words & _TARGET_WORDS)
+    if not hit or set(name_tokens(fm.name)) & _EVAL_WORDS:
+        return ""
+    return f" (uncertain: this may compute a training target or memory rather than evaluate ({hit[0]!r}))"
 
 
 def _made_here(fm: FunctionModel, fwd: Event) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk, walk_no_defs
 from trickbag.audit._eval_facts import _trained_models
 from trickbag.audit._flow import (
@@ -22,6 +23,7 @@ from trickbag.audit._flow import (
     FunctionModel,
     Loop,
 )
+from trickbag.audit._intent import frozen_models, mode_free
 from trickbag.audit._project import imported_definition
 from trickbag.audit._query import (
     has_kind,
@@ -143,14 +145,43 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     for fm in file.functions:
         for fwd in _training_forwards(fm):
             bad = _culprit(fm, fwd)
-            if bad is not None:
+            if bad is not None and not mode_free(file, fwd.recv or "", fm.cls):
+                why = _doubt(file, fwd.recv)
                 yield Hit(bad, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
-                                    f"with .train()")
+                               f"with .train(){why}", confidence="low" if why else "high")
         for loop in fm.loops:
             switch = _helper_culprit(fm, loop)
             if switch is not None:
+                why = _doubt(file, switch.recv)
                 yield Hit(switch.node, "the model is switched to eval mode here and the training helpers called in "
-                                    "this loop never switch it back with .train()")
+                                       f"this loop never switch it back with .train(){why}",
+                          confidence="low" if why else "high")
+
+
+def _doubt(file: FileModel, recv: str | None) -> str:
+    """Why eval mode during training may be on purpose, or ''."""
+    frozen = frozen_models(file)
+    if frozen and (not recv or short_name(recv) in frozen):
+        return " (uncertain: its parameters are frozen with requires_grad = False: eval() may be on purpose, " \
+               "as in linear probing)"
+    if _optimizers_take_tensors_only(file):
+        return " (uncertain: no optimizer of this file gets a model's parameters: the model may be fixed on purpose)"
+    return ""
+
+
+def _optimizers_take_tensors_only(file: FileModel) -> bool:
+    """This file builds optimizers, and none of them is given ``.parameters()`` of anything (``Adam([latent])``)."""
+    opts = [n for n in file.nodes if isinstance(n, ast.Call)
+            and R.role_by_constructor(n, file.imports, file.class_names) == R.OPTIMIZER]
+    return bool(opts) and all(o.args and _tensor_list(o.args[0]) for o in opts)
+
+
+def _tensor_list(node: ast.AST) -> bool:
+    """``[latent] + noises``, ``[w, b]``: a list literal (maybe concatenated) of names, no ``.parameters()``."""
+    if isinstance(node, ast.BinOp):
+        return (_tensor_list(node.left) or _tensor_list(node.right)) and not any(
+            isinstance(n, ast.Call) for n in walk(node))
+    return isinstance(node, ast.List) and all(isinstance(e, (ast.Name, ast.Attribute)) for e in node.elts)
 
 
 def _helper_culprit(fm: FunctionModel, loop: Loop) -> Event | None:

@@ -23,6 +23,8 @@ from trickbag.audit._flow import (
     FileModel,
     FunctionModel,
 )
+from trickbag.audit._intent import frozen_models
+from trickbag.audit._query import short_name
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -114,5 +116,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
                 continue
             # run from another module: a caller may disable gradients, unless this function set eval() itself
             sure = "low" if callers is None and _mode_before(fm, fwd) != EVAL and not _file_trains(file) else "high"
+            frozen = short_name(fwd.recv or "") in frozen_models(file)
+            why = " (uncertain: the model is frozen with requires_grad_(False): no graph is built unless the " \
+                  "inputs need gradients)" if frozen else ""
             yield Hit(fwd.node, "evaluation forward with gradients enabled: the graph of every batch is built "
-                                "and kept", confidence=sure)
+                                f"and kept{why}", confidence="low" if frozen else sure)

@@ -115,7 +115,11 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
 
     ``total_loss += loss`` keeps a reference to the graph of every iteration (activations included):
     memory grows each step until the epoch ends or the GPU runs out — the classic "out of memory
-    after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.
+    after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.  After that loss's own
+    ``backward()`` its graph has already freed the saved activations: a sum restarted inside the loop (at every
+    optimizer step) stays small and is not reported; one never restarted grows a history all epoch long.  A step's
+    output dict appended to a list (``outputs.append(output)``) after ``output["loss"].backward()``, its loss not
+    replaced by ``output["loss"].detach()`` first, keeps every step's graph too.
     The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,
     ``self.total = self.total + loss``.
 
@@ -159,10 +163,39 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                 kept = _keeps_graph(value, fm, losses, order)
                 if kept and target != kept and target not in backed and target not in losses \
                         and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
+                    if _backward_before(fm, kept, loop, order) and _reset_anywhere_in_loop(fm, target, loop):
+                        continue  # backward() freed the graph's tensors; the sum restarts every update: bounded
                     yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
                                     f"graph stays in memory")
         yield from _helper_accumulations(fm, losses)
         yield from _per_iteration_helper_accumulations(fm, losses, backed)
+        yield from _outputs_kept(fm)
+
+
+def _outputs_kept(fm: FunctionModel) -> Iterator[Hit]:
+    """``outputs.append(output)`` in the loop where ``output["loss"].backward()`` ran, with nothing in between
+    replacing the dict's loss (``output["loss"] = output["loss"].detach()``): every step's graph is kept."""
+    for b in fm.kind_events(BACKWARD):
+        loss = b.extra.get("loss")
+        if not (isinstance(loss, ast.Subscript) and isinstance(loss.value, ast.Name)) or not b.loops:
+            continue
+        holder, loop = loss.value.id, b.loops[-1]
+        for n in walk_no_defs(loop.node):
+            if isinstance(n, ast.Call) and call_name(n) == "append" and len(n.args) == 1 \
+                    and isinstance(n.args[0], ast.Name) and n.args[0].id == holder and n.lineno > b.node.lineno \
+                    and not _holder_rewritten(fm, holder, loop, b.node.lineno, n.lineno):
+                yield Hit(n, f"{dotted(n.func) or 'append'}({holder}) keeps {holder}'s loss with its autograd graph "
+                             f"(backpropagated at line {b.node.lineno}); every iteration's graph stays in memory")
+
+
+def _holder_rewritten(fm: FunctionModel, holder: str, loop: Loop, start: int, end: int) -> bool:
+    """``holder[...] = ...`` or ``holder = ...`` between the backward and the append."""
+    for n in walk_no_defs(loop.node):
+        if isinstance(n, ast.Assign) and start < n.lineno < end and any(
+                dotted(t) == holder or (isinstance(t, ast.Subscript) and dotted(t.value) == holder)
+                for t in n.targets):
+            return True
+    return False
 
 
 def _called_per_training_step(fm: FunctionModel) -> bool:
@@ -266,6 +299,18 @@ def _names(node: ast.AST | None) -> set[str]:
     if node is None:
         return set()
     return {d for n in walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
+
+
+def _backward_before(fm: FunctionModel, kept: str, loop: Loop, order: int) -> bool:
+    """``kept.backward()`` (or a backward of an expression naming it) ran earlier in the same iteration."""
+    return any(b.order < order and loop in b.loops and kept in _names(b.extra.get("loss"))
+               for b in fm.kind_events(BACKWARD))
+
+
+def _reset_anywhere_in_loop(fm: FunctionModel, target: str, loop: Loop) -> bool:
+    """``acc = 0`` somewhere inside the loop (``if step % accum == 0: ...; running_loss = 0``)."""
+    return any(target in a.names and a.op is None and loop in a.loops and target not in _names(a.value)
+               and not _names(a.value) & loss_names(fm) for a in fm.assigns)
 
 
 def _reset_in_loop(fm: FunctionModel, target: str, loop: Loop, node: ast.AST) -> bool:

@@ -149,6 +149,23 @@ def _holds_parameters(value: ast.AST) -> bool:
     return False
 
 
+def _keys_read_back(file: FileModel) -> set[str]:
+    """String keys this file reads from a dict: ``g["k"]`` (loaded), ``g.get("k")``, ``"k" in g``."""
+    def find() -> set[str]:
+        out = set()
+        for n in file.nodes:
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and isinstance(n.slice, ast.Constant):
+                out.add(n.slice.value)
+            elif isinstance(n, ast.Call) and call_name(n) in ("get", "pop", "setdefault") and n.args \
+                    and isinstance(n.args[0], ast.Constant):
+                out.add(n.args[0].value)
+            elif isinstance(n, ast.Compare) and isinstance(n.left, ast.Constant) \
+                    and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops):
+                out.add(n.left.value)
+        return {k for k in out if isinstance(k, str)}
+    return file.memo("tb301_read_back", find)
+
+
 def _looks_like_group(d: ast.Dict | ast.Call) -> bool:
     keys = {k for k, _, _ in _keys(d)}
     if "params" in keys and len(keys) > 1:
@@ -165,9 +182,11 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
     """An optimizer param-group dict has its tensors under a key other than ``'params'``, or a
     misspelled hyper-parameter key.
 
-    Hyper-parameter typos are checked against torch.optim's names for torch's optimizers only: an optimizer
-    class of the file or of another package has names of its own (``epsilon``, ``beta3``).  A group dict
-    whose optimizer is not in sight gives a low-confidence typo finding.
+    A key the same file reads back from a group (``if group["fix_lr"]: ...``, ``group.get("fix_lr")``,
+    ``"fix_lr" in group``) is the program's own key, not a typo.  Hyper-parameter typos are checked against
+    torch.optim's names for torch's optimizers only: an optimizer class of the file or of another package has
+    names of its own (``epsilon``, ``beta3``).  A group dict whose optimizer is not in sight gives a
+    low-confidence typo finding.
 
     ``torch.optim`` reads the tensors of a group from ``'params'`` only (``{'model': ...}`` or
     ``{'parameters': ...}`` fails or trains nothing) and keeps unknown keys silently: a group with
@@ -203,7 +222,10 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
             continue
         if owner == "own":
             continue  # an optimizer with hyper-parameter names of its own (``epsilon``, ``beta3``): not typos
+        read = _keys_read_back(file)
         for k, node, _ in keys:
+            if k in read:
+                continue  # the file's own key, read back from the group (``if group["fix_lr"]: ...``)
             meant = _HYPER_TYPOS.get(k) or next((h for h in _HYPER if k not in _HYPER and len(k) > 3
                                                  and edit_distance(k, h) <= 2), None)
             if meant and k not in _HYPER:

@@ -1,0 +1,174 @@
+"""What the code says about intent: frozen models, models whose mode changes nothing, and comments that say a
+departure from the textbook loop is on purpose.
+
+These facts never make a finding certain; they make one uncertain (shown with ``--all``, with the reason) or,
+where the mistake cannot happen (a model without dropout or BatchNorm has no train/eval difference), remove it.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+
+from trickbag.audit._ast import call_name, const_value, dotted, walk
+from trickbag.audit._flow import FileModel
+from trickbag.audit._query import short_name
+
+__all__ = ["frozen_models", "mode_free", "stated_intent", "INTENT_WORDS"]
+
+#: layers whose forward is the same in train and eval mode (torch.nn names)
+_MODE_FREE_LAYERS = {
+    "Linear", "Bilinear", "Identity", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm", "ReLU", "ReLU6", "LeakyReLU",
+    "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax",
+    "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "PixelShuffle", "Hardtanh",
+    "Hardswish", "Hardsigmoid", "Softsign", "Tanhshrink"}
+_CONTAINERS = {"Sequential", "ModuleList"}
+_NOT_MODULES = ("torch.optim", "optim.", "torch.distributions", "torch.cuda.amp", "torch.amp", "Normal", "Categorical")
+
+#: the comment forms that demote a finding to ``--all`` (documented in docs/lint.md)
+INTENT_WORDS = re.compile(
+    r"\b(on purpose|intentional(ly)?|deliberate(ly)?|by design|frozen|freez(e|ing)|linear[- ]prob(e|ing)|"
+    r"linear classification|trickbag: intended)\b", re.IGNORECASE)
+_WINDOW = 10  # lines above a finding searched for such a comment
+
+
+def _chain_base(node: ast.AST) -> str | None:
+    """``sampler`` for ``sampler.eval().requires_grad_(False)``: the name at the bottom of a method chain."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    return dotted(node)
+
+
+def _find_frozen(file: FileModel) -> set[str]:
+    out: set[str] = set()
+    for n in file.nodes:
+        if isinstance(n, ast.Call) and call_name(n) == "requires_grad_" and n.args \
+                and const_value(n.args[0]) is False and isinstance(n.func, ast.Attribute):
+            if base := _chain_base(n.func.value):
+                out.add(short_name(base))
+        elif isinstance(n, ast.For) and isinstance(n.iter, ast.Call) \
+                and call_name(n.iter) in ("parameters", "named_parameters") and isinstance(n.iter.func, ast.Attribute):
+            if _sets_requires_grad_false(n) and (base := _chain_base(n.iter.func.value)):
+                out.add(short_name(base))
+    return out
+
+
+def _sets_requires_grad_false(loop: ast.For) -> bool:
+    for n in walk(loop):
+        if isinstance(n, ast.Assign) and const_value(n.value) is False and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets):
+            return True
+        if isinstance(n, ast.Call) and call_name(n) == "requires_grad_" and n.args and const_value(n.args[0]) is False:
+            return True
+    return False
+
+
+def frozen_models(file: FileModel) -> set[str]:
+    """Short names of the models frozen in this file: ``m.requires_grad_(False)`` (also inside a method chain,
+    ``m.eval().requires_grad_(False)``) or a loop over ``m.parameters()`` / ``m.named_parameters()`` that sets
+    ``requires_grad = False`` (possibly on part of them: linear probing)."""
+    return file.memo("intent_frozen", lambda: _find_frozen(file))
+
+
+def _layer_name(call: ast.AST) -> str:
+    return (dotted(call.func) or "").split(".")[-1] if isinstance(call, ast.Call) else ""
+
+
+def _init_assigns(cls: ast.ClassDef) -> dict[str, list[ast.AST]]:
+    """``self.X = value`` assignments of a class's methods: X -> the values."""
+    out: dict[str, list[ast.AST]] = {}
+    for n in walk(cls):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out.setdefault(t.attr, []).append(n.value)
+    return out
+
+
+def _value_mode_free(file: FileModel, value: ast.AST, depth: int) -> bool:
+    name = _layer_name(value)
+    if name in _MODE_FREE_LAYERS:
+        return True
+    if name in _CONTAINERS and isinstance(value, ast.Call):
+        items = [a for a in value.args if not isinstance(a, ast.Starred)]
+        elts = [e for a in items for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
+        return len(items) == len(value.args) and all(_value_mode_free(file, e, depth) for e in elts)
+    cls = file.classes.get(name)
+    return cls is not None and _class_mode_free(file, cls, depth + 1)
+
+
+def _class_mode_free(file: FileModel, cls: ast.ClassDef, depth: int = 0) -> bool:
+    """Every module a class of this file builds or calls is mode-free (no dropout, no BatchNorm), it never reads
+    ``self.training``, and its base is ``nn.Module``."""
+    if depth > 4 or any((dotted(b) or "").split(".")[-1] != "Module" for b in cls.bases):
+        return False
+    nodes = list(walk(cls))
+    if any(isinstance(n, ast.Attribute) and n.attr == "training" for n in nodes) or any(
+            isinstance(n, ast.Call) and "dropout" in call_name(n).lower() for n in nodes):
+        return False
+    assigns = _init_assigns(cls)
+    methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    called = {n.func.attr for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"} - methods
+    if any(not assigns.get(name) for name in called):
+        return False
+    values = [v for name in called for v in assigns[name]]
+    values += [v for vals in assigns.values() for v in vals if isinstance(v, ast.Call) and _layer_name(v)[:1].isupper()
+               and not file.imports.qualname(v.func).startswith(_NOT_MODULES)]
+    return bool(values) and all(_value_mode_free(file, v, depth) for v in values)  # a stub class: unknown
+
+
+def mode_free(file: FileModel, recv: str, cls: ast.ClassDef | None = None) -> bool:
+    """The model called as ``recv`` behaves the same in train and eval mode (no dropout, no BatchNorm), as far
+    as this file shows: ``self.fc1`` built as ``nn.Linear``, or an instance of a class of this file made only of
+    such layers.  ``cls`` is the class of the method the call is in (for ``self.X``)."""
+    parts = recv.split(".")
+    if parts[0] == "self" and cls is not None:
+        if len(parts) == 1:
+            return _class_mode_free(file, cls)
+        values = _init_assigns(cls).get(parts[1], [])
+        return len(parts) == 2 and bool(values) and all(_value_mode_free(file, v, 0) for v in values)
+    values = [n.value for n in file.nodes if isinstance(n, ast.Assign)
+              and any(dotted(t) == recv for t in n.targets)]
+    return bool(values) and all(_value_mode_free(file, v, 0) for v in values)
+
+
+def _comments(text: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                out[tok.start[0]] = tok.string
+            elif tok.type == tokenize.STRING and tok.start[0] != tok.end[0]:
+                for k, ln in enumerate(tok.string.splitlines()):
+                    out[tok.start[0] + k] = ln
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return out
+
+
+def stated_intent(file: FileModel, text: str, line: int) -> str | None:
+    """The comment on ``line``, or in the block of comment (or docstring) lines right above it (one blank line
+    allowed in between), that says the code is meant that way (:data:`INTENT_WORDS`), stripped; None without
+    one.  ``noqa`` comments do not count."""
+    comments = file.memo("intent_comments", lambda: _comments(text))
+    lines = text.splitlines()
+    block = [line]
+    ln, blanks = line - 1, 0
+    while ln >= 1 and len(block) <= _WINDOW:
+        if ln in comments:
+            block.append(ln)
+        elif ln <= len(lines) and not lines[ln - 1].strip() and blanks == 0 and len(block) == 1:
+            blanks += 1
+        else:
+            break
+        ln -= 1
+    for ln in block:
+        c = comments.get(ln)
+        if c and "noqa" not in c and INTENT_WORDS.search(c):
+            return c.strip().lstrip("#").strip()
+    return None

@@ -1,0 +1,135 @@
+"""TB115 scheduler-unit-mismatch: A schedule counted in epochs is stepped every batch, or one counted in batches
+is stepped once per epoch.
+
+The check, its own helpers and its exceptions; the rule's docstring says what, why, with a wrong and a
+right example."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trickbag.audit._ast import call_name, dotted, name_tokens, walk
+from trickbag.audit._flow import SCHED, Event, FileModel, Loop
+from trickbag.audit._query import is_data_loop, short_name
+from trickbag.audit.registry import Hit, rule
+
+__all__: list[str] = []
+
+#: schedulers whose length is given by these keywords / positional arguments (index after the optimizer)
+_LENGTH_ARGS = {
+    "StepLR": ("step_size", 0), "MultiStepLR": ("milestones", 0), "CosineAnnealingLR": ("T_max", 0),
+    "CosineAnnealingWarmRestarts": ("T_0", 0), "LinearLR": ("total_iters", 2), "PolynomialLR": ("total_iters", 0),
+    "ConstantLR": ("total_iters", 1), "OneCycleLR": ("total_steps", 1),
+    "get_linear_schedule_with_warmup": ("num_training_steps", 1),
+    "get_cosine_schedule_with_warmup": ("num_training_steps", 1),
+    "get_polynomial_decay_schedule_with_warmup": ("num_training_steps", 1),
+    "get_cosine_with_hard_restarts_schedule_with_warmup": ("num_training_steps", 1),
+}
+_STEP_WORDS = {"steps", "step", "iters", "iterations", "iter", "batches", "updates", "loader", "dataloader", "dl"}
+_EPOCH_WORDS = {"epoch", "epochs"}
+
+
+def _words(node: ast.AST | None) -> tuple[set[str], set[str]]:
+    """(name tokens, called functions) of an expression."""
+    if node is None:
+        return set(), set()
+    words = {t for n in walk(node) if isinstance(n, (ast.Name, ast.Attribute))
+             for t in name_tokens((dotted(n) or getattr(n, "attr", "")).split(".")[-1])}
+    return words, {call_name(n) for n in walk(node) if isinstance(n, ast.Call)}
+
+
+def _unit(call: ast.Call) -> str:
+    """'epoch' when the schedule's length is counted in epochs (``T_max=args.epochs``), 'step' when in batches
+    or updates (``epochs * len(loader)``, ``OneCycleLR(..., steps_per_epoch=...)``), '' when unclear."""
+    name = (dotted(call.func) or "").split(".")[-1]
+    kw = {k.arg: k.value for k in call.keywords if k.arg}
+    if name == "OneCycleLR":
+        return "step" if "total_steps" in kw or "steps_per_epoch" in kw else ""
+    key, index = _LENGTH_ARGS[name]
+    value = kw.get(key)
+    if value is None and len(call.args) > index + 1:
+        value = call.args[index + 1]
+    words, calls = _words(value)
+    if words & _STEP_WORDS or "len" in calls:
+        return "" if words & _EPOCH_WORDS and not ("len" in calls or words & _STEP_WORDS - {"step"}) else "step"
+    return "epoch" if words & _EPOCH_WORDS else ""
+
+
+def _schedulers(file: FileModel) -> dict[str, tuple[ast.Call, str]]:
+    """short name -> (constructor call, unit) of the schedulers this file builds with a length in a known unit."""
+    out: dict[str, tuple[ast.Call, str]] = {}
+    for n in file.nodes:
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and len(n.targets) == 1:
+            name = (dotted(n.value.func) or "").split(".")[-1]
+            target = dotted(n.targets[0])
+            if name in _LENGTH_ARGS and target:
+                unit = _unit(n.value)
+                if unit:
+                    out.setdefault(short_name(target), (n.value, unit))
+                    if out[short_name(target)][1] != unit:
+                        out[short_name(target)] = (n.value, "")  # built twice, in different units: unclear
+    return out
+
+
+def _data_loop(loops: tuple[Loop, ...]) -> Loop | None:
+    return next((lp for lp in reversed(loops) if is_data_loop(lp)), None)
+
+
+def _stepped_at(ev: Event) -> str:
+    """'batch' when the step is inside a loop over the data, 'epoch' when it is in a loop that holds a data loop
+    but outside it; '' otherwise."""
+    if _data_loop(ev.loops) is not None:
+        return "batch"
+    if ev.loops and any(is_data_loop(lp) for lp in ev.fm.loops if lp.parent is ev.loops[-1]):
+        return "epoch"
+    return ""
+
+
+@rule("TB115", "scheduler-unit-mismatch",
+      fix="step the scheduler in the unit its length is counted in (or count the length in the unit you step in)")
+def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
+    """A schedule counted in epochs is stepped every batch, or one counted in batches is stepped once per epoch.
+
+    ``CosineAnnealingLR(opt, T_max=epochs)`` stepped inside the batch loop finishes its cosine after ``epochs``
+    batches and then oscillates; ``MultiStepLR(milestones=[30, 60])`` stepped per batch decays in the first
+    epoch.  The mirror case, ``get_cosine_schedule_with_warmup(opt, warmup, epochs * len(loader))`` or
+    ``OneCycleLR(..., steps_per_epoch=len(loader))`` stepped once per epoch, never leaves the warm-up.  The
+    unit of the length is read from its expression (``epochs`` vs ``len(loader)``, ``total_steps``); a length
+    with no unit in its names (a bare number) is not judged.
+
+    Wrong::
+
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
+        for epoch in range(args.epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+                scheduler.step()
+
+    Right::
+
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
+        for epoch in range(args.epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+            scheduler.step()
+    """
+    scheds = _schedulers(file)
+    if not scheds:
+        return
+    for fm in file.functions:
+        for ev in fm.kind_events(SCHED):
+            built = scheds.get(short_name(ev.recv or ""))
+            if built is None or not built[1]:
+                continue
+            at = _stepped_at(ev)
+            if built[1] == "epoch" and at == "batch":
+                yield Hit(ev.node, f"{ev.recv}.step() runs every batch, but its length is counted in epochs "
+                                   f"(line {built[0].lineno}): the schedule ends after that many batches")
+            elif built[1] == "step" and at == "epoch":
+                yield Hit(ev.node, f"{ev.recv}.step() runs once per epoch, but its length is counted in batches "
+                                   f"(line {built[0].lineno}): the schedule barely moves")
