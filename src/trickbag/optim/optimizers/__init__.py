@@ -53,7 +53,7 @@ def refusal(name: str, what: str) -> str:
     """Why the optimizer ``name`` refuses ``what`` (``"no_sam"``, ``"no_swa"``, ``"no_fsdp"``, ``"no_lookahead"``),
     ``""`` when it does not; an optimizer no module declares (a hand-built Trainer's own) refuses nothing here."""
     entry = optimizers().get(name)
-    return str(getattr(entry, what)) if entry is not None else ""
+    return str(getattr(entry, what) or "") if entry is not None else ""
 
 
 def name_of(optimizer: Any) -> str:
