@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,13 +28,10 @@ class LintConfig:
 
 
 def _load_toml(path: Path) -> dict:
-    try:
-        import tomllib  # Python 3.11+
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            return {}
+    import importlib
+
+    # tomllib from Python 3.11; tomli (a dependency on 3.10) before
+    tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -162,6 +162,7 @@ def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = N
     _checkpoint_activations(recipe, ctx)
     _set_up(recipe, ctx, tricks, mine)
     ctx.user_plugins = mine
+    assert ctx.optimizer is not None  # built by _set_up
     trainer = Trainer(
         ctx.model, ctx.optimizer, ctx.train_loader, ctx.val_loader, task=task, loss_fn=ctx.loss_fn,
         scheduler=ctx.scheduler, plugins=ctx.plugins, max_epochs=recipe.train.epochs,

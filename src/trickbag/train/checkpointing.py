@@ -180,7 +180,7 @@ class Checkpointing(Plugin):
         value = state.metrics.get(self.monitor)
         improved = value is not None and _better(value, self.best, self.mode)
         best_before = (self.best, self.best_epoch)
-        if improved:  # recorded before last.pt is written: a resume from it knows this best
+        if improved and value is not None:  # recorded before last.pt is written: a resume from it knows this best
             self.best, self.best_epoch = float(value), state.epoch
         # written after EPOCH_END, the checkpoints resume at the start of the next epoch; best.pt first: a
         # crash between the two writes resumes from the previous last.pt and redoes this epoch (best.pt

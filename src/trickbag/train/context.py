@@ -177,4 +177,4 @@ def optimizer_defaults(make_optimizer: Any) -> dict[str, Any]:
     return found
 
 
-del TrickContext.notes  # an init-only argument: not a name a trick reaches (its default stays in __init__)
+del TrickContext.notes  # type: ignore[attr-defined]  # an init-only argument: not a name a trick reaches (its default stays in __init__)

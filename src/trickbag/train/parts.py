@@ -13,9 +13,9 @@ import functools
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 from torch.utils.data import DataLoader
@@ -64,6 +64,10 @@ def make_loader(
     )
 
 
+#: whether the monitored metric should rise or fall
+Mode = Literal["max", "min"]
+
+
 @dataclasses.dataclass(kw_only=True)
 class RunParts:
     """What the recipe build made of a recipe, for the run path (the tricks see a :class:`TrickContext` made from
@@ -98,7 +102,7 @@ class RunParts:
     user_plugins: list[Plugin] = dataclasses.field(default_factory=list)
     #: the metric best.pt and early stopping follow, and whether larger is better
     monitor: str = "val/acc"
-    mode: str = "max"
+    mode: Mode = "max"
     #: what loading ``model.weights`` did (None without weights): loaded, missing, unexpected, mismatched
     weights_report: Any = None
     #: extra entries stored in every checkpoint
@@ -227,7 +231,7 @@ _LOWER_IS_BETTER = ("loss", "mae", "rmse")
 _TRAIN_METRICS = ("loss", "samples_per_s", "epoch_time_s", "grad_norm", "grad_norm_max")
 
 
-def resolve_monitor(recipe: Recipe, task: Task, has_val: bool) -> tuple[str, str]:
+def resolve_monitor(recipe: Recipe, task: Task, has_val: bool) -> tuple[str, Mode]:
     """``(train.monitor, train.mode)`` with ``auto`` resolved for ``task``; a metric the run will never
     report is refused in one line."""
     monitor, mode = recipe.train.monitor, recipe.train.mode
@@ -270,6 +274,7 @@ def _load_weights(model: torch.nn.Module, recipe: Recipe, name: str) -> Any:
     """Load ``model.weights`` where names and shapes match; the :class:`~trickbag.nn.LoadReport`."""
     from trickbag.nn import load_matching
 
+    assert recipe.model.weights is not None  # called only when the recipe names weights
     path = Path(recipe.model.weights).expanduser()
     if not path.is_file():
         raise CheckpointError(f"model.weights={recipe.model.weights!r} does not exist")
@@ -349,8 +354,9 @@ def data_task_model(recipe: Recipe, dev: torch.device, dist: runtime.DistInfo,
 
 
 def task_outputs(task: Task) -> int:
-    return int(getattr(task, "num_classes", None) or getattr(task, "num_labels", None)
-               or getattr(task, "num_targets", 1))
+    """The model's outputs for ``task``: its classes, labels or regression targets."""
+    n: Any = getattr(task, "num_classes", None) or getattr(task, "num_labels", None) or getattr(task, "num_targets", 1)
+    return int(n)
 
 
 def _optimizer_factory(recipe: Recipe, ctx: RunParts) -> None:
@@ -373,7 +379,7 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
     train_loader = make_loader(data.train, recipe, train=True, dist=dist, device=dev)
     if len(train_loader) == 0:
         raise RecipeError(f"data.batch_size={recipe.data.batch_size} with drop_last leaves no training batch "
-                          f"({len(data.train)} samples)")
+                          f"({len(cast(Sized, data.train))} samples)")
     eval_loader = lambda ds: make_loader(ds, recipe, train=False, dist=dist, device=dev) if ds is not None else None  # noqa: E731
     steps_per_epoch = math.ceil(len(train_loader) / recipe.train.accumulate)
     ctx = RunParts(
@@ -385,6 +391,7 @@ def make_context(recipe: Recipe, data: DataSplits, task: Task, model: Any, dev: 
     )
     _optimizer_factory(recipe, ctx)
     if recipe.optim.lookahead_k:
+        assert ctx.optimizer_factory is not None  # set just above
         ctx.optimizer_factory = _lookahead(recipe, ctx.optimizer_factory)
     ctx.checkpoint_extra["task"] = task.metadata()
     ctx.checkpoint_extra["preprocess"] = data.fitted  # the fitted preprocessing: predict/eval/export need no data

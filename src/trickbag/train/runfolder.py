@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.train.plugin import Plugin
@@ -201,7 +201,7 @@ class RunFolder:
         if self.progress not in (True, False, "lines"):
             raise ValueError(f"progress must be True, False or 'lines', got {self.progress!r}")
 
-    def plugins(self, *, monitor: str, mode: str) -> list[Plugin]:
+    def plugins(self, *, monitor: str, mode: Literal["max", "min"]) -> list[Plugin]:
         """The file-writing plug-ins, checkpointing last (it records what the others did)."""
         from trickbag.train.checkpointing import Checkpointing
         from trickbag.train.loggers import CSVLogger, TensorBoardLogger

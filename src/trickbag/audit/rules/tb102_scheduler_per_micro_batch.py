@@ -62,11 +62,11 @@ def _horizon_unit(file: FileModel) -> str:
         units = set()
         for v in _horizon_values(file):
             words = {t for n in walk(v) if isinstance(n, (ast.Name, ast.Attribute)) for t in name_tokens(
-                (dotted(n) or getattr(n, "attr", "")).split(".")[-1])}
+                str(dotted(n) or getattr(n, "attr", "")).split(".")[-1])}
             calls = {call_name(n) for n in walk(v) if isinstance(n, ast.Call)}
             divided = any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)) and {
                 t for m in walk(n.right) if isinstance(m, (ast.Name, ast.Attribute))
-                for t in name_tokens((dotted(m) or getattr(m, "attr", "")).split(".")[-1])} & _ACCUM_WORDS
+                for t in name_tokens(str(dotted(m) or getattr(m, "attr", "")).split(".")[-1])} & _ACCUM_WORDS
                 for n in walk(v))
             if divided or words & _ACCUM_WORDS:
                 units.add("update")

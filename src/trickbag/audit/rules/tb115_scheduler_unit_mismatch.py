@@ -35,7 +35,7 @@ def _words(node: ast.AST | None) -> tuple[set[str], set[str]]:
     if node is None:
         return set(), set()
     words = {t for n in walk(node) if isinstance(n, (ast.Name, ast.Attribute))
-             for t in name_tokens((dotted(n) or getattr(n, "attr", "")).split(".")[-1])}
+             for t in name_tokens(str(dotted(n) or getattr(n, "attr", "")).split(".")[-1])}
     return words, {call_name(n) for n in walk(node) if isinstance(n, ast.Call)}
 
 

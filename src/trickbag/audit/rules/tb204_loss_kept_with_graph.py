@@ -179,13 +179,13 @@ def _outputs_kept(fm: FunctionModel) -> Iterator[Hit]:
         loss = b.extra.get("loss")
         if not (isinstance(loss, ast.Subscript) and isinstance(loss.value, ast.Name)) or not b.loops:
             continue
-        holder, loop = loss.value.id, b.loops[-1]
+        holder, loop, at = loss.value.id, b.loops[-1], getattr(b.node, "lineno", 0)
         for n in walk_no_defs(loop.node):
             if isinstance(n, ast.Call) and call_name(n) == "append" and len(n.args) == 1 \
-                    and isinstance(n.args[0], ast.Name) and n.args[0].id == holder and n.lineno > b.node.lineno \
-                    and not _holder_rewritten(fm, holder, loop, b.node.lineno, n.lineno):
+                    and isinstance(n.args[0], ast.Name) and n.args[0].id == holder and n.lineno > at \
+                    and not _holder_rewritten(fm, holder, loop, at, n.lineno):
                 yield Hit(n, f"{dotted(n.func) or 'append'}({holder}) keeps {holder}'s loss with its autograd graph "
-                             f"(backpropagated at line {b.node.lineno}); every iteration's graph stays in memory")
+                             f"(backpropagated at line {at}); every iteration's graph stays in memory")
 
 
 def _holder_rewritten(fm: FunctionModel, holder: str, loop: Loop, start: int, end: int) -> bool:
