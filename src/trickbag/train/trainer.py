@@ -180,7 +180,8 @@ class Trainer:
             device, local_rank=dist.local_rank)
         model.to(self.device)
         task = task or Classification(num_classes=None)
-        self.monitor, self.mode = monitor or task.monitor[0], mode or task.monitor[1]
+        self.monitor = monitor or task.monitor[0]
+        self.mode: Literal["max", "min"] = mode or cast(Literal["max", "min"], task.monitor[1])
         self.clip, self.eval_every = clip, eval_every
         self.plugins: list[Plugin] = list(plugins)
         out = sys.stderr if dist.is_main else None
