@@ -14,18 +14,18 @@ __all__: list[str] = []
 _ENV_METHODS = {"get", "setdefault", "pop", "__getitem__", "__setitem__"}
 
 
-def _is_environ(node: ast.AST, file: FileModel) -> bool:
+def is_environ(node: ast.AST, file: FileModel) -> bool:
     return file.imports.qualname(node) == "os.environ"
 
 
-def _env_call_keys(node: ast.Call, file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
+def env_call_keys(node: ast.Call, file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
     func, name = node.func, call_name(node)
     qual = file.imports.qualname(func)
-    on_environ = isinstance(func, ast.Attribute) and _is_environ(func.value, file)
+    on_environ = isinstance(func, ast.Attribute) and is_environ(func.value, file)
     if (on_environ and name in _ENV_METHODS) or qual in ("os.getenv", "os.putenv", "os.unsetenv"):
         if node.args and isinstance(a0 := node.args[0], ast.Constant) and isinstance(a0.value, str):
             yield a0.value, node, name in ("setdefault", "putenv", "__setitem__")
-    if (on_environ and name == "update") or (name == "dict" and node.args and _is_environ(node.args[0], file)):
+    if (on_environ and name == "update") or (name == "dict" and node.args and is_environ(node.args[0], file)):
         for k in node.keywords:
             if k.arg:
                 yield k.arg, node, True

@@ -25,7 +25,7 @@ from trickbag.audit._flow import (
 )
 from trickbag.audit._project import imported_definition
 from trickbag.audit._query import (
-    _VALISH,
+    VALISH,
     has_kind,
     is_data_loop,
     is_eval_function,
@@ -40,7 +40,7 @@ __all__: list[str] = []
 
 
 
-def _mode_before(fm: FunctionModel, fwd: Event) -> str | None:
+def mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     """The train/eval switch last run (in this function) before ``fwd``: 'eval', 'train' or None."""
     events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
     modes = [(e, kind) for e, kind in mode_events(fm, events) if same_model(e, fwd)]
@@ -57,7 +57,7 @@ def _keeps_itself_in_eval(file: FileModel, name: str) -> bool:
     return bool(classes) and all(_evaluating_class(c) for c in classes)
 
 
-def _runs_without_grad(file: FileModel, name: str) -> bool:
+def runs_without_grad(file: FileModel, name: str) -> bool:
     """``name`` holds an instance of a class (of this file, or imported from the project) whose ``forward`` runs
     with gradients off: decorated with ``no_grad`` / ``inference_mode``, or its whole body under such a block."""
     classes = _wrapper_classes(file, name)
@@ -132,7 +132,7 @@ def _forwards(fm: FunctionModel) -> list[Event]:
     return table[id(fm)]
 
 
-def _eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
+def eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
     """(first forward, why) of each evaluation scope of ``fm``: an evaluation function, a loop over a
     validation set, a loop without backward after ``model.eval()``."""
     fwds = _forwards(fm)
@@ -167,7 +167,7 @@ def _full_batch_validation(fm: FunctionModel) -> Iterator[Event]:
 def _valish(nodes: list[ast.AST]) -> bool:
     words = {t for a in nodes for n in walk(a) if isinstance(n, (ast.Name, ast.Attribute))
              for t in name_tokens(dotted(n) or "")}
-    return bool(words & _VALISH)
+    return bool(words & VALISH)
 
 
 def _valish_sibling(fm: FunctionModel, call: ast.AST) -> bool:
@@ -201,7 +201,7 @@ def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
     if not fwds:
         return False
     first_fwd = min(fwds, key=lambda e: e.order)
-    return is_valish(loop) or _mode_before(fm, first_fwd) == EVAL or \
+    return is_valish(loop) or mode_before(fm, first_fwd) == EVAL or \
         (is_data_loop(loop) and first_fwd.grad_disabled and not fm.kind_events(BACKWARD))
 
 
@@ -210,7 +210,7 @@ _RANDOM = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randn_
 _LOADS = re.compile(r"load|restore|from_pretrained|resume|checkpoint|ckpt")
 
 
-def _test_code(fm: FunctionModel) -> bool:
+def test_code(fm: FunctionModel) -> bool:
     """A test: in a test module, a ``test_*`` function, or a method of a ``Test*`` / ``TestCase`` class."""
     if fm.file.test_file or fm.name.startswith("test_"):
         return True
@@ -234,7 +234,7 @@ def _random_input(fm: FunctionModel, node: ast.AST, depth: int = 0) -> bool:
     return bool(values) and all(v is not None and _random_input(fm, v, depth + 1) for v in values)
 
 
-def _smoke_check(fm: FunctionModel, fwd: Event) -> bool:
+def smoke_check(fm: FunctionModel, fwd: Event) -> bool:
     """A shape check, not an evaluation: the forward runs on random inputs, or runs a model built right here
     from its class and never loaded (``net = ResNet18(); y = net(torch.randn(1, 3, 32, 32))``)."""
     call = fwd.node
@@ -246,16 +246,16 @@ def _smoke_check(fm: FunctionModel, fwd: Event) -> bool:
         R.role_by_constructor(v, fm.file.imports, fm.file.class_names) == R.MODEL
         and not _LOADS.search(call_name(R.innermost_call(v) or v)) for v in built)
     loaded = any(isinstance(n, ast.Call) and _LOADS.search(call_name(n)) for n in fm.nodes)
-    trained = bool(fm.kind_events(BACKWARD)) or short_name(fwd.recv or "") in _trained_models(fm.file)
+    trained = bool(fm.kind_events(BACKWARD)) or short_name(fwd.recv or "") in trained_models_of(fm.file)
     return fresh and not loaded and not trained
 
 
-def _file_trains(file: FileModel) -> bool:
+def file_trains(file: FileModel) -> bool:
     """The file has a training step of its own (a backward): a trainer, whose evaluation we see whole."""
     return any(f.kind_events(BACKWARD) for f in file.functions)
 
 
-def _trained_models(file: FileModel) -> set[str]:
+def trained_models_of(file: FileModel) -> set[str]:
     """Short names of the models whose parameters go to an optimizer in this file (empty: unknown)."""
     return file.memo("trained_models", lambda: _find_trained_models(file))
 
@@ -271,7 +271,7 @@ def _find_trained_models(file: FileModel) -> set[str]:
     return out
 
 
-def _bound_args(helper: FunctionModel, call: ast.Call) -> Iterator[tuple[str, ast.AST]]:
+def bound_args(helper: FunctionModel, call: ast.Call) -> Iterator[tuple[str, ast.AST]]:
     """(parameter, argument) pairs of a call of a local function or method."""
     args = cast(ast.FunctionDef, helper.node).args  # a local function or method
     params = [a.arg for a in args.posonlyargs + args.args]

@@ -582,7 +582,7 @@ def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
     return Accumulation(loop, None, None, counter, tuple(steps))
 
 
-def _returned_nested(factory: FunctionModel) -> FunctionModel | None:
+def returned_nested(factory: FunctionModel) -> FunctionModel | None:
     """The nested function a factory returns by name (``def make_step(...): def step(...): ...; return step``)."""
     for n in factory.nodes:
         if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in factory.nested:
@@ -723,7 +723,7 @@ class FileModel:
         for scope in scopes + ([self.module] if self.module not in scopes else []):
             for value in scope.call_assignments().get(name, ()):
                 factory = self.resolve(value, scope)
-                product = _returned_nested(factory) if factory is not None else None
+                product = returned_nested(factory) if factory is not None else None
                 if product is not None:
                     table[key] = product
                     return product

@@ -27,12 +27,12 @@ from trickbag.audit._flow import (
 __all__: list[str] = []
 
 
-def _managed(ev: Event) -> bool:
+def framework_accumulates(ev: Event) -> bool:
     """``ev`` is in a loop whose accumulation a framework runs (``accelerator.accumulate``)."""
     return any((acc := ev.fm.accumulation(lp)) is not None and acc.managed for lp in ev.loops)
 
 
-def _micro(ev: Event, depth: int = 0) -> bool:
+def per_micro_batch(ev: Event, depth: int = 0) -> bool:
     """Is ``ev`` run once per micro-batch of a gradient-accumulation loop?  Also for an event of a per-batch step
     function outside its update test (see :func:`step_function`), and for an event of a local helper (outside any
     loop or accumulation test of the helper) that a micro-batch calls, following helpers of helpers two levels
@@ -45,7 +45,7 @@ def _micro(ev: Event, depth: int = 0) -> bool:
         return False
     if not steps_like(ev) and step_function(ev.fm):
         return True
-    return depth < 2 and any(_micro(site, depth + 1) for site in ev.fm.call_sites())
+    return depth < 2 and any(per_micro_batch(site, depth + 1) for site in ev.fm.call_sites())
 
 
 def step_function(fm: FunctionModel) -> bool:
@@ -84,32 +84,33 @@ def _counts(fm: FunctionModel) -> set[str]:
 _STEP_WORK = {BACKWARD, STEP, SCALE, SCALER_UPDATE, UNSCALE, SCHED}
 
 
-def _pure_call(e: Event, kind: str) -> bool:
+def pure_call(e: Event, kind: str) -> bool:
     """A call of a local helper that does ``kind`` (clipping, zeroing) and none of the rest of a step
     (``clip(model, 1.0)``, ``self._reset()``): checked, and reported, where it is called."""
     return e.kind == CALL and kind in e.kinds() and not e.kinds() & _STEP_WORK
 
 
 def _pure_helper(fm: FunctionModel) -> bool:
-    """A local helper called from the file that does none of the rest of a step (see :func:`_pure_call`)."""
+    """A local helper called from the file that does none of the rest of a step (see :func:`pure_call`)."""
     return bool(fm.call_sites()) and not fm.file.summary(fm).kinds & _STEP_WORK
 
 
-def _helper_name(e: Event) -> str:
+def helper_name(e: Event) -> str:
     return dotted(cast(ast.Call, e.node).func) or e.extra["helper"].name
 
 
 def micro_batch_events(file: FileModel, kind: str) -> Iterator[Event]:
-    """Every event of ``kind`` that runs once per micro-batch of gradient accumulation (see :func:`_micro`), in
+    """Every event of ``kind`` that runs once per micro-batch of gradient accumulation (see :func:`per_micro_batch`), in
     file order; a helper that does ``kind`` and nothing else of a step counts at its calls (see
-    :func:`_pure_call`), not inside.  Whether a framework runs the accumulation is :func:`_managed`'s to say."""
+    :func:`pure_call`), not inside.  Whether a framework runs the accumulation is
+    :func:`framework_accumulates`'s to say."""
     for fm in file.functions:
         pure = None
         for e in fm.events:
             if e.kind == kind:
                 if pure is None:
                     pure = _pure_helper(fm)
-                if not pure and _micro(e):
+                if not pure and per_micro_batch(e):
                     yield e
-            elif _pure_call(e, kind) and _micro(e):
+            elif pure_call(e, kind) and per_micro_batch(e):
                 yield e

@@ -191,7 +191,7 @@ def _feeds_backward(site: Event) -> bool:
                and guards <= {id(g.node) for g in b.guards} for b in site.fm.kind_events(BACKWARD))
 
 
-_VALISH = {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout", "heldout"}
+VALISH = {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout", "heldout"}
 
 
 def is_valish(loop: Loop) -> bool:
@@ -205,7 +205,7 @@ def is_valish(loop: Loop) -> bool:
             words.update(name_tokens(dotted(n) or (n.attr if isinstance(n, ast.Attribute) else "")))
         elif isinstance(n, ast.Constant) and isinstance(n.value, str):
             words.update(name_tokens(n.value))
-    return bool(words & _VALISH)
+    return bool(words & VALISH)
 
 
 _DATA = {"loader", "dataloader", "dl", "data", "dataset", "ds", "batches", "iterator", "split", "images", "samples",

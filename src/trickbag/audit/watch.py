@@ -195,7 +195,7 @@ class Audit:
         self._model_params: list[tuple[str, torch.nn.Parameter]] = []
         self._attached_models: set[int] = set()
         self._pending_backward = False
-        self._eval_forwards: dict[str, int] = {}
+        self.eval_forwards: dict[str, int] = {}
         self._scaled = self._unscaled = False
         self._scaler_enabled = True
         self._clips: dict[int, int] = {}
@@ -269,17 +269,17 @@ class Audit:
         if not self._active:
             return None
         self.report.counts["forwards"] += 1
-        if self._eval_forwards:  # the previous eval-mode forward got no backward before this one
+        if self.eval_forwards:  # the previous eval-mode forward got no backward before this one
             self._resolve_eval_forwards()
         if not module.training and torch.is_grad_enabled():
-            self._eval_forwards[user_where()] = 1
+            self.eval_forwards[user_where()] = 1
         return None
 
     def _resolve_eval_forwards(self) -> None:
-        for where in self._eval_forwards:
+        for where in self.eval_forwards:
             self.report.add("eval-with-grad", "forward in eval mode with gradients enabled, and no backward went "
                             "through it before the next forward: run evaluation under torch.inference_mode()", where)
-        self._eval_forwards.clear()
+        self.eval_forwards.clear()
 
     # ------------------------------------------------------------------ optimizers
     def _adopt_optimizer(self, opt: torch.optim.Optimizer) -> _OptState:
@@ -365,11 +365,11 @@ class Audit:
                 st.zero_seen = True
             else:
                 st.stale_seen = True
-        if self._eval_forwards:
-            for where in self._eval_forwards:
+        if self.eval_forwards:
+            for where in self.eval_forwards:
                 self.report.add("train-in-eval-mode", "backward through a forward run in eval mode: call "
                                 "model.train() before training", where)
-            self._eval_forwards.clear()
+            self.eval_forwards.clear()
         return None
 
     def _attach_on_first_step(self, st: _OptState) -> None:

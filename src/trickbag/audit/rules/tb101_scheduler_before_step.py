@@ -19,7 +19,7 @@ from trickbag.audit._flow import (
     Event,
     FileModel,
 )
-from trickbag.audit._loop_facts import _micro
+from trickbag.audit._loop_facts import per_micro_batch
 from trickbag.audit._query import at_level, loops_of, stepish
 from trickbag.audit.registry import Hit, rule
 
@@ -73,7 +73,7 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
         return
     for _fm, loop in loops_of(file):
         for e in loop.events:
-            if e.kind != SCHED or cast(ast.Call, e.node).args or not at_level(e, loop) or _micro(e) \
+            if e.kind != SCHED or cast(ast.Call, e.node).args or not at_level(e, loop) or per_micro_batch(e) \
                     or _counter_guarded(e, loop):
                 continue
             if _before_its_step(file, e, loop.events):
@@ -125,7 +125,7 @@ def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
     if not any(BACKWARD in e.kinds() for e in flat):
         return
     for e in flat:
-        if e.kind != SCHED or e.node.args or _micro(e) or _after_first_guarded(e):
+        if e.kind != SCHED or e.node.args or per_micro_batch(e) or _after_first_guarded(e):
             continue
         if _before_its_step(file, e, flat):
             yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same training step")

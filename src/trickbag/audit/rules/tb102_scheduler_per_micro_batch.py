@@ -13,7 +13,7 @@ from trickbag.audit._flow import (
     SCHED,
     FileModel,
 )
-from trickbag.audit._loop_facts import _managed, micro_batch_events
+from trickbag.audit._loop_facts import framework_accumulates, micro_batch_events
 from trickbag.audit._query import short_name
 from trickbag.audit.registry import Hit, rule
 
@@ -108,7 +108,7 @@ def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
                 optimizer.zero_grad()
     """
     for e in micro_batch_events(file, SCHED):
-        if not _managed(e):
+        if not framework_accumulates(e):
             unit = _horizon_unit(file)
             why = " (uncertain: the schedule's horizon is counted in batches here, the unit it is stepped in)" \
                 if unit == "micro" else ""

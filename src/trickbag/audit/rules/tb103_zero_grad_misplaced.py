@@ -17,7 +17,7 @@ from trickbag.audit._flow import (
     FunctionModel,
     backward_like,
 )
-from trickbag.audit._loop_facts import _helper_name, _managed, micro_batch_events
+from trickbag.audit._loop_facts import framework_accumulates, helper_name, micro_batch_events
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -73,16 +73,16 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
                 optimizer.zero_grad()
     """
     for z in micro_batch_events(file, ZERO):
-        if _managed(z):
+        if framework_accumulates(z):
             continue
         if z.kind == ZERO:
             yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
         else:
-            yield Hit(z.node, f"{_helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
+            yield Hit(z.node, f"{helper_name(z)}() zeroes the gradients on every micro-batch: it discards "
                               f"the gradients being accumulated")
     for fm in file.functions:
         for z in fm.kind_events(ZERO):
-            if not _managed(z) and _zeroes_window_start(fm, z):
+            if not framework_accumulates(z) and _zeroes_window_start(fm, z):
                 yield Hit(z.node, "zero_grad() under the update test runs before the backward of the micro-batch "
                                   "that steps: it discards the gradients accumulated so far")
         for s in fm.kind_events(STEP):

@@ -20,7 +20,7 @@ from trickbag.audit._flow import (
     Event,
     FileModel,
 )
-from trickbag.audit._loop_facts import _helper_name, _pure_call
+from trickbag.audit._loop_facts import helper_name, pure_call
 from trickbag.audit._query import train_loop
 from trickbag.audit.registry import Hit, rule
 
@@ -85,12 +85,12 @@ def clip_before_unscale(file: FileModel) -> Iterator[Hit]:
     """
     for fm in file.functions:
         for c in fm.events:
-            if not (c.kind == CLIP or _pure_call(c, CLIP)) or not _scaler_in_use(fm, c) or _unscales_itself(c):
+            if not (c.kind == CLIP or pure_call(c, CLIP)) or not _scaler_in_use(fm, c) or _unscales_itself(c):
                 continue
             loop = train_loop(c)
             unscaled = [u for u in fm.events if UNSCALE in u.kinds() and u.order < c.order and not u.exclusive(c)
                         and (loop is None or loop in u.loops)]
             if not unscaled:
-                where = f" (in {_helper_name(c)}())" if c.kind == CALL else ""
+                where = f" (in {helper_name(c)}())" if c.kind == CALL else ""
                 yield Hit(c.node, f"gradients are clipped{where} while still multiplied by the GradScaler's loss "
                                   f"scale")

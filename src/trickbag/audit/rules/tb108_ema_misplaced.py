@@ -11,7 +11,7 @@ from trickbag.audit._flow import (
     EMA_UPDATE,
     FileModel,
 )
-from trickbag.audit._loop_facts import _micro
+from trickbag.audit._loop_facts import per_micro_batch
 from trickbag.audit._query import at_level, stepish, train_loop
 from trickbag.audit.registry import Hit, rule
 
@@ -51,7 +51,7 @@ def ema_misplaced(file: FileModel) -> Iterator[Hit]:
     for fm in file.functions:
         for e in fm.kind_events(EMA_UPDATE):
             loop = train_loop(e)
-            if _micro(e):
+            if per_micro_batch(e):
                 yield Hit(e.node, "the weight average is updated on every micro-batch, not once per update")
             elif loop is not None and at_level(e, loop):
                 steps = [s for s in loop.events if stepish(s) and not s.exclusive(e)]

@@ -12,7 +12,7 @@ from trickbag.audit._flow import (
     CLIP,
     FileModel,
 )
-from trickbag.audit._loop_facts import _helper_name, micro_batch_events
+from trickbag.audit._loop_facts import helper_name, micro_batch_events
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -46,5 +46,5 @@ def clip_per_micro_batch(file: FileModel) -> Iterator[Hit]:
                 optimizer.zero_grad()
     """
     for c in micro_batch_events(file, CLIP):
-        where = f" (in {_helper_name(c)}())" if c.kind == CALL else ""
+        where = f" (in {helper_name(c)}())" if c.kind == CALL else ""
         yield Hit(c.node, f"gradients are clipped{where} on every micro-batch instead of once per update")

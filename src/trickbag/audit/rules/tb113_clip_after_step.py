@@ -17,7 +17,7 @@ from trickbag.audit._flow import (
     backward_like,
     steps_like,
 )
-from trickbag.audit._loop_facts import _helper_name, _pure_call
+from trickbag.audit._loop_facts import helper_name, pure_call
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -58,8 +58,8 @@ def clip_after_step(file: FileModel) -> Iterator[Hit]:
         if not steps:
             continue
         for c in fm.events:
-            if (c.kind == CLIP or _pure_call(c, CLIP)) and _after_its_step(fm, c, steps):
-                where = f" (in {_helper_name(c)}())" if c.kind == CALL else ""
+            if (c.kind == CLIP or pure_call(c, CLIP)) and _after_its_step(fm, c, steps):
+                where = f" (in {helper_name(c)}())" if c.kind == CALL else ""
                 yield Hit(c.node, f"gradients are clipped{where} after the optimizer step that used them: the "
                                   f"update was not clipped")
 

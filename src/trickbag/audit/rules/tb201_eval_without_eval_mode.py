@@ -11,7 +11,7 @@ from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens
-from trickbag.audit._eval_facts import _bound_args, _eval_forwards, _file_trains, _mode_before, _smoke_check, _test_code
+from trickbag.audit._eval_facts import bound_args, eval_forwards, file_trains, mode_before, smoke_check, test_code
 from trickbag.audit._flow import (
     CALL,
     EVAL,
@@ -23,7 +23,7 @@ from trickbag.audit._flow import (
 )
 from trickbag.audit._intent import mode_free
 from trickbag.audit._query import (
-    _VALISH,
+    VALISH,
     mode_events,
     short_name,
 )
@@ -52,7 +52,7 @@ def _caller_mode(fm: FunctionModel, depth: int = 0, model: str | None = None) ->
     verdicts = set()
     for s in sites:
         modes = mode_events(s.fm, [e for e in s.fm.events if e.order < s.order and not e.exclusive(s)])
-        arg = next((dotted(a) for p, a in _bound_args(fm, s.node) if p == model), None) \
+        arg = next((dotted(a) for p, a in bound_args(fm, s.node) if p == model), None) \
             if model and isinstance(s.node, ast.Call) and isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
             else None
         if arg:
@@ -123,13 +123,13 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
             print(evaluate(model, val_loader))
     """
     for fm in file.functions:
-        if _test_code(fm):
+        if test_code(fm):
             continue
-        for fwd, scope in _eval_forwards(fm):
-            mode = _mode_before(fm, fwd)
+        for fwd, scope in eval_forwards(fm):
+            mode = mode_before(fm, fwd)
             if mode == EVAL or (mode == TRAIN and scope == "function"):  # train() on purpose: update_bn & co.
                 continue
-            if _smoke_check(fm, fwd) or _pretrained_here(fm, fwd) or mode_free(file, fwd.recv or "", fm.cls):
+            if smoke_check(fm, fwd) or _pretrained_here(fm, fwd) or mode_free(file, fwd.recv or "", fm.cls):
                 continue
             made = _made_here(fm, fwd)
             sure = "low" if made == "elsewhere" else "high"
@@ -141,7 +141,7 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                     if any(e.kind == EVAL for f in file.functions for e in f.events):
                         continue
                     # run from another module, which may call eval() first: unless this file trains the model
-                    sure = "high" if _file_trains(file) else "low"
+                    sure = "high" if file_trains(file) else "low"
             why = _feeds_training(fm, fwd)
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
                                 f"batch statistics): call {cast(str, fwd.recv).split('(')[0]}.eval() first{why}",
@@ -151,7 +151,7 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
 _TARGET_WORDS = {"td", "advantage", "advantages", "adv", "gae", "returns", "memory", "bank",
                  "queue", "pseudo", "rollout", "rollouts", "buffer", "replay", "teacher", "prototypes", "cluster",
                  "clusters", "centroids", "collect", "bootstrap"}
-_EVAL_WORDS = _VALISH | {"evaluate", "validate", "accuracy", "metric", "metrics", "score", "inference", "predict"}
+_EVAL_WORDS = VALISH | {"evaluate", "validate", "accuracy", "metric", "metrics", "score", "inference", "predict"}
 
 
 def _feeds_training(fm: FunctionModel, fwd: Event) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk, walk_no_defs
-from trickbag.audit._eval_facts import _trained_models
+from trickbag.audit._eval_facts import trained_models_of
 from trickbag.audit._flow import (
     BACKWARD,
     CALL,
@@ -54,7 +54,7 @@ def _frozen(file: FileModel, name: str) -> bool:
 
 
 def _training_forwards(fm: FunctionModel) -> Iterator[Event]:
-    trained = _trained_models(fm.file)
+    trained = trained_models_of(fm.file)
     for f in fm.kind_events(FORWARD):
         if f.grad_disabled or not f.loops or not has_kind(f.loops[-1], BACKWARD) or not f.recv \
                 or not any(stepish(e) for lp in f.loops for e in lp.events):

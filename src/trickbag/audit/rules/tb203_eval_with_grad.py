@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, const_value, walk
 from trickbag.audit._eval_facts import (
-    _eval_forwards,
-    _file_trains,
-    _mode_before,
-    _runs_without_grad,
-    _smoke_check,
-    _test_code,
+    eval_forwards,
+    file_trains,
+    mode_before,
+    runs_without_grad,
+    smoke_check,
+    test_code,
 )
 from trickbag.audit._flow import (
     BACKWARD,
@@ -103,11 +103,11 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
             return total
     """
     for fm in file.functions:
-        if fm.grad_disabled or _grad_off_statement(fm) or _test_code(fm):
+        if fm.grad_disabled or _grad_off_statement(fm) or test_code(fm):
             continue
-        for fwd, scope in _eval_forwards(fm):
-            if fwd.grad_disabled or fwd.in_context("grad") is not None or _smoke_check(fm, fwd) \
-                    or _runs_without_grad(file, fwd.recv or ""):
+        for fwd, scope in eval_forwards(fm):
+            if fwd.grad_disabled or fwd.in_context("grad") is not None or smoke_check(fm, fwd) \
+                    or runs_without_grad(file, fwd.recv or ""):
                 continue
             if scope == "function" and fm.kind_events(BACKWARD):
                 continue
@@ -115,7 +115,7 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
             if callers:
                 continue
             # run from another module: a caller may disable gradients, unless this function set eval() itself
-            sure = "low" if callers is None and _mode_before(fm, fwd) != EVAL and not _file_trains(file) else "high"
+            sure = "low" if callers is None and mode_before(fm, fwd) != EVAL and not file_trains(file) else "high"
             frozen = short_name(fwd.recv or "") in frozen_models(file)
             why = " (uncertain: the model is frozen with requires_grad_(False): no graph is built unless the " \
                   "inputs need gradients)" if frozen else ""

@@ -12,7 +12,7 @@ from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, walk, walk_no_defs
-from trickbag.audit._eval_facts import _bound_args
+from trickbag.audit._eval_facts import bound_args
 from trickbag.audit._flow import (
     BACKWARD,
     STEP,
@@ -248,7 +248,7 @@ def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:
                 continue
             before = max((a.order for a in fm.assigns if a.node.lineno <= call.lineno),  # type: ignore[attr-defined]
                  default=0)
-            for param, arg in _bound_args(helper, call):
+            for param, arg in bound_args(helper, call):
                 kept = _keeps_graph(arg, fm, losses, before)
                 target = _persistent_sum(helper, param) if kept else None
                 if target:

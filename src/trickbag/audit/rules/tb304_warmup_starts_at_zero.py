@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TypeGuard
 
 from trickbag.audit._ast import call_name, dotted, walk
-from trickbag.audit._flow import FileModel, FunctionModel, _returned_nested
+from trickbag.audit._flow import FileModel, FunctionModel, returned_nested
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -245,7 +245,7 @@ def _factory_function(fm: FunctionModel, call: ast.Call) -> ast.AST | None:
     factory = fm.file.resolve(call, fm)
     if factory is None:
         return None
-    nested = _returned_nested(factory)
+    nested = returned_nested(factory)
     if nested is not None:
         return nested.node
     return next((n.value for n in factory.nodes if isinstance(n, ast.Return) and isinstance(n.value, ast.Lambda)),

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, dotted, edit_distance, str_const
-from trickbag.audit._env_facts import _env_call_keys, _is_environ
+from trickbag.audit._env_facts import env_call_keys, is_environ
 from trickbag.audit._flow import FileModel
 from trickbag.audit.registry import Hit, rule
 
@@ -69,26 +69,26 @@ def meant_env(key: str) -> str | None:
 def env_keys(file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
     """(variable name, node, is_write) for every environment variable the file reads or sets."""
     for node in file.nodes:
-        if isinstance(node, ast.Subscript) and _is_environ(node.value, file):
+        if isinstance(node, ast.Subscript) and is_environ(node.value, file):
             if (key := str_const(node.slice)) is not None:
                 yield key, node, isinstance(node.ctx, ast.Store)
         elif isinstance(node, ast.Call):
-            yield from _env_call_keys(node, file)
+            yield from env_call_keys(node, file)
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
-                and _is_environ(node.comparators[0], file) and (key := str_const(node.left)) is not None:
+                and is_environ(node.comparators[0], file) and (key := str_const(node.left)) is not None:
             yield key, node, False
 
 
 def _environ_copy(node: ast.AST | None, file: FileModel) -> bool:
     """``dict(os.environ)``, ``os.environ.copy()``, ``copy.copy(os.environ)``, ``{**os.environ, ...}``."""
     if isinstance(node, ast.Dict):
-        return any(k is None and _is_environ(v, file) for k, v in zip(node.keys, node.values))
+        return any(k is None and is_environ(v, file) for k, v in zip(node.keys, node.values))
     if not isinstance(node, ast.Call):
         return False
     func = node.func
-    if call_name(node) == "copy" and isinstance(func, ast.Attribute) and _is_environ(func.value, file):
+    if call_name(node) == "copy" and isinstance(func, ast.Attribute) and is_environ(func.value, file):
         return True
-    return call_name(node) in ("dict", "copy", "deepcopy") and bool(node.args) and _is_environ(node.args[0], file)
+    return call_name(node) in ("dict", "copy", "deepcopy") and bool(node.args) and is_environ(node.args[0], file)
 
 
 def _dict_keys(d: ast.Dict) -> Iterator[tuple[str, ast.AST, bool]]:

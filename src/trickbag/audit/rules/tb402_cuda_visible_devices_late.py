@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TypeGuard
 
 from trickbag.audit._ast import call_name, const_value, dotted, str_const
-from trickbag.audit._env_facts import _env_call_keys, _is_environ
+from trickbag.audit._env_facts import env_call_keys, is_environ
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
 
@@ -73,11 +73,11 @@ def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.
     for node in fm.nodes:
         if (
             isinstance(node, ast.Subscript)
-            and _is_environ(node.value, file)
+            and is_environ(node.value, file)
             and isinstance(node.ctx, ast.Store)
             and const_value(node.slice) == "CUDA_VISIBLE_DEVICES"
             or isinstance(node, ast.Call)
-            and any(key == "CUDA_VISIBLE_DEVICES" and write for key, _, write in _env_call_keys(node, file))
+            and any(key == "CUDA_VISIBLE_DEVICES" and write for key, _, write in env_call_keys(node, file))
         ):
             yield node
 
