@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import secrets
+import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -35,27 +35,15 @@ from trickbag.data.sampler import EpochSampler
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
 from trickbag.train import distributed as _dist
-from trickbag.train.averaged import has_modes, recalibrate_batchnorm
+from trickbag.train.averaged import ScheduleFreeModes
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler, update_size
-from trickbag.train.checkpoint import save_checkpoint
-from trickbag.train.checkpointing import is_finite_model
 from trickbag.train.events import REVERSED_EVENTS, Event
 from trickbag.train.nonfinite import NonFiniteGuard
+from trickbag.train.persistence import Checkpointer
 from trickbag.train.plugin import Plugin
-from trickbag.train.runfolder import FolderSession, RunFolder, find_resume_checkpoint
-from trickbag.train.sharded import (
-    broadcast_buffers,
-    eval_batches_missing,
-    fill_shards,
-    gather_full,
-    has_placeholders,
-    is_sharded,
-    mesh_of,
-    prune_shards,
-    save_shards,
-    split_sharded,
-)
-from trickbag.train.state import State
+from trickbag.train.runfolder import FolderSession, RunFolder
+from trickbag.train.sharded import broadcast_buffers, eval_batches_missing, is_sharded
+from trickbag.train.state import Services, State
 from trickbag.train.tasks import Classification, Task
 
 __all__ = ["Trainer", "Precision"]
@@ -194,11 +182,7 @@ class Trainer:
             max_epochs=max_epochs, scheduler=scheduler, run_dir=None,
             scaler=torch.amp.GradScaler(self.device.type, enabled=(precision == "16")), dist=dist,
         )
-        self.state.save_checkpoint = self.save_checkpoint
-        self.state.weights_finite = self.weights_finite
-        self._sharded = is_sharded(unwrap(model))  # FSDP2: see _checkpoint_together and save_checkpoint
-        self._leading = False  # rank 0 inside CHECKPOINT under FSDP: its saves call the other ranks in
-        self.state.eval_loop = self._eval_loop
+        self._sharded = is_sharded(unwrap(model))  # FSDP2: evaluation and checkpoints involve every rank
         if tricks or any(p.needs_setup() for p in self.plugins):
             from trickbag.train.setup import set_up_plugins  # imports the recipe schema: only when there are tricks
 
@@ -208,9 +192,12 @@ class Trainer:
         elif callable(scheduler):
             self.state.scheduler = scheduler(optimizer)
         self.folder: FolderSession | None = None
-        self._averaging = False  # a schedule-free optimizer is in train mode (see _evaluated_weights)
-        self._recalibrated_at = -1  # the update at which BatchNorm statistics were last recalibrated
         self._open_run_folder(run_dir, progress)
+        self.modes = ScheduleFreeModes(self.state)  # schedule-free: train at one set of weights, evaluate at another
+        self.checkpointer = Checkpointer(self.state, plugins=self.plugins, guard=self.guard, cursor=self.cursor,
+                                         meter=lambda: self.meter, modes=self.modes, sharded=self._sharded)
+        self.state.services = Services(save_checkpoint=self.checkpointer.save,
+                                       weights_finite=self.checkpointer.weights_finite, eval_loop=self._eval_loop)
         self._takes_closure = bool(getattr(self.state.optimizer, "takes_closure", False))
         self._build_dispatch()
 
@@ -296,33 +283,15 @@ class Trainer:
             return self._fit()
         try:
             self.folder.acquire()
-            self._pick_up(resume)
+            self.checkpointer.pick_up(self.folder.path, resume=resume, report=self._show_progress)
             return self._fit()
         finally:
             self.folder.release()
 
-    def _pick_up(self, resume: bool) -> None:
-        assert self.folder is not None
-        found = find_resume_checkpoint(self.folder.path)
-        if found is None:
-            return
-        path, ckpt = found
-        if not resume:
-            raise TrickbagError(f"run folder {str(self.folder.path)!r} already holds a run ({path.name}); continue it "
-                                "with fit(resume=True), or give another run_dir")
-        if self.state.step or self.state.epoch:
-            raise TrickbagError("fit(resume=True) on a Trainer that has trained already; make a new Trainer")
-        self.load_state_dict(ckpt)
-        if self._show_progress:
-            print(f"trickbag: resuming {self.folder.path} from {path.name} at epoch {self.state.epoch + 1}, "
-                  f"update {self.state.step}", file=sys.stderr, flush=True)
-
     def _fit(self) -> State:
         s = self.state
         self._start_counting()
-        if has_modes(s.optimizer):  # schedule-free: train at the training weights
-            s.optimizer.train()  # type: ignore[attr-defined]
-            self._averaging = True
+        self.modes.start()  # schedule-free: train at the training weights
         if self.guard is not None:
             self.guard.start(s)
         self._emit(Event.FIT_START)
@@ -332,29 +301,9 @@ class Trainer:
                 break  # stopped inside the epoch; its checkpoint resumes there
             s.epoch += 1
             _dist.agree_stop(s)  # e.g. a plug-in that decided at EPOCH_END on rank 0 only
-        if self._averaging:  # the model leaves fit() at the evaluated weights, BatchNorm recalibrated for them
-            s.optimizer.eval()  # type: ignore[attr-defined]
-            self._averaging = False
-            recalibrate_batchnorm(unwrap(s.model), s.train_loader, self.device)
+        self.modes.finish()  # schedule-free: the model leaves at the evaluated weights, BatchNorm recalibrated
         self._emit(Event.FIT_END)
         return s
-
-    @contextlib.contextmanager
-    def _evaluated_weights(self, *, recalibrate: bool) -> Iterator[None]:
-        """While training with a schedule-free optimizer: the evaluated weights for the block (BatchNorm
-        statistics recalibrated for them when asked), the training weights again after. Otherwise nothing."""
-        if not self._averaging:
-            yield
-            return
-        opt = self.state.optimizer
-        opt.eval()  # type: ignore[attr-defined]
-        try:
-            if recalibrate and self._recalibrated_at != self.state.step:
-                recalibrate_batchnorm(unwrap(self.state.model), self.state.train_loader, self.device)
-                self._recalibrated_at = self.state.step
-            yield
-        finally:
-            opt.train()  # type: ignore[attr-defined]
 
     def _train_epoch(self) -> bool:
         """One epoch; False when the run was stopped inside it (no evaluation, no EPOCH_END)."""
@@ -406,40 +355,12 @@ class Trainer:
         s.batch = s.output = s.loss = self.meter = None
 
     def _checkpoint(self, *, epoch_done: bool) -> None:
+        """CHECKPOINT (under FSDP with the checkpointer's lead/follow protocol: a save involves every rank)."""
         self.state.epoch_done = epoch_done
         try:
-            if self._sharded and self.state.dist.distributed:
-                self._checkpoint_together()
-            else:
-                self._emit(Event.CHECKPOINT)
+            self.checkpointer.at_checkpoint(functools.partial(self._emit, Event.CHECKPOINT))
         finally:
             self.state.epoch_done = False
-
-    def _checkpoint_together(self) -> None:
-        """CHECKPOINT under FSDP over several processes. The plug-ins that write files run on rank 0 only, but a
-        sharded save and a check of the weights need every rank: rank 0 runs its plug-ins and, at each such call,
-        tells the others to join it (:meth:`save_checkpoint`, :meth:`weights_finite`); the others run theirs, then
-        follow until rank 0 says it is done (one small broadcast per update when nothing is saved)."""
-        if not self.state.dist.is_main:
-            self._emit(Event.CHECKPOINT)
-            none: Any = None  # rank 0's command arrives in its place
-            while (command := _dist.broadcast_object(none))[0] != "end":
-                if command[0] == "save":
-                    self._write_checkpoint(Path(command[1]), command[2], command[3], {})
-                else:
-                    self._finite_everywhere()
-            if command[1]:
-                raise TrickbagError(f"rank 0 failed while writing a checkpoint: {command[1]}")
-            return
-        self._leading, error = True, None
-        try:
-            self._emit(Event.CHECKPOINT)
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            self._leading = False
-            _dist.broadcast_object(("end", error))
 
     def _forward_loss(self, *, watch: bool = True) -> torch.Tensor:
         """Forward and loss under autocast, LOSS; the one path of training, SAM's second pass and pre-flight
@@ -664,7 +585,7 @@ class Trainer:
         """
         s = self.state
         was_training = s.model.training
-        with self._evaluated_weights(recalibrate=True):
+        with self.modes.evaluated(recalibrate=True):
             s.model.eval()
             try:
                 together = self._sharded and s.dist.distributed
@@ -679,89 +600,16 @@ class Trainer:
                 s.model.train(was_training)
         return dict(s.eval_metrics)
 
-    # ------------------------------------------------------------------ checkpoints
-    def _counters(self) -> dict[str, Any]:
-        s = self.state
-        mid_epoch = self.meter is not None and not s.epoch_done  # the meter lives while an epoch runs
-        return {
-            "epoch": s.epoch + (1 if s.epoch_done else 0),
-            "step": s.step,
-            "batch_idx": s.batch_idx + 1 if mid_epoch else 0,
-            "skipped_steps": s.skipped_steps,
-            "train_sums": self.meter.totals() if mid_epoch and self.meter is not None else None,
-            "stopped": s.stop_reason.value if s.stop_reason is not None else None,
-            "world_size": s.dist.world_size,
-        }
-
-    def _weights_state(self) -> dict[str, Any]:
-        """The part of a checkpoint that evaluation needs: format, weights, counters, history."""
-        s = self.state
-        return {"format": 2, "model": unwrap(s.model).state_dict(), "counters": self._counters(),
-                "history": [dict(h) for h in s.history]}
-
+    # ------------------------------------------------------------------ checkpoints (train/persistence.py)
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume at this point: weights, optimizer, scheduler, scaler, counters,
         plug-ins, RNG; inside an epoch (after an update) also the position and the epoch's sums. A schedule-free
         optimizer's state is taken at its evaluated weights (a copy: training goes on at the others)."""
-        if not self._averaging:
-            return self._state_now()
-        with self._evaluated_weights(recalibrate=False):
-            return copy.deepcopy(self._state_now())
-
-    def _state_now(self) -> dict[str, Any]:
-        s = self.state
-        sampler = find_sampler(s.train_loader)
-        return {
-            **self._weights_state(),
-            "optimizer": s.optimizer.state_dict(),
-            "scheduler": s.scheduler.state_dict() if s.scheduler is not None else None,
-            "scaler": s.scaler.state_dict() if s.scaler.is_enabled() else None,
-            "plugins": {p.key: sd for p in self.plugins if (sd := p.state_dict()) is not None},
-            "rng": runtime.get_rng_state(),
-            "sampler": sampler.state_dict() if hasattr(sampler, "state_dict") else None,
-            **({"nonfinite": self.guard.state_dict()} if self.guard is not None else {}),
-        }
+        return self.checkpointer.state_dict()
 
     def load_state_dict(self, checkpoint: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output; training continues where the checkpoint was taken."""
-        s = self.state
-        if checkpoint.get("weights_only"):
-            raise ValueError("the checkpoint holds weights only (a best.pt: no optimizer, scheduler or RNG state); "
-                             "resume from last.pt or a step-N.pt, or load its 'model' into the model")
-        if has_placeholders(checkpoint):  # a sharded checkpoint: its shards, for this model's processes
-            checkpoint = fill_shards(checkpoint, Path(checkpoint["shards_dir"]), mesh_of(unwrap(s.model)))
-        elif self._sharded:
-            raise ValueError("the checkpoint holds whole weights (written without dist.strategy=fsdp) and this model "
-                             "is sharded; resume it with the strategy it was written with")
-        unwrap(s.model).load_state_dict(checkpoint["model"])
-        # plug-ins first: one may change the optimizer's structure (unfreezing adds param groups)
-        states = dict(checkpoint.get("plugins", {}))
-        ranks = checkpoint.get("ranks")  # each rank's streams (FSDP): its own, on the same number of ranks
-        own = ranks[s.dist.rank] if isinstance(ranks, list) and len(ranks) == s.dist.world_size else None
-        if own is not None:
-            states.update({k: {**v, "this_rank": True} for k, v in own["generators"].items()})
-        for p in self.plugins:
-            if p.key in states:
-                p.load_state_dict(states[p.key])
-        s.optimizer.load_state_dict(checkpoint["optimizer"])
-        if s.scheduler is not None and checkpoint.get("scheduler") is not None:
-            s.scheduler.load_state_dict(checkpoint["scheduler"])
-        if s.scaler.is_enabled() and checkpoint.get("scaler"):
-            s.scaler.load_state_dict(checkpoint["scaler"])
-        if self.guard is not None and checkpoint.get("nonfinite"):
-            self.guard.load_state_dict(checkpoint["nonfinite"])
-        c = checkpoint["counters"]
-        s.epoch, s.step, s.skipped_steps = int(c["epoch"]), int(c["step"]), int(c.get("skipped_steps", 0))
-        s.history = [dict(h) for h in checkpoint.get("history", [])]
-        if s.history:
-            s.metrics = dict(s.history[-1])
-        sampler = find_sampler(s.train_loader)
-        if checkpoint.get("sampler") is not None and hasattr(sampler, "load_state_dict"):
-            sampler.load_state_dict(checkpoint["sampler"])
-        if own is not None:
-            self.cursor.load({**c, "train_sums": own["train_sums"]}, own["rng"], 0)  # its own: nothing to fork
-        else:
-            self.cursor.load(c, checkpoint.get("rng"), s.dist.rank if s.dist.distributed else 0)
+        self.checkpointer.load_state_dict(checkpoint)
 
     def save_checkpoint(self, path: str | Path, *, resume: bool = True, **extra: Any) -> Path:
         """Write :meth:`state_dict` plus ``extra`` entries (e.g. the recipe) atomically to ``path``.
@@ -776,57 +624,8 @@ class Trainer:
         CHECKPOINT on rank 0, which calls the others in); a resume checkpoint is the ``.pt`` rank 0 writes plus
         the shards every rank writes beside it (:mod:`trickbag.train.sharded`), ``best.pt`` the whole weights.
         """
-        path = Path(path)
-        if not self._sharded:
-            return self._write_checkpoint(path, resume, None, extra)
-        folder = f"{path.name}.shards-{self.state.step:08d}-{secrets.token_hex(3)}" if resume else None
-        if self._leading:
-            _dist.broadcast_object(("save", str(path), resume, folder))
-        elif self.state.dist.distributed:  # called on every rank: rank 0 names the folder
-            folder = _dist.broadcast_object(folder)
-        return self._write_checkpoint(path, resume, folder, extra)
-
-    def _write_checkpoint(self, path: Path, resume: bool, folder: str | None, extra: dict[str, Any]) -> Path:
-        """Gather what :meth:`save_checkpoint` writes and write it; with a ``folder`` (a sharded model's resume
-        checkpoint) the shards go there (every rank) and the rest to ``path`` (rank 0), else all to ``path``."""
-        s = self.state
-        # schedule-free: the evaluated weights are stored; at an epoch's end with BatchNorm statistics for them
-        with self._evaluated_weights(recalibrate=s.epoch_done):
-            ckpt = self._state_now() if resume else {**self._weights_state(), "weights_only": True}
-            if s.eval_weights is not None and "eval_model" not in extra:
-                ckpt["eval_model"] = s.eval_weights()
-            ckpt.update(extra)
-            if not self._sharded:
-                return save_checkpoint(path, ckpt)
-            if folder is None:  # the whole weights, gathered from every rank
-                ckpt = gather_full(ckpt)
-            else:
-                if s.dist.distributed:  # every rank's own state: the same number of ranks resumes bit for bit
-                    ckpt["ranks"] = self._every_ranks_own(ckpt)
-                ckpt, shards = split_sharded(ckpt)
-                save_shards(shards, path.parent / folder)
-                ckpt["shards"] = folder
-        if s.dist.is_main:  # written after every rank wrote its shards: a save killed midway leaves the last whole
-            save_checkpoint(path, ckpt)
-            prune_shards(path, keep=folder)
-        return path
-
-    @staticmethod
-    def _every_ranks_own(ckpt: dict[str, Any]) -> list[Any]:
-        """What differs between ranks, gathered on every rank (collective): the RNG state, the tricks' generators,
-        the sums of the epoch so far (a rank's own samples)."""
-        mine = {"rng": runtime.get_rng_state(), "train_sums": ckpt["counters"]["train_sums"],
-                "generators": {k: v for k, v in ckpt["plugins"].items() if isinstance(v, dict) and "generator" in v}}
-        out: list[Any] = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(out, mine)
-        return out
+        return self.checkpointer.save(path, resume=resume, **extra)
 
     def weights_finite(self) -> bool:
         """Whether every floating weight and buffer is finite (under FSDP: every process's shards)."""
-        if self._leading:
-            _dist.broadcast_object(("finite",))
-        return self._finite_everywhere()
-
-    def _finite_everywhere(self) -> bool:
-        finite = is_finite_model(unwrap(self.state.model))
-        return not _dist.any_rank(not finite) if self._sharded else finite
+        return self.checkpointer.weights_finite()
