@@ -229,12 +229,17 @@ class Checkpointer:
         return not _dist.any_rank(not finite) if self.sharded else finite
 
     # ------------------------------------------------------------------ CHECKPOINT under FSDP
-    def at_checkpoint(self, emit: Callable[[], None]) -> None:
-        """Run the CHECKPOINT event (``emit``); under FSDP over several processes with the lead/follow protocol."""
-        if self.sharded and self.state.dist.distributed:
-            self._together(emit)
-        else:
-            emit()
+    def at_checkpoint(self, emit: Callable[[], None], *, epoch_done: bool) -> None:
+        """Run the CHECKPOINT event (``emit``) with ``state.epoch_done`` set for it; under FSDP over several
+        processes with the lead/follow protocol."""
+        self.state.epoch_done = epoch_done
+        try:
+            if self.sharded and self.state.dist.distributed:
+                self._together(emit)
+            else:
+                emit()
+        finally:
+            self.state.epoch_done = False
 
     def _together(self, emit: Callable[[], None]) -> None:
         """CHECKPOINT under FSDP over several processes. The plug-ins that write files run on rank 0 only, but a

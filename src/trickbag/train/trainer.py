@@ -3,9 +3,8 @@
 Ordering rules the loop keeps (each has a test in ``tests/train``):
 
 * autocast wraps forward + loss only; backward runs outside it;
-* exact accumulation: each micro-batch's loss is weighted by its count (``Task.loss_count``) and the update
-  divided by the count over its micro-batches and ranks, so uneven micro-batches give the big batch's gradient;
-  full micro-batches keep the plain ``loss / accumulate``;
+* exact accumulation (:class:`~trickbag.train.stepping.ExactAccumulation`): uneven micro-batches give the big
+  batch's gradient, full micro-batches keep the plain ``loss / accumulate``;
 * DDP ``no_sync()`` on all but the last micro-batch of an update;
 * ``scaler.unscale_`` before AFTER_BACKWARD, so clipping and grad-norm logging see true gradients,
   once per optimizer update, not per micro-batch;
@@ -19,80 +18,36 @@ The loss and the metrics come from a :class:`~trickbag.train.tasks.Task`; the lo
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import dataclasses
 import functools
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import torch
 
 from trickbag import runtime
-from trickbag.data.sampler import EpochSampler
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
 from trickbag.train import distributed as _dist
+from trickbag.train import stepping
 from trickbag.train.averaged import ScheduleFreeModes
-from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler, update_size
+from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, check_added_plugin, check_trainer_args, update_size
 from trickbag.train.events import REVERSED_EVENTS, Event
 from trickbag.train.nonfinite import NonFiniteGuard
 from trickbag.train.persistence import Checkpointer
 from trickbag.train.plugin import Plugin
-from trickbag.train.runfolder import FolderSession, RunFolder
+from trickbag.train.runfolder import RunFolder, open_run_folder
 from trickbag.train.sharded import broadcast_buffers, eval_batches_missing, is_sharded
 from trickbag.train.state import Services, State
+from trickbag.train.stepping import ExactAccumulation
 from trickbag.train.tasks import Classification, Task
 
 __all__ = ["Trainer", "Precision"]
 
 Precision = Literal["32", "bf16", "16"]
 Clip = float | Callable[[list[torch.Tensor]], torch.Tensor | None] | None
-
-
-class _Overflow(Exception):
-    """Raised inside an optimizer closure when fp16 gradients of the second pass overflowed: SAM puts the
-    unperturbed weights back, the update is skipped and the scale backs off."""
-
-
-def _finite_grads(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether every gradient the optimizer would use is finite (one host sync)."""
-    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    return not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads, foreach=True)))
-
-
-class _VetoedUpdate(Exception):
-    """Raised inside an optimizer closure when the second pass was vetoed (non-finite); SAM puts the
-    unperturbed weights back and the trainer counts the update as skipped."""
-
-
-def _check_args(precision: str, accumulate: Any, max_epochs: Any, clip: Clip, mode: str | None,
-                plugins: Sequence[Any]) -> None:
-    if precision not in ("32", "bf16", "16"):
-        raise ValueError(f"precision must be '32', 'bf16' or '16', got {precision!r}")
-    if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
-        raise ValueError(f"accumulate must be an int >= 1, got {accumulate!r}")
-    if isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 1:
-        raise ValueError(f"max_epochs must be an int >= 1, got {max_epochs!r}")
-    if clip is not None and not callable(clip) and not clip > 0:
-        raise ValueError(f"clip must be > 0, a function of the parameters, or None, got {clip!r}")
-    if mode not in (None, "max", "min"):
-        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    for p in plugins:
-        if not isinstance(p, Plugin):
-            raise TypeError(f"plugins must be trickbag Plugin instances, got {type(p).__name__}")
-
-
-@contextlib.contextmanager
-def _gradient_sync_off(model: Any) -> Iterator[None]:
-    """FSDP2: gradients accumulate unreduced inside the block (its ``no_sync``)."""
-    model.set_requires_gradient_sync(False)
-    try:
-        yield
-    finally:
-        model.set_requires_gradient_sync(True)
 
 
 class Trainer:
@@ -162,7 +117,7 @@ class Trainer:
                  monitor: str | None = None, mode: Literal["max", "min"] | None = None, eval_every: int = 1,
                  nonfinite: Literal["skip", "stop"] | NonFiniteGuard | None = None, max_nonfinite: int = 5,
                  seed: int | None = None) -> None:
-        _check_args(precision, accumulate, max_epochs, clip, mode, plugins)
+        check_trainer_args(precision, accumulate, max_epochs, clip, mode, plugins)
         dist = runtime.dist_info()
         self.device = device if isinstance(device, torch.device) else runtime.select_device(
             device, local_rank=dist.local_rank)
@@ -191,36 +146,21 @@ class Trainer:
                                                      loss_given=loss_fn is not None)
         elif callable(scheduler):
             self.state.scheduler = scheduler(optimizer)
-        self.folder: FolderSession | None = None
-        self._open_run_folder(run_dir, progress)
+        self.folder, folder_plugins, self._show_progress = open_run_folder(
+            run_dir, progress, is_main=dist.is_main, monitor=self.monitor, mode=self.mode)
+        self.plugins += folder_plugins  # the run folder's plug-ins (files, progress) after the caller's
+        if self.folder is not None:
+            self.state.run_dir = self.folder.path
         self.modes = ScheduleFreeModes(self.state)  # schedule-free: train at one set of weights, evaluate at another
         self.checkpointer = Checkpointer(self.state, plugins=self.plugins, guard=self.guard, cursor=self.cursor,
                                          meter=lambda: self.meter, modes=self.modes, sharded=self._sharded)
         self.state.services = Services(save_checkpoint=self.checkpointer.save,
                                        weights_finite=self.checkpointer.weights_finite, eval_loop=self._eval_loop)
+        self.counts: ExactAccumulation  # made at fit start
         self._takes_closure = bool(getattr(self.state.optimizer, "takes_closure", False))
         self._build_dispatch()
 
     # ------------------------------------------------------------------ plumbing
-    def _open_run_folder(self, run_dir: str | Path | RunFolder | None, progress: bool | str | None) -> None:
-        """The run folder's plug-ins (files, progress) after the caller's; progress alone without a folder."""
-        if progress is None:
-            progress = bool(run_dir is not None or sys.stderr.isatty())
-        show = self._show_progress = bool(progress) and self.state.dist.is_main
-        if run_dir is None:
-            if show:
-                from trickbag.train.progress import ProgressBar
-
-                self.plugins.append(ProgressBar(monitor=self.monitor, mode=self.mode,
-                                                bar=None if progress is True else False))
-            return
-        folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(path=Path(run_dir), progress=progress)
-        if not show:
-            folder = dataclasses.replace(folder, progress=False)
-        self.state.run_dir = folder.path
-        self.folder = FolderSession(folder.path, monitor=self.monitor, mode=self.mode)
-        self.plugins += [self.folder, *folder.plugins(monitor=self.monitor, mode=self.mode)]
-
     def _build_dispatch(self) -> None:
         self._dispatch: dict[Event, list[Callable[[State], None]]] = {}
         for event in Event:
@@ -230,34 +170,13 @@ class Trainer:
     def add_plugin(self, plugin: Plugin) -> None:
         """Append a plug-in (before :meth:`fit`). One with build-time set-up still to run (a trick plug-in) is
         refused: it must be passed in ``plugins=`` (or its trick in ``tricks=``) so the Trainer sets it up."""
-        if not isinstance(plugin, Plugin):
-            raise TypeError(f"plugin must be a trickbag Plugin instance, got {type(plugin).__name__}")
-        if plugin.needs_setup():
-            raise TypeError(f"{type(plugin).__name__} changes the model, loss or optimizer when the Trainer is built; "
-                            "pass it in Trainer(plugins=[...]) (or its trick in tricks={...}) instead of add_plugin")
+        check_added_plugin(plugin)
         self.plugins.append(plugin)
         self._build_dispatch()
 
     def _emit(self, event: Event) -> None:
         for fn in self._dispatch[event]:
             fn(self.state)
-
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        p = self.state.precision
-        if p == "32":
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16 if p == "bf16" else torch.float16)
-
-    def _no_sync(self, last: bool) -> contextlib.AbstractContextManager:
-        """DDP / FSDP2: no gradient reduction on the micro-batches before the last one of an update."""
-        model = cast(Any, self.state.model)
-        if last:
-            return contextlib.nullcontext()
-        if hasattr(model, "no_sync"):
-            return model.no_sync()
-        if hasattr(model, "set_requires_gradient_sync"):
-            return _gradient_sync_off(model)
-        return contextlib.nullcontext()
 
     @property
     def model(self) -> torch.nn.Module:
@@ -290,7 +209,7 @@ class Trainer:
 
     def _fit(self) -> State:
         s = self.state
-        self._start_counting()
+        self.counts = ExactAccumulation(s)  # exact accumulation: the micro-batches' loss weights
         self.modes.start()  # schedule-free: train at the training weights
         if self.guard is not None:
             self.guard.start(s)
@@ -322,9 +241,9 @@ class Trainer:
             if self.guard is not None:
                 self.guard.before_batch()  # buffers as they were before the update's first forward
             size, last = update_size(i, s.accumulate, s.batches_per_epoch)
-            with self._no_sync(last):
+            with stepping.no_sync(s.model, last):
                 loss = self._forward_loss()
-                s.scaler.scale(self._weighted(loss, size)).backward()
+                s.scaler.scale(self.counts.weighted(loss, size)).backward()
             meter.add(loss, s.task.train_stat(s.output, s.batch[1]), int(s.batch[1].shape[0]))
             group += [s.batch] if self._takes_closure else []
             if not last:
@@ -356,17 +275,13 @@ class Trainer:
 
     def _checkpoint(self, *, epoch_done: bool) -> None:
         """CHECKPOINT (under FSDP with the checkpointer's lead/follow protocol: a save involves every rank)."""
-        self.state.epoch_done = epoch_done
-        try:
-            self.checkpointer.at_checkpoint(functools.partial(self._emit, Event.CHECKPOINT))
-        finally:
-            self.state.epoch_done = False
+        self.checkpointer.at_checkpoint(functools.partial(self._emit, Event.CHECKPOINT), epoch_done=epoch_done)
 
     def _forward_loss(self, *, watch: bool = True) -> torch.Tensor:
         """Forward and loss under autocast, LOSS; the one path of training, SAM's second pass and pre-flight
         (:meth:`try_batch`, which the non-finite guard does not ``watch``)."""
         s = self.state
-        with self._autocast():
+        with stepping.autocast(self.device, s.precision):
             s.output = s.model(s.batch[0])
             s.loss = s.loss_fn(s.output, s.batch[1])
             self._emit(Event.LOSS)
@@ -374,58 +289,13 @@ class Trainer:
             self.guard.watch_loss(s.loss)
         return s.loss
 
-    # ------------------------------------------------------------------ exact accumulation
-    def _start_counting(self) -> None:
-        """The nominal count of a micro-batch (the loader's batch size, the same on every rank) and whether
-        every rank's micro-batches have the same sizes (trickbag's padded sampler), so none is all-reduced."""
-        loader = self.state.train_loader
-        self._nominal = int(getattr(loader, "batch_size", None) or 1)
-        sampler = find_sampler(loader)
-        self._equal_shards = isinstance(sampler, EpochSampler) and sampler.pad
-        self._counted: int | torch.Tensor = 0
-
-    def _weighted(self, loss: torch.Tensor, size: int) -> torch.Tensor:
-        """This micro-batch's (mean) loss weighted by its count over the update's nominal count (``size``
-        micro-batches of the nominal count); :meth:`_normalise` corrects the update when the counts were not
-        nominal, so that any split of a batch into micro-batches gives the big batch's gradient."""
-        s = self.state
-        if size == 1 and not s.dist.distributed:
-            return loss  # one micro-batch in one process: its mean loss is the update's (no count needed)
-        n = s.task.loss_count(s.output, s.batch[1])
-        if size == 1 and self._equal_shards and isinstance(n, int):
-            return loss  # one micro-batch, the same count on every rank
-        self._counted = self._counted + n
-        if isinstance(n, int) and n == self._nominal:
-            return loss / size  # the usual case: a plain loss / accumulate
-        return loss * (n / (self._nominal * size))
-
-    def _normalise(self, size: int) -> None:
-        """Scale the update's gradients by its nominal count over the count it saw (summed over ranks unless
-        the shards are equal): exact when micro-batches differ in size (a short last batch, uneven shards, a
-        token count). Nothing to do, and no sync, when every micro-batch was full."""
-        s = self.state
-        counted, nominal = self._counted, self._nominal * size
-        self._counted = 0
-        if isinstance(counted, int) and counted == 0:
-            return  # nothing weighted (one micro-batch per update, see _weighted)
-        if s.dist.distributed and (isinstance(counted, torch.Tensor) or not self._equal_shards):
-            total = torch.as_tensor(counted, dtype=torch.float64, device=self.device).reshape(())
-            torch.distributed.all_reduce(total)
-            counted, nominal = total, nominal * s.dist.world_size
-        elif isinstance(counted, int) and counted == nominal:
-            return
-        grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
-        if grads:
-            factor = nominal / counted
-            torch._foreach_mul_(grads, factor.float() if isinstance(factor, torch.Tensor) else factor)
-
     def _update(self, group: list[Any], size: int) -> bool:
         """Unscale, exact-accumulation scaling, AFTER_BACKWARD, non-finite check, clip, step, schedule; True
         when the update was vetoed."""
         s = self.state
         if s.scaler.is_enabled():
             s.scaler.unscale_(s.optimizer)
-        self._normalise(size)  # SAM: its closure normalises the second pass the same way
+        self.counts.normalise(size)  # SAM: its closure normalises the second pass the same way
         s.step_skipped, s.veto_reason = False, ""
         self._emit(Event.AFTER_BACKWARD)  # a plug-in may veto the update here (state.veto_update)
         if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
@@ -435,7 +305,7 @@ class Trainer:
             try:
                 if not self._scaled_closure_step(group, size):
                     return self._skip(vetoed=False)
-            except _VetoedUpdate:  # the non-finite guard on the second pass: _skip closes the scaler's iteration
+            except stepping.VetoedUpdate:  # the non-finite guard on the second pass (_skip closes the scaler iteration)
                 return self._skip(vetoed=True)
         elif s.scaler.is_enabled():
             scale_before = s.scaler.get_scale()
@@ -446,7 +316,7 @@ class Trainer:
         elif self._takes_closure:
             try:
                 s.optimizer.step(self._closure(group, size))  # type: ignore[arg-type]
-            except _VetoedUpdate:
+            except stepping.VetoedUpdate:
                 return self._skip(vetoed=True)
         else:
             s.optimizer.step()
@@ -462,12 +332,12 @@ class Trainer:
         inf-checked; an overflow there puts the weights back and skips the update. Either skip lowers the
         scale as the GradScaler would; a clean update steps once and lets the scale grow. True when stepped."""
         s = self.state
-        if not _finite_grads(s.optimizer):
+        if not stepping.finite_grads(s.optimizer):
             s.scaler.update()  # unscale_ recorded the inf: the scale backs off
             return False
         try:
             s.optimizer.step(self._closure(group, size))  # type: ignore[arg-type]
-        except _Overflow:
+        except stepping.Overflow:
             s.scaler.update(new_scale=s.scaler.get_scale() * s.scaler.get_backoff_factor())
             return False
         s.scaler.update()
@@ -484,15 +354,9 @@ class Trainer:
         return vetoed
 
     def _clip_gradients(self) -> None:
-        if self.clip is None:
-            return
-        params = [p for g in self.state.optimizer.param_groups for p in g["params"]]
-        if callable(self.clip):
-            norm = self.clip(params)
-            if norm is not None:
-                self.state.grad_norm = norm
-        else:
-            self.state.grad_norm = torch.nn.utils.clip_grad_norm_(params, self.clip, foreach=True)
+        norm = stepping.clip_gradients(self.state.optimizer, self.clip)
+        if norm is not None:  # the norm before clipping (a clip function may give none)
+            self.state.grad_norm = norm
 
     def _closure(self, group: list[Any], size: int) -> Callable[[], torch.Tensor]:
         """Forward + backward over the update's micro-batches again (SAM's second pass)."""
@@ -504,20 +368,20 @@ class Trainer:
                 total = torch.zeros((), device=self.device)
                 for j, batch in enumerate(group):
                     s.batch = batch  # LOSS plug-ins (distillation) see this micro-batch, not the last one
-                    with self._no_sync(j == len(group) - 1):
-                        weighted = self._weighted(self._forward_loss(), size)
+                    with stepping.no_sync(s.model, j == len(group) - 1):
+                        weighted = self.counts.weighted(self._forward_loss(), size)
                         s.scaler.scale(weighted).backward()  # fp16: scaled like the first pass
                     total = total + weighted.detach()
                 if s.scaler.is_enabled():  # unscale by hand (the GradScaler unscales once per update)
                     grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
                     torch._foreach_mul_(grads, 1.0 / s.scaler.get_scale())
-                    if not _finite_grads(s.optimizer):
-                        raise _Overflow
-                self._normalise(size)
+                    if not stepping.finite_grads(s.optimizer):
+                        raise stepping.Overflow
+                self.counts.normalise(size)
                 # these are the gradients the update uses: check, log and clip them too
                 self._emit(Event.AFTER_BACKWARD)
                 if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
-                    raise _VetoedUpdate
+                    raise stepping.VetoedUpdate
                 self._clip_gradients()  # noqa: TB106 (unscaled by hand above: the GradScaler unscales once per update)
                 return total
             finally:
@@ -568,11 +432,11 @@ class Trainer:
         x = None
         for batch in loader:
             x, y = runtime.move_to(batch, self.device, non_blocking)[:2]
-            with self._autocast():
+            with stepping.autocast(self.device, s.precision):
                 out = predict(x)
             metrics.update(out, y)
         for _ in range(missing):  # FSDP: as many forwards (weight gathers) as the rank with the most batches
-            with self._autocast():
+            with stepping.autocast(self.device, s.precision):
                 predict(cast(torch.Tensor, x))
         return metrics.compute()
 
