@@ -83,7 +83,7 @@ def test_a_sharded_checkpoint_reads_back_whole_and_a_save_killed_midway_leaves_t
         Path(where).mkdir()
         (Path(where) / "__0_0.distcp").write_bytes(b"partial")
         raise KeyboardInterrupt
-    monkeypatch.setattr("trickbag.train.trainer.save_shards", killed)
+    monkeypatch.setattr("trickbag.train.persistence.save_shards", killed)
     with pytest.raises(KeyboardInterrupt):
         trainer.save_checkpoint(path)
     again = load_checkpoint(path)  # the previous checkpoint, whole

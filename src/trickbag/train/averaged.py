@@ -7,14 +7,16 @@ during training at the training weights, are recalibrated at the evaluated weigh
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from trickbag import runtime
+from trickbag.nn import unwrap
 
-__all__ = ["has_modes", "recalibrate_batchnorm", "CALIBRATION_BATCHES"]
+__all__ = ["has_modes", "recalibrate_batchnorm", "CALIBRATION_BATCHES", "ScheduleFreeModes"]
 
 #: training batches BatchNorm statistics are recalibrated on (the first ones of the training set, in order)
 CALIBRATION_BATCHES = 20
@@ -68,3 +70,47 @@ def recalibrate_batchnorm(model: torch.nn.Module, loader: Any, device: torch.dev
         model.train(was_training)
         runtime.set_rng_state(rng)
     return len(bns)
+
+
+class ScheduleFreeModes:
+    """The mode of a schedule-free optimizer during :meth:`Trainer.fit`: ``train`` while training (:meth:`start`),
+    ``eval`` after it (:meth:`finish`, BatchNorm recalibrated), and ``eval`` for a block that evaluates or stores
+    the weights (:meth:`evaluated`). Reads the optimizer, model and loader from ``state`` (a
+    :class:`~trickbag.train.state.State`) when called: a trick may have replaced the optimizer at set-up."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.active = False  # the optimizer is in train mode: the model holds the training weights
+        self._recalibrated_at = -1  # the update at which BatchNorm statistics were last recalibrated
+
+    def start(self) -> None:
+        """At fit start: a schedule-free optimizer trains at the training weights."""
+        if has_modes(self.state.optimizer):
+            self.state.optimizer.train()
+            self.active = True
+
+    def finish(self) -> None:
+        """At fit end: the model leaves at the evaluated weights, BatchNorm recalibrated for them."""
+        if self.active:
+            s = self.state
+            s.optimizer.eval()
+            self.active = False
+            recalibrate_batchnorm(unwrap(s.model), s.train_loader, s.device)
+
+    @contextlib.contextmanager
+    def evaluated(self, *, recalibrate: bool) -> Iterator[None]:
+        """While training with a schedule-free optimizer: the evaluated weights for the block (BatchNorm
+        statistics recalibrated for them when asked), the training weights again after. Otherwise nothing."""
+        if not self.active:
+            yield
+            return
+        s = self.state
+        opt = s.optimizer
+        opt.eval()
+        try:
+            if recalibrate and self._recalibrated_at != s.step:
+                recalibrate_batchnorm(unwrap(s.model), s.train_loader, s.device)
+                self._recalibrated_at = s.step
+            yield
+        finally:
+            opt.train()

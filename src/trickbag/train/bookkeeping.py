@@ -1,16 +1,45 @@
-"""The trainer's bookkeeping, kept out of the loop: the epoch's running sums and the resume position."""
+"""The trainer's bookkeeping, kept out of the loop: its arguments checked, the epoch's running sums and the resume
+position."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
 from trickbag import runtime
+from trickbag.train.plugin import Plugin
 
-__all__ = ["EpochMeter", "ResumeCursor", "find_sampler", "update_size"]
+__all__ = ["EpochMeter", "ResumeCursor", "check_added_plugin", "check_trainer_args", "find_sampler", "update_size"]
+
+
+def check_trainer_args(precision: str, accumulate: Any, max_epochs: Any, clip: Any, mode: str | None,
+                       plugins: Sequence[Any]) -> None:
+    """The :class:`~trickbag.train.Trainer` arguments it refuses, one clear error each."""
+    if precision not in ("32", "bf16", "16"):
+        raise ValueError(f"precision must be '32', 'bf16' or '16', got {precision!r}")
+    if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
+        raise ValueError(f"accumulate must be an int >= 1, got {accumulate!r}")
+    if isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 1:
+        raise ValueError(f"max_epochs must be an int >= 1, got {max_epochs!r}")
+    if clip is not None and not callable(clip) and not clip > 0:
+        raise ValueError(f"clip must be > 0, a function of the parameters, or None, got {clip!r}")
+    if mode not in (None, "max", "min"):
+        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+    for p in plugins:
+        if not isinstance(p, Plugin):
+            raise TypeError(f"plugins must be trickbag Plugin instances, got {type(p).__name__}")
+
+
+def check_added_plugin(plugin: Any) -> None:
+    """What :meth:`Trainer.add_plugin` refuses: not a plug-in, or one with build-time set-up still to run."""
+    if not isinstance(plugin, Plugin):
+        raise TypeError(f"plugin must be a trickbag Plugin instance, got {type(plugin).__name__}")
+    if plugin.needs_setup():
+        raise TypeError(f"{type(plugin).__name__} changes the model, loss or optimizer when the Trainer is built; "
+                        "pass it in Trainer(plugins=[...]) (or its trick in tricks={...}) instead of add_plugin")
 
 
 def find_sampler(loader: Any) -> Any:

@@ -77,7 +77,7 @@ class Checkpointing(Plugin):
     out of ``--resume``'s way: it continues from the last state whose next step was finite, or from the
     beginning when there is none. ``best.pt`` stays: its evaluation was finite.
 
-    ``best.pt`` holds weights only (``resume=False`` of ``state.save_checkpoint``: no optimizer,
+    ``best.pt`` holds weights only (``resume=False`` of ``state.services.save_checkpoint``: no optimizer,
     scheduler or RNG state; ``--resume`` never reads it); ``last.pt`` and ``step-N.pt`` hold everything a
     resume needs. ``extra`` entries (e.g. the recipe) go into every checkpoint; ``state.eval_weights``
     (EMA, SWA) is saved as ``eval_model``: the weights that were evaluated and that ``trickbag eval`` /
@@ -100,7 +100,8 @@ class Checkpointing(Plugin):
     def _save(self, state: State, name: str) -> bool:
         from trickbag.nn import unwrap
 
-        finite = state.weights_finite() if state.weights_finite is not None else is_finite_model(unwrap(state.model))
+        services = state.services
+        finite = services.weights_finite() if services is not None else is_finite_model(unwrap(state.model))
         if not finite:
             self.refused += 1
             if self.out is not None and self.refused == 1:
@@ -108,8 +109,8 @@ class Checkpointing(Plugin):
                 print(f"trickbag: the weights are not finite at update {state.step}: {name} is not written; "
                       f"the finite checkpoints: {kept}", file=self.out, flush=True)
             return False
-        assert state.save_checkpoint is not None  # it stores state.eval_weights (EMA, SWA) as eval_model
-        state.save_checkpoint(self.directory / name, resume=name != "best.pt", **self.extra)
+        assert services is not None  # it stores state.eval_weights (EMA, SWA) as eval_model
+        services.save_checkpoint(self.directory / name, resume=name != "best.pt", **self.extra)
         self.written[name] = state.step
         return True
 

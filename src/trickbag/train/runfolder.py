@@ -26,7 +26,7 @@ from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.train.plugin import Plugin
 from trickbag.train.state import State
 
-__all__ = ["LOCK", "RunLock", "RunFolder", "find_resume_checkpoint", "remove_stale_temporaries"]
+__all__ = ["LOCK", "RunLock", "RunFolder", "find_resume_checkpoint", "open_run_folder", "remove_stale_temporaries"]
 
 LOCK = ".lock"
 
@@ -221,6 +221,27 @@ class RunFolder:
         out.append(Checkpointing(d / "checkpoints", monitor=monitor, mode=mode, every_steps=self.checkpoint_every_steps,
                                  keep=self.keep_checkpoints, extra=dict(self.extra)))
         return out
+
+
+def open_run_folder(run_dir: str | Path | RunFolder | None, progress: bool | str | None, *, is_main: bool,
+                    monitor: str, mode: Literal["max", "min"]) -> tuple[FolderSession | None, list[Plugin], bool]:
+    """A hand-built Trainer's ``run_dir=`` and ``progress=``: its folder session (None without a folder), the
+    plug-ins that go after the caller's (the session and the folder's files, or a progress bar alone), and
+    whether progress is shown (on the main process only). ``progress`` None: shown with a folder or a terminal."""
+    if progress is None:
+        progress = bool(run_dir is not None or sys.stderr.isatty())
+    show = bool(progress) and is_main
+    if run_dir is None:
+        if not show:
+            return None, [], show
+        from trickbag.train.progress import ProgressBar
+
+        return None, [ProgressBar(monitor=monitor, mode=mode, bar=None if progress is True else False)], show
+    folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(path=Path(run_dir), progress=progress)
+    if not show:
+        folder = dataclasses.replace(folder, progress=False)
+    session = FolderSession(folder.path, monitor=monitor, mode=mode)
+    return session, [session, *folder.plugins(monitor=monitor, mode=mode)], show
 
 
 class FolderSession(Plugin):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import torch
 
 from trickbag.runtime import DistInfo
 
-__all__ = ["State", "StopReason"]
+__all__ = ["Services", "State", "StopReason"]
 
 
 class StopReason(str, enum.Enum):
@@ -23,6 +24,26 @@ class StopReason(str, enum.Enum):
     INTERRUPTED = "interrupted"
     PRUNED = "pruned"
     REQUESTED = "stopped by a plug-in"
+
+
+@dataclasses.dataclass(frozen=True)
+class Services:
+    """What the trainer does for a plug-in when asked (``state.services``), the only calls back into it."""
+
+    #: ``save_checkpoint(path, *, resume=True, **extra) -> path``: write the trainer's state atomically at the
+    #: current point (``resume=False``: weights only, a ``best.pt``); see :meth:`Trainer.save_checkpoint`
+    save_checkpoint: Callable[..., Path]
+    #: ``weights_finite() -> bool``: whether every weight and buffer is finite (over every process's shards
+    #: under FSDP: call it where every rank calls it, or from a plug-in at CHECKPOINT on rank 0)
+    weights_finite: Callable[[], bool]
+    #: ``eval_loop(loader) -> metrics``: the evaluation loop alone (no events, no mode change),
+    #: for plug-ins that evaluate a second set of weights (EMA / SWA report the raw weights too)
+    eval_loop: Callable[[Any], dict[str, Any]]
+
+
+def _moved(name: str) -> None:
+    warnings.warn(f"state.{name} moved to state.services.{name}; the old name goes in the next release",
+                  DeprecationWarning, stacklevel=3)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -79,14 +100,27 @@ class State:
     #: set with :meth:`provide_eval_weights`
     eval_weights: Callable[[], dict[str, torch.Tensor]] | None = None
     eval_weights_owner: str = ""
-    #: ``save_checkpoint(path, **extra)``: write the trainer's full state atomically at the current point
-    save_checkpoint: Callable[..., Path] | None = None
-    #: ``weights_finite() -> bool``: whether every weight and buffer is finite (over every process's shards
-    #: under FSDP: call it where every rank calls it, or from a plug-in at CHECKPOINT on rank 0)
-    weights_finite: Callable[[], bool] | None = None
-    #: ``eval_loop(loader) -> metrics``: the evaluation loop alone (no events, no mode change),
-    #: for plug-ins that evaluate a second set of weights (EMA / SWA report the raw weights too)
-    eval_loop: Callable[[Any], dict[str, float]] | None = None
+    #: what the trainer does on a plug-in's request (write a checkpoint, check the weights, run the evaluation
+    #: loop); None on a State built without a Trainer
+    services: Services | None = None
+
+    @property
+    def save_checkpoint(self) -> Callable[..., Path] | None:
+        """Deprecated: ``state.services.save_checkpoint``."""
+        _moved("save_checkpoint")
+        return self.services.save_checkpoint if self.services is not None else None
+
+    @property
+    def weights_finite(self) -> Callable[[], bool] | None:
+        """Deprecated: ``state.services.weights_finite``."""
+        _moved("weights_finite")
+        return self.services.weights_finite if self.services is not None else None
+
+    @property
+    def eval_loop(self) -> Callable[[Any], dict[str, Any]] | None:
+        """Deprecated: ``state.services.eval_loop``."""
+        _moved("eval_loop")
+        return self.services.eval_loop if self.services is not None else None
 
     def veto_update(self, reason: str = "") -> None:
         """At AFTER_BACKWARD: skip the update about to be applied (no optimizer step, no schedule step; the

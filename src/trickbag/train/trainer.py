@@ -3,9 +3,8 @@
 Ordering rules the loop keeps (each has a test in ``tests/train``):
 
 * autocast wraps forward + loss only; backward runs outside it;
-* exact accumulation: each micro-batch's loss is weighted by its count (``Task.loss_count``) and the update
-  divided by the count over its micro-batches and ranks, so uneven micro-batches give the big batch's gradient;
-  full micro-batches keep the plain ``loss / accumulate``;
+* exact accumulation (:class:`~trickbag.train.stepping.ExactAccumulation`): uneven micro-batches give the big
+  batch's gradient, full micro-batches keep the plain ``loss / accumulate``;
 * DDP ``no_sync()`` on all but the last micro-batch of an update;
 * ``scaler.unscale_`` before AFTER_BACKWARD, so clipping and grad-norm logging see true gradients,
   once per optimizer update, not per micro-batch;
@@ -19,92 +18,36 @@ The loss and the metrics come from a :class:`~trickbag.train.tasks.Task`; the lo
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import dataclasses
-import secrets
+import functools
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import torch
 
 from trickbag import runtime
-from trickbag.data.sampler import EpochSampler
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
 from trickbag.train import distributed as _dist
-from trickbag.train.averaged import has_modes, recalibrate_batchnorm
-from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler, update_size
-from trickbag.train.checkpoint import save_checkpoint
-from trickbag.train.checkpointing import is_finite_model
+from trickbag.train import stepping
+from trickbag.train.averaged import ScheduleFreeModes
+from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, check_added_plugin, check_trainer_args, update_size
 from trickbag.train.events import REVERSED_EVENTS, Event
 from trickbag.train.nonfinite import NonFiniteGuard
+from trickbag.train.persistence import Checkpointer
 from trickbag.train.plugin import Plugin
-from trickbag.train.runfolder import FolderSession, RunFolder, find_resume_checkpoint
-from trickbag.train.sharded import (
-    broadcast_buffers,
-    eval_batches_missing,
-    fill_shards,
-    gather_full,
-    has_placeholders,
-    is_sharded,
-    mesh_of,
-    prune_shards,
-    save_shards,
-    split_sharded,
-)
-from trickbag.train.state import State
+from trickbag.train.runfolder import RunFolder, open_run_folder
+from trickbag.train.sharded import broadcast_buffers, eval_batches_missing, is_sharded
+from trickbag.train.state import Services, State
+from trickbag.train.stepping import ExactAccumulation
 from trickbag.train.tasks import Classification, Task
 
 __all__ = ["Trainer", "Precision"]
 
 Precision = Literal["32", "bf16", "16"]
 Clip = float | Callable[[list[torch.Tensor]], torch.Tensor | None] | None
-
-
-class _Overflow(Exception):
-    """Raised inside an optimizer closure when fp16 gradients of the second pass overflowed: SAM puts the
-    unperturbed weights back, the update is skipped and the scale backs off."""
-
-
-def _finite_grads(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether every gradient the optimizer would use is finite (one host sync)."""
-    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    return not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads, foreach=True)))
-
-
-class _VetoedUpdate(Exception):
-    """Raised inside an optimizer closure when the second pass was vetoed (non-finite); SAM puts the
-    unperturbed weights back and the trainer counts the update as skipped."""
-
-
-def _check_args(precision: str, accumulate: Any, max_epochs: Any, clip: Clip, mode: str | None,
-                plugins: Sequence[Any]) -> None:
-    if precision not in ("32", "bf16", "16"):
-        raise ValueError(f"precision must be '32', 'bf16' or '16', got {precision!r}")
-    if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
-        raise ValueError(f"accumulate must be an int >= 1, got {accumulate!r}")
-    if isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 1:
-        raise ValueError(f"max_epochs must be an int >= 1, got {max_epochs!r}")
-    if clip is not None and not callable(clip) and not clip > 0:
-        raise ValueError(f"clip must be > 0, a function of the parameters, or None, got {clip!r}")
-    if mode not in (None, "max", "min"):
-        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    for p in plugins:
-        if not isinstance(p, Plugin):
-            raise TypeError(f"plugins must be trickbag Plugin instances, got {type(p).__name__}")
-
-
-@contextlib.contextmanager
-def _gradient_sync_off(model: Any) -> Iterator[None]:
-    """FSDP2: gradients accumulate unreduced inside the block (its ``no_sync``)."""
-    model.set_requires_gradient_sync(False)
-    try:
-        yield
-    finally:
-        model.set_requires_gradient_sync(True)
 
 
 class Trainer:
@@ -174,7 +117,7 @@ class Trainer:
                  monitor: str | None = None, mode: Literal["max", "min"] | None = None, eval_every: int = 1,
                  nonfinite: Literal["skip", "stop"] | NonFiniteGuard | None = None, max_nonfinite: int = 5,
                  seed: int | None = None) -> None:
-        _check_args(precision, accumulate, max_epochs, clip, mode, plugins)
+        check_trainer_args(precision, accumulate, max_epochs, clip, mode, plugins)
         dist = runtime.dist_info()
         self.device = device if isinstance(device, torch.device) else runtime.select_device(
             device, local_rank=dist.local_rank)
@@ -196,11 +139,7 @@ class Trainer:
             scaler=torch.amp.GradScaler(self.device.type, enabled=(precision == "16")), dist=dist,
             monitor=self.monitor, mode=self.mode,
         )
-        self.state.save_checkpoint = self.save_checkpoint
-        self.state.weights_finite = self.weights_finite
-        self._sharded = is_sharded(unwrap(model))  # FSDP2: see _checkpoint_together and save_checkpoint
-        self._leading = False  # rank 0 inside CHECKPOINT under FSDP: its saves call the other ranks in
-        self.state.eval_loop = self._eval_loop
+        self._sharded = is_sharded(unwrap(model))  # FSDP2: evaluation and checkpoints involve every rank
         if tricks or any(p.needs_setup() for p in self.plugins):
             from trickbag.train.setup import set_up_plugins  # imports the recipe schema: only when there are tricks
 
@@ -209,33 +148,21 @@ class Trainer:
                                                      loss_given=loss_fn is not None)
         elif callable(scheduler):
             self.state.scheduler = scheduler(optimizer)
-        self.folder: FolderSession | None = None
-        self._averaging = False  # a schedule-free optimizer is in train mode (see _evaluated_weights)
-        self._recalibrated_at = -1  # the update at which BatchNorm statistics were last recalibrated
-        self._open_run_folder(run_dir, progress)
+        self.folder, folder_plugins, self._show_progress = open_run_folder(
+            run_dir, progress, is_main=dist.is_main, monitor=self.monitor, mode=self.mode)
+        self.plugins += folder_plugins  # the run folder's plug-ins (files, progress) after the caller's
+        if self.folder is not None:
+            self.state.run_dir = self.folder.path
+        self.modes = ScheduleFreeModes(self.state)  # schedule-free: train at one set of weights, evaluate at another
+        self.checkpointer = Checkpointer(self.state, plugins=self.plugins, guard=self.guard, cursor=self.cursor,
+                                         meter=lambda: self.meter, modes=self.modes, sharded=self._sharded)
+        self.state.services = Services(save_checkpoint=self.checkpointer.save,
+                                       weights_finite=self.checkpointer.weights_finite, eval_loop=self._eval_loop)
+        self.counts: ExactAccumulation  # made at fit start
         self._takes_closure = bool(getattr(self.state.optimizer, "takes_closure", False))
         self._build_dispatch()
 
     # ------------------------------------------------------------------ plumbing
-    def _open_run_folder(self, run_dir: str | Path | RunFolder | None, progress: bool | str | None) -> None:
-        """The run folder's plug-ins (files, progress) after the caller's; progress alone without a folder."""
-        if progress is None:
-            progress = bool(run_dir is not None or sys.stderr.isatty())
-        show = self._show_progress = bool(progress) and self.state.dist.is_main
-        if run_dir is None:
-            if show:
-                from trickbag.train.progress import ProgressBar
-
-                self.plugins.append(ProgressBar(monitor=self.monitor, mode=self.mode,
-                                                bar=None if progress is True else False))
-            return
-        folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(path=Path(run_dir), progress=progress)
-        if not show:
-            folder = dataclasses.replace(folder, progress=False)
-        self.state.run_dir = folder.path
-        self.folder = FolderSession(folder.path, monitor=self.monitor, mode=self.mode)
-        self.plugins += [self.folder, *folder.plugins(monitor=self.monitor, mode=self.mode)]
-
     def _build_dispatch(self) -> None:
         self._dispatch: dict[Event, list[Callable[[State], None]]] = {}
         for event in Event:
@@ -245,34 +172,13 @@ class Trainer:
     def add_plugin(self, plugin: Plugin) -> None:
         """Append a plug-in (before :meth:`fit`). One with build-time set-up still to run (a trick plug-in) is
         refused: it must be passed in ``plugins=`` (or its trick in ``tricks=``) so the Trainer sets it up."""
-        if not isinstance(plugin, Plugin):
-            raise TypeError(f"plugin must be a trickbag Plugin instance, got {type(plugin).__name__}")
-        if plugin.needs_setup():
-            raise TypeError(f"{type(plugin).__name__} changes the model, loss or optimizer when the Trainer is built; "
-                            "pass it in Trainer(plugins=[...]) (or its trick in tricks={...}) instead of add_plugin")
+        check_added_plugin(plugin)
         self.plugins.append(plugin)
         self._build_dispatch()
 
     def _emit(self, event: Event) -> None:
         for fn in self._dispatch[event]:
             fn(self.state)
-
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        p = self.state.precision
-        if p == "32":
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16 if p == "bf16" else torch.float16)
-
-    def _no_sync(self, last: bool) -> contextlib.AbstractContextManager:
-        """DDP / FSDP2: no gradient reduction on the micro-batches before the last one of an update."""
-        model = cast(Any, self.state.model)
-        if last:
-            return contextlib.nullcontext()
-        if hasattr(model, "no_sync"):
-            return model.no_sync()
-        if hasattr(model, "set_requires_gradient_sync"):
-            return _gradient_sync_off(model)
-        return contextlib.nullcontext()
 
     @property
     def model(self) -> torch.nn.Module:
@@ -298,33 +204,15 @@ class Trainer:
             return self._fit()
         try:
             self.folder.acquire()
-            self._pick_up(resume)
+            self.checkpointer.pick_up(self.folder.path, resume=resume, report=self._show_progress)
             return self._fit()
         finally:
             self.folder.release()
 
-    def _pick_up(self, resume: bool) -> None:
-        assert self.folder is not None
-        found = find_resume_checkpoint(self.folder.path)
-        if found is None:
-            return
-        path, ckpt = found
-        if not resume:
-            raise TrickbagError(f"run folder {str(self.folder.path)!r} already holds a run ({path.name}); continue it "
-                                "with fit(resume=True), or give another run_dir")
-        if self.state.step or self.state.epoch:
-            raise TrickbagError("fit(resume=True) on a Trainer that has trained already; make a new Trainer")
-        self.load_state_dict(ckpt)
-        if self._show_progress:
-            print(f"trickbag: resuming {self.folder.path} from {path.name} at epoch {self.state.epoch + 1}, "
-                  f"update {self.state.step}", file=sys.stderr, flush=True)
-
     def _fit(self) -> State:
         s = self.state
-        self._start_counting()
-        if has_modes(s.optimizer):  # schedule-free: train at the training weights
-            s.optimizer.train()  # type: ignore[attr-defined]
-            self._averaging = True
+        self.counts = ExactAccumulation(s)  # exact accumulation: the micro-batches' loss weights
+        self.modes.start()  # schedule-free: train at the training weights
         if self.guard is not None:
             self.guard.start(s)
         self._emit(Event.FIT_START)
@@ -334,29 +222,9 @@ class Trainer:
                 break  # stopped inside the epoch; its checkpoint resumes there
             s.epoch += 1
             _dist.agree_stop(s)  # e.g. a plug-in that decided at EPOCH_END on rank 0 only
-        if self._averaging:  # the model leaves fit() at the evaluated weights, BatchNorm recalibrated for them
-            s.optimizer.eval()  # type: ignore[attr-defined]
-            self._averaging = False
-            recalibrate_batchnorm(unwrap(s.model), s.train_loader, self.device)
+        self.modes.finish()  # schedule-free: the model leaves at the evaluated weights, BatchNorm recalibrated
         self._emit(Event.FIT_END)
         return s
-
-    @contextlib.contextmanager
-    def _evaluated_weights(self, *, recalibrate: bool) -> Iterator[None]:
-        """While training with a schedule-free optimizer: the evaluated weights for the block (BatchNorm
-        statistics recalibrated for them when asked), the training weights again after. Otherwise nothing."""
-        if not self._averaging:
-            yield
-            return
-        opt = self.state.optimizer
-        opt.eval()  # type: ignore[attr-defined]
-        try:
-            if recalibrate and self._recalibrated_at != self.state.step:
-                recalibrate_batchnorm(unwrap(self.state.model), self.state.train_loader, self.device)
-                self._recalibrated_at = self.state.step
-            yield
-        finally:
-            opt.train()  # type: ignore[attr-defined]
 
     def _train_epoch(self) -> bool:
         """One epoch; False when the run was stopped inside it (no evaluation, no EPOCH_END)."""
@@ -375,9 +243,9 @@ class Trainer:
             if self.guard is not None:
                 self.guard.before_batch()  # buffers as they were before the update's first forward
             size, last = update_size(i, s.accumulate, s.batches_per_epoch)
-            with self._no_sync(last):
+            with stepping.no_sync(s.model, last):
                 loss = self._forward_loss()
-                s.scaler.scale(self._weighted(loss, size)).backward()
+                s.scaler.scale(self.counts.weighted(loss, size)).backward()
             meter.add(loss, s.task.train_stat(s.output, s.batch[1]), int(s.batch[1].shape[0]))
             group += [s.batch] if self._takes_closure else []
             if not last:
@@ -408,46 +276,14 @@ class Trainer:
         s.batch = s.output = s.loss = self.meter = None
 
     def _checkpoint(self, *, epoch_done: bool) -> None:
-        self.state.epoch_done = epoch_done
-        try:
-            if self._sharded and self.state.dist.distributed:
-                self._checkpoint_together()
-            else:
-                self._emit(Event.CHECKPOINT)
-        finally:
-            self.state.epoch_done = False
-
-    def _checkpoint_together(self) -> None:
-        """CHECKPOINT under FSDP over several processes. The plug-ins that write files run on rank 0 only, but a
-        sharded save and a check of the weights need every rank: rank 0 runs its plug-ins and, at each such call,
-        tells the others to join it (:meth:`save_checkpoint`, :meth:`weights_finite`); the others run theirs, then
-        follow until rank 0 says it is done (one small broadcast per update when nothing is saved)."""
-        if not self.state.dist.is_main:
-            self._emit(Event.CHECKPOINT)
-            none: Any = None  # rank 0's command arrives in its place
-            while (command := _dist.broadcast_object(none))[0] != "end":
-                if command[0] == "save":
-                    self._write_checkpoint(Path(command[1]), command[2], command[3], {})
-                else:
-                    self._finite_everywhere()
-            if command[1]:
-                raise TrickbagError(f"rank 0 failed while writing a checkpoint: {command[1]}")
-            return
-        self._leading, error = True, None
-        try:
-            self._emit(Event.CHECKPOINT)
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            self._leading = False
-            _dist.broadcast_object(("end", error))
+        """CHECKPOINT (under FSDP with the checkpointer's lead/follow protocol: a save involves every rank)."""
+        self.checkpointer.at_checkpoint(functools.partial(self._emit, Event.CHECKPOINT), epoch_done=epoch_done)
 
     def _forward_loss(self, *, watch: bool = True) -> torch.Tensor:
         """Forward and loss under autocast, LOSS; the one path of training, SAM's second pass and pre-flight
         (:meth:`try_batch`, which the non-finite guard does not ``watch``)."""
         s = self.state
-        with self._autocast():
+        with stepping.autocast(self.device, s.precision):
             s.output = s.model(s.batch[0])
             s.loss = s.loss_fn(s.output, s.batch[1])
             self._emit(Event.LOSS)
@@ -455,58 +291,13 @@ class Trainer:
             self.guard.watch_loss(s.loss)
         return s.loss
 
-    # ------------------------------------------------------------------ exact accumulation
-    def _start_counting(self) -> None:
-        """The nominal count of a micro-batch (the loader's batch size, the same on every rank) and whether
-        every rank's micro-batches have the same sizes (trickbag's padded sampler), so none is all-reduced."""
-        loader = self.state.train_loader
-        self._nominal = int(getattr(loader, "batch_size", None) or 1)
-        sampler = find_sampler(loader)
-        self._equal_shards = isinstance(sampler, EpochSampler) and sampler.pad
-        self._counted: int | torch.Tensor = 0
-
-    def _weighted(self, loss: torch.Tensor, size: int) -> torch.Tensor:
-        """This micro-batch's (mean) loss weighted by its count over the update's nominal count (``size``
-        micro-batches of the nominal count); :meth:`_normalise` corrects the update when the counts were not
-        nominal, so that any split of a batch into micro-batches gives the big batch's gradient."""
-        s = self.state
-        if size == 1 and not s.dist.distributed:
-            return loss  # one micro-batch in one process: its mean loss is the update's (no count needed)
-        n = s.task.loss_count(s.output, s.batch[1])
-        if size == 1 and self._equal_shards and isinstance(n, int):
-            return loss  # one micro-batch, the same count on every rank
-        self._counted = self._counted + n
-        if isinstance(n, int) and n == self._nominal:
-            return loss / size  # the usual case: a plain loss / accumulate
-        return loss * (n / (self._nominal * size))
-
-    def _normalise(self, size: int) -> None:
-        """Scale the update's gradients by its nominal count over the count it saw (summed over ranks unless
-        the shards are equal): exact when micro-batches differ in size (a short last batch, uneven shards, a
-        token count). Nothing to do, and no sync, when every micro-batch was full."""
-        s = self.state
-        counted, nominal = self._counted, self._nominal * size
-        self._counted = 0
-        if isinstance(counted, int) and counted == 0:
-            return  # nothing weighted (one micro-batch per update, see _weighted)
-        if s.dist.distributed and (isinstance(counted, torch.Tensor) or not self._equal_shards):
-            total = torch.as_tensor(counted, dtype=torch.float64, device=self.device).reshape(())
-            torch.distributed.all_reduce(total)
-            counted, nominal = total, nominal * s.dist.world_size
-        elif isinstance(counted, int) and counted == nominal:
-            return
-        grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
-        if grads:
-            factor = nominal / counted
-            torch._foreach_mul_(grads, factor.float() if isinstance(factor, torch.Tensor) else factor)
-
     def _update(self, group: list[Any], size: int) -> bool:
         """Unscale, exact-accumulation scaling, AFTER_BACKWARD, non-finite check, clip, step, schedule; True
         when the update was vetoed."""
         s = self.state
         if s.scaler.is_enabled():
             s.scaler.unscale_(s.optimizer)
-        self._normalise(size)  # SAM: its closure normalises the second pass the same way
+        self.counts.normalise(size)  # SAM: its closure normalises the second pass the same way
         s.step_skipped, s.veto_reason = False, ""
         self._emit(Event.AFTER_BACKWARD)  # a plug-in may veto the update here (state.veto_update)
         if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
@@ -516,7 +307,7 @@ class Trainer:
             try:
                 if not self._scaled_closure_step(group, size):
                     return self._skip(vetoed=False)
-            except _VetoedUpdate:  # the non-finite guard on the second pass: _skip closes the scaler's iteration
+            except stepping.VetoedUpdate:  # the non-finite guard on the second pass (_skip closes the scaler iteration)
                 return self._skip(vetoed=True)
         elif s.scaler.is_enabled():
             scale_before = s.scaler.get_scale()
@@ -527,7 +318,7 @@ class Trainer:
         elif self._takes_closure:
             try:
                 s.optimizer.step(self._closure(group, size))  # type: ignore[arg-type]
-            except _VetoedUpdate:
+            except stepping.VetoedUpdate:
                 return self._skip(vetoed=True)
         else:
             s.optimizer.step()
@@ -543,12 +334,12 @@ class Trainer:
         inf-checked; an overflow there puts the weights back and skips the update. Either skip lowers the
         scale as the GradScaler would; a clean update steps once and lets the scale grow. True when stepped."""
         s = self.state
-        if not _finite_grads(s.optimizer):
+        if not stepping.finite_grads(s.optimizer):
             s.scaler.update()  # unscale_ recorded the inf: the scale backs off
             return False
         try:
             s.optimizer.step(self._closure(group, size))  # type: ignore[arg-type]
-        except _Overflow:
+        except stepping.Overflow:
             s.scaler.update(new_scale=s.scaler.get_scale() * s.scaler.get_backoff_factor())
             return False
         s.scaler.update()
@@ -565,15 +356,9 @@ class Trainer:
         return vetoed
 
     def _clip_gradients(self) -> None:
-        if self.clip is None:
-            return
-        params = [p for g in self.state.optimizer.param_groups for p in g["params"]]
-        if callable(self.clip):
-            norm = self.clip(params)
-            if norm is not None:
-                self.state.grad_norm = norm
-        else:
-            self.state.grad_norm = torch.nn.utils.clip_grad_norm_(params, self.clip, foreach=True)
+        norm = stepping.clip_gradients(self.state.optimizer, self.clip)
+        if norm is not None:  # the norm before clipping (a clip function may give none)
+            self.state.grad_norm = norm
 
     def _closure(self, group: list[Any], size: int) -> Callable[[], torch.Tensor]:
         """Forward + backward over the update's micro-batches again (SAM's second pass)."""
@@ -585,20 +370,20 @@ class Trainer:
                 total = torch.zeros((), device=self.device)
                 for j, batch in enumerate(group):
                     s.batch = batch  # LOSS plug-ins (distillation) see this micro-batch, not the last one
-                    with self._no_sync(j == len(group) - 1):
-                        weighted = self._weighted(self._forward_loss(), size)
+                    with stepping.no_sync(s.model, j == len(group) - 1):
+                        weighted = self.counts.weighted(self._forward_loss(), size)
                         s.scaler.scale(weighted).backward()  # fp16: scaled like the first pass
                     total = total + weighted.detach()
                 if s.scaler.is_enabled():  # unscale by hand (the GradScaler unscales once per update)
                     grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
                     torch._foreach_mul_(grads, 1.0 / s.scaler.get_scale())
-                    if not _finite_grads(s.optimizer):
-                        raise _Overflow
-                self._normalise(size)
+                    if not stepping.finite_grads(s.optimizer):
+                        raise stepping.Overflow
+                self.counts.normalise(size)
                 # these are the gradients the update uses: check, log and clip them too
                 self._emit(Event.AFTER_BACKWARD)
                 if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
-                    raise _VetoedUpdate
+                    raise stepping.VetoedUpdate
                 self._clip_gradients()  # noqa: TB106 (unscaled by hand above: the GradScaler unscales once per update)
                 return total
             finally:
@@ -649,11 +434,11 @@ class Trainer:
         x = None
         for batch in loader:
             x, y = runtime.move_to(batch, self.device, non_blocking)[:2]
-            with self._autocast():
+            with stepping.autocast(self.device, s.precision):
                 out = predict(x)
             metrics.update(out, y)
         for _ in range(missing):  # FSDP: as many forwards (weight gathers) as the rank with the most batches
-            with self._autocast():
+            with stepping.autocast(self.device, s.precision):
                 predict(cast(torch.Tensor, x))
         return metrics.compute()
 
@@ -666,7 +451,7 @@ class Trainer:
         """
         s = self.state
         was_training = s.model.training
-        with self._evaluated_weights(recalibrate=True):
+        with self.modes.evaluated(recalibrate=True):
             s.model.eval()
             try:
                 together = self._sharded and s.dist.distributed
@@ -681,89 +466,16 @@ class Trainer:
                 s.model.train(was_training)
         return dict(s.eval_metrics)
 
-    # ------------------------------------------------------------------ checkpoints
-    def _counters(self) -> dict[str, Any]:
-        s = self.state
-        mid_epoch = self.meter is not None and not s.epoch_done  # the meter lives while an epoch runs
-        return {
-            "epoch": s.epoch + (1 if s.epoch_done else 0),
-            "step": s.step,
-            "batch_idx": s.batch_idx + 1 if mid_epoch else 0,
-            "skipped_steps": s.skipped_steps,
-            "train_sums": self.meter.totals() if mid_epoch and self.meter is not None else None,
-            "stopped": s.stop_reason.value if s.stop_reason is not None else None,
-            "world_size": s.dist.world_size,
-        }
-
-    def _weights_state(self) -> dict[str, Any]:
-        """The part of a checkpoint that evaluation needs: format, weights, counters, history."""
-        s = self.state
-        return {"format": 2, "model": unwrap(s.model).state_dict(), "counters": self._counters(),
-                "history": [dict(h) for h in s.history]}
-
+    # ------------------------------------------------------------------ checkpoints (train/persistence.py)
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume at this point: weights, optimizer, scheduler, scaler, counters,
         plug-ins, RNG; inside an epoch (after an update) also the position and the epoch's sums. A schedule-free
         optimizer's state is taken at its evaluated weights (a copy: training goes on at the others)."""
-        if not self._averaging:
-            return self._state_now()
-        with self._evaluated_weights(recalibrate=False):
-            return copy.deepcopy(self._state_now())
-
-    def _state_now(self) -> dict[str, Any]:
-        s = self.state
-        sampler = find_sampler(s.train_loader)
-        return {
-            **self._weights_state(),
-            "optimizer": s.optimizer.state_dict(),
-            "scheduler": s.scheduler.state_dict() if s.scheduler is not None else None,
-            "scaler": s.scaler.state_dict() if s.scaler.is_enabled() else None,
-            "plugins": {p.key: sd for p in self.plugins if (sd := p.state_dict()) is not None},
-            "rng": runtime.get_rng_state(),
-            "sampler": sampler.state_dict() if hasattr(sampler, "state_dict") else None,
-            **({"nonfinite": self.guard.state_dict()} if self.guard is not None else {}),
-        }
+        return self.checkpointer.state_dict()
 
     def load_state_dict(self, checkpoint: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output; training continues where the checkpoint was taken."""
-        s = self.state
-        if checkpoint.get("weights_only"):
-            raise ValueError("the checkpoint holds weights only (a best.pt: no optimizer, scheduler or RNG state); "
-                             "resume from last.pt or a step-N.pt, or load its 'model' into the model")
-        if has_placeholders(checkpoint):  # a sharded checkpoint: its shards, for this model's processes
-            checkpoint = fill_shards(checkpoint, Path(checkpoint["shards_dir"]), mesh_of(unwrap(s.model)))
-        elif self._sharded:
-            raise ValueError("the checkpoint holds whole weights (written without dist.strategy=fsdp) and this model "
-                             "is sharded; resume it with the strategy it was written with")
-        unwrap(s.model).load_state_dict(checkpoint["model"])
-        # plug-ins first: one may change the optimizer's structure (unfreezing adds param groups)
-        states = dict(checkpoint.get("plugins", {}))
-        ranks = checkpoint.get("ranks")  # each rank's streams (FSDP): its own, on the same number of ranks
-        own = ranks[s.dist.rank] if isinstance(ranks, list) and len(ranks) == s.dist.world_size else None
-        if own is not None:
-            states.update({k: {**v, "this_rank": True} for k, v in own["generators"].items()})
-        for p in self.plugins:
-            if p.key in states:
-                p.load_state_dict(states[p.key])
-        s.optimizer.load_state_dict(checkpoint["optimizer"])
-        if s.scheduler is not None and checkpoint.get("scheduler") is not None:
-            s.scheduler.load_state_dict(checkpoint["scheduler"])
-        if s.scaler.is_enabled() and checkpoint.get("scaler"):
-            s.scaler.load_state_dict(checkpoint["scaler"])
-        if self.guard is not None and checkpoint.get("nonfinite"):
-            self.guard.load_state_dict(checkpoint["nonfinite"])
-        c = checkpoint["counters"]
-        s.epoch, s.step, s.skipped_steps = int(c["epoch"]), int(c["step"]), int(c.get("skipped_steps", 0))
-        s.history = [dict(h) for h in checkpoint.get("history", [])]
-        if s.history:
-            s.metrics = dict(s.history[-1])
-        sampler = find_sampler(s.train_loader)
-        if checkpoint.get("sampler") is not None and hasattr(sampler, "load_state_dict"):
-            sampler.load_state_dict(checkpoint["sampler"])
-        if own is not None:
-            self.cursor.load({**c, "train_sums": own["train_sums"]}, own["rng"], 0)  # its own: nothing to fork
-        else:
-            self.cursor.load(c, checkpoint.get("rng"), s.dist.rank if s.dist.distributed else 0)
+        self.checkpointer.load_state_dict(checkpoint)
 
     def save_checkpoint(self, path: str | Path, *, resume: bool = True, **extra: Any) -> Path:
         """Write :meth:`state_dict` plus ``extra`` entries (e.g. the recipe) atomically to ``path``.
@@ -778,57 +490,8 @@ class Trainer:
         CHECKPOINT on rank 0, which calls the others in); a resume checkpoint is the ``.pt`` rank 0 writes plus
         the shards every rank writes beside it (:mod:`trickbag.train.sharded`), ``best.pt`` the whole weights.
         """
-        path = Path(path)
-        if not self._sharded:
-            return self._write_checkpoint(path, resume, None, extra)
-        folder = f"{path.name}.shards-{self.state.step:08d}-{secrets.token_hex(3)}" if resume else None
-        if self._leading:
-            _dist.broadcast_object(("save", str(path), resume, folder))
-        elif self.state.dist.distributed:  # called on every rank: rank 0 names the folder
-            folder = _dist.broadcast_object(folder)
-        return self._write_checkpoint(path, resume, folder, extra)
-
-    def _write_checkpoint(self, path: Path, resume: bool, folder: str | None, extra: dict[str, Any]) -> Path:
-        """Gather what :meth:`save_checkpoint` writes and write it; with a ``folder`` (a sharded model's resume
-        checkpoint) the shards go there (every rank) and the rest to ``path`` (rank 0), else all to ``path``."""
-        s = self.state
-        # schedule-free: the evaluated weights are stored; at an epoch's end with BatchNorm statistics for them
-        with self._evaluated_weights(recalibrate=s.epoch_done):
-            ckpt = self._state_now() if resume else {**self._weights_state(), "weights_only": True}
-            if s.eval_weights is not None and "eval_model" not in extra:
-                ckpt["eval_model"] = s.eval_weights()
-            ckpt.update(extra)
-            if not self._sharded:
-                return save_checkpoint(path, ckpt)
-            if folder is None:  # the whole weights, gathered from every rank
-                ckpt = gather_full(ckpt)
-            else:
-                if s.dist.distributed:  # every rank's own state: the same number of ranks resumes bit for bit
-                    ckpt["ranks"] = self._every_ranks_own(ckpt)
-                ckpt, shards = split_sharded(ckpt)
-                save_shards(shards, path.parent / folder)
-                ckpt["shards"] = folder
-        if s.dist.is_main:  # written after every rank wrote its shards: a save killed midway leaves the last whole
-            save_checkpoint(path, ckpt)
-            prune_shards(path, keep=folder)
-        return path
-
-    @staticmethod
-    def _every_ranks_own(ckpt: dict[str, Any]) -> list[Any]:
-        """What differs between ranks, gathered on every rank (collective): the RNG state, the tricks' generators,
-        the sums of the epoch so far (a rank's own samples)."""
-        mine = {"rng": runtime.get_rng_state(), "train_sums": ckpt["counters"]["train_sums"],
-                "generators": {k: v for k, v in ckpt["plugins"].items() if isinstance(v, dict) and "generator" in v}}
-        out: list[Any] = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(out, mine)
-        return out
+        return self.checkpointer.save(path, resume=resume, **extra)
 
     def weights_finite(self) -> bool:
         """Whether every floating weight and buffer is finite (under FSDP: every process's shards)."""
-        if self._leading:
-            _dist.broadcast_object(("finite",))
-        return self._finite_everywhere()
-
-    def _finite_everywhere(self) -> bool:
-        finite = is_finite_model(unwrap(self.state.model))
-        return not _dist.any_rank(not finite) if self._sharded else finite
+        return self.checkpointer.weights_finite()

@@ -156,9 +156,9 @@ def image_shape(ctx: TrickContext, trick: str) -> tuple[int, ...]:
 def add_raw_metrics(state: State) -> None:
     """After an averaged model was evaluated (EMA, SWA), evaluate the raw weights on the validation
     loader too and add them to ``state.eval_metrics`` as ``<metric>_raw``."""
-    if state.eval_loop is None or state.val_loader is None:
+    if state.services is None or state.val_loader is None:
         return
-    raw = state.eval_loop(state.val_loader)
+    raw = state.services.eval_loop(state.val_loader)
     for k, v in raw.items():
         if k != "n" and isinstance(v, float):
             state.eval_metrics[f"{k}_raw"] = v
