@@ -22,9 +22,9 @@ import torch  # noqa: E402
 import torchvision  # noqa: E402
 
 from trickbag.nn import EMA  # noqa: E402
+from trickbag.plugin.interface import Plugin  # noqa: E402
 from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.runs.summary import format_bytes  # noqa: E402
-from trickbag.train.plugin import Plugin  # noqa: E402
 from trickbag.train.trainer import Trainer  # noqa: E402
 
 

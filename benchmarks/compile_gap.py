@@ -74,8 +74,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from trickbag.nn import unwrap  # noqa: E402
+from trickbag.plugin.interface import Plugin  # noqa: E402
 from trickbag.recipe import load_recipe  # noqa: E402
-from trickbag.train.plugin import Plugin  # noqa: E402
 
 
 def _sync(device: torch.device) -> None:

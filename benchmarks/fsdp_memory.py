@@ -63,8 +63,8 @@ def _worker(rank: int, world: int, strategy: str, args: argparse.Namespace, fold
                             world_size=world, timeout=datetime.timedelta(seconds=600))
     try:
         from trickbag.nn import unwrap
+        from trickbag.plugin.interface import Plugin
         from trickbag.train.build import build
-        from trickbag.train.plugin import Plugin
 
         trainer, _ = build(_recipe(strategy, args.model, args.steps, world))
         times: list[float] = []

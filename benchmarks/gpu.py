@@ -234,7 +234,7 @@ class CudaStepTimer:
     at both ends; ``opener`` goes last in the plug-in list, ``closer`` first (as in trick_cost.StepTimer)."""
 
     def __init__(self, device: Any, skip: int) -> None:
-        from trickbag.train.plugin import Plugin
+        from trickbag.plugin.interface import Plugin
 
         self.device, self.skip = device, skip
         self.wall, self.batches = 0.0, 0
@@ -298,7 +298,7 @@ def run_cost(device: Any, base: list[str], extra: list[str]) -> dict[str, float]
 
 
 def trick_list(args: argparse.Namespace) -> list[str]:
-    from trickbag.train.tricks import TRICKS
+    from trickbag.tricks import TRICKS
 
     if args.tricks:
         wanted = [t.strip() for t in args.tricks.split(",") if t.strip()]

@@ -47,9 +47,9 @@ from trickbag.data.sources import build_data  # noqa: E402
 from trickbag.models import SmallCNN  # noqa: E402
 from trickbag.recipe import load_recipe  # noqa: E402
 from trickbag.train import Event, Trainer  # noqa: E402
-from trickbag.train.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
 from trickbag.train.parts import build_schedule, make_loader, optimizer_spec  # noqa: E402
-from trickbag.train.progress import ProgressBar  # noqa: E402
+from trickbag.train.plugins.loggers import CSVLogger, TensorBoardLogger  # noqa: E402
+from trickbag.train.plugins.progress import ProgressBar  # noqa: E402
 
 TARGETS = {"trainer": 1.02, "trainer+log": 1.05}
 

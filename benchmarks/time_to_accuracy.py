@@ -274,7 +274,7 @@ _COSTS = [
     ("Trainer.fit", "train/trainer.py", "fit"),
     ("  optimizer steps", "torch/optim/optimizer.py", "_use_grad"),
     ("  non-finite guard (loss, gradients)", "train/nonfinite.py", "vetoes"),
-    ("  checkpoint writes (last.pt, best.pt)", "train/checkpoint.py", "save_checkpoint"),
+    ("  checkpoint writes (last.pt, best.pt)", "train/checkpoint_files.py", "save_checkpoint"),
     ("test of best.pt (load, evaluate)", "runs/run.py", "test"),
     ("  evaluation metrics (loss sum + torchmetrics), update + compute", "train/tasks.py", "update"),
     ("", "train/tasks.py", "compute"),

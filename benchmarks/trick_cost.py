@@ -1,6 +1,6 @@
 """Trick cost: per-step time of the default recipe with each recipe trick on vs off, side by side.
 
-For every trick registered in ``trickbag.train.tricks`` the ``digits`` recipe is built with
+For every trick registered in ``trickbag.tricks`` the ``digits`` recipe is built with
 ``tricks.<name>.enabled=true`` (plus the few settings a trick needs, listed in ``EXTRA``) and trained
 for ``--epochs`` epochs by ``trickbag.train.build.build`` + ``Trainer.fit`` (no loggers, no checkpoints).
 A pair of timing plug-ins measures the batch loop of every epoch after the first (the first one
@@ -32,9 +32,9 @@ import torch  # noqa: E402
 
 from trickbag.errors import TrickbagError  # noqa: E402
 from trickbag.models import SmallCNN  # noqa: E402
+from trickbag.plugin.interface import Plugin  # noqa: E402
 from trickbag.recipe import TricksConfig, load_recipe  # noqa: E402
 from trickbag.train.build import build  # noqa: E402
-from trickbag.train.plugin import Plugin  # noqa: E402
 
 #: what a trick needs besides enabled=true to run on the digits recipe (8x8 images, SmallCNN)
 EXTRA: dict[str, list[str]] = {

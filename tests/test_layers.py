@@ -10,14 +10,16 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "trickbag"
 
 #: (layer, module prefixes), bottom first
 LAYERS = [
-    ("config", ("trickbag.errors", "trickbag._optional", "trickbag.config")),
+    ("config", ("trickbag.errors", "trickbag._optional", "trickbag._moved", "trickbag.config")),
     ("runtime", ("trickbag.runtime", "trickbag._files")),
     ("library", ("trickbag.losses", "trickbag.data", "trickbag.nn", "trickbag.optim", "trickbag.models",
                  "trickbag.audit", "trickbag.functional", "trickbag.extras")),
-    ("plug-in interface", ("trickbag.train.plugin", "trickbag.train.events", "trickbag.train.state")),
-    ("trick modules", ("trickbag.train.tricks",)),
+    ("plug-in interface", ("trickbag.plugin",)),
+    ("trick modules", ("trickbag.tricks",)),
     ("recipe", ("trickbag.recipe",)),
-    ("trainer", ("trickbag.train",)),
+    ("trainer", ("trickbag.train",)),  # the loop, persistence, the build, and the built-in plug-ins (train.plugins)
+    ("integrations", ("trickbag.integrations",)),  # tricks in other trainers (Lightning, HF): reserved, above the
+    # trainer (an adapter sets tricks up with its pieces) and below the run path (which never needs an adapter)
     ("runs", ("trickbag.runs",)),
     ("experiments", ("trickbag.experiments",)),
     ("cli", ("trickbag.cli", "trickbag.launch", "trickbag.__main__")),
@@ -87,8 +89,8 @@ def test_imports_only_point_down():
 def test_the_layer_finder_sees_an_upward_import():
     """The check above can fail: a library module importing the trainer is upward."""
     assert layer_of("trickbag.nn.ema") < layer_of("trickbag.train.trainer")
-    assert layer_of("trickbag.train.tricks.mix") < layer_of("trickbag.recipe") < layer_of("trickbag.train.build")
-    assert layer_of("trickbag.train.plugin") < layer_of("trickbag.train.tricks.mix")
+    assert layer_of("trickbag.tricks.mix") < layer_of("trickbag.recipe") < layer_of("trickbag.train.build")
+    assert layer_of("trickbag.plugin.interface") < layer_of("trickbag.tricks.mix")
 
 
 # ---------------------------------------------------------------------- no import circle, hints included
@@ -164,5 +166,5 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_the_import_graph_counts_type_hints_and_deferred_imports():
     graph = import_graph()
-    assert "trickbag.train.tasks" in graph["trickbag.train.plugin"]  # under TYPE_CHECKING
+    assert "trickbag.plugin.context" in graph["trickbag.plugin.interface"]  # under TYPE_CHECKING
     assert "trickbag.train.setup" in graph["trickbag.train.trainer"]  # inside Trainer.__init__

@@ -125,8 +125,8 @@ RUNS: tuple[GoldenRun, ...] = (
 # --------------------------------------------------------------------------- the stop
 def stop_midway() -> list[Any]:
     """``train.plugins`` entry of the first command: stop (as a SIGINT would) in the middle of the 2nd epoch."""
-    from trickbag.train.plugin import Plugin
-    from trickbag.train.state import StopReason
+    from trickbag.plugin.interface import Plugin
+    from trickbag.plugin.state import StopReason
 
     class StopMidway(Plugin):
         name = "golden_stop"

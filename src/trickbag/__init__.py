@@ -7,26 +7,30 @@ The public API is re-exported here and loaded lazily, so ``import trickbag`` (an
 'trickbag.nn.ema'
 
 Areas: :mod:`trickbag.losses`, :mod:`trickbag.data`, :mod:`trickbag.nn`, :mod:`trickbag.optim`
-(the tricks), :mod:`trickbag.functional` (every pure function in one namespace), :mod:`trickbag.train`
-(the trainer), :mod:`trickbag.recipe` (recipes: :func:`~trickbag.recipe.load_recipe`), :mod:`trickbag.config`
-(their schema and safe YAML loading).
+(the tricks), :mod:`trickbag.functional` (every pure function in one namespace), :mod:`trickbag.plugin`
+(the plug-in interface), :mod:`trickbag.tricks` (the recipe tricks), :mod:`trickbag.train` (the trainer),
+:mod:`trickbag.recipe` (recipes: :func:`~trickbag.recipe.load_recipe`), :mod:`trickbag.config` (their schema and
+safe YAML loading).
 """
 
 from __future__ import annotations
 
+from trickbag import _moved
 from trickbag._optional import lazy_exports
+
+_moved.install()  # modules that moved this release answer at their former paths, with a warning
 
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     # trainer
     "Trainer": "trickbag.train.trainer",
-    "Plugin": "trickbag.train.plugin",
-    "Event": "trickbag.train.events",
-    "State": "trickbag.train.state",
-    "EarlyStopping": "trickbag.train.early_stopping",
-    "save_checkpoint": "trickbag.train.checkpoint",
-    "load_checkpoint": "trickbag.train.checkpoint",
+    "Plugin": "trickbag.plugin.interface",
+    "Event": "trickbag.plugin.events",
+    "State": "trickbag.plugin.state",
+    "EarlyStopping": "trickbag.train.plugins.early_stopping",
+    "save_checkpoint": "trickbag.train.checkpoint_files",
+    "load_checkpoint": "trickbag.train.checkpoint_files",
     # recipes and runtime
     "Recipe": "trickbag.recipe",
     "load_recipe": "trickbag.recipe",

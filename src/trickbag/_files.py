@@ -1,5 +1,5 @@
 """Atomic file writes, without torch: the run files, the experiment outputs and the checkpoints
-(through :mod:`trickbag.train.checkpoint`) all go through :func:`write_atomically`.
+(through :mod:`trickbag.train.checkpoint_files`) all go through :func:`write_atomically`.
 
 The data goes to a temporary file in the target's folder, is flushed and fsynced, then renamed over
 the target, and the folder is fsynced: a crash or a full disk never leaves a half-written file

@@ -95,7 +95,7 @@ def launch_torchrun(
 
         recipe = load_recipe(recipe_name, overrides)
         if recipe.run.name is None:
-            # the format of trickbag.runs.directory.default_run_name, without importing torch in the launcher
+            # the format of trickbag.runs.naming.default_run_name, without importing torch in the launcher
             recipe.run.name = f"{recipe.name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
             overrides.append(f"run.name={recipe.run.name}")
         run_dir = Path(recipe.run.dir) / recipe.run.name

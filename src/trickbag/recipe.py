@@ -47,7 +47,7 @@ from trickbag.config.loading import run_recipe_path
 from trickbag.errors import RecipeError
 from trickbag.optim import optimizers
 from trickbag.optim.schedules import DEFAULT, sections, settle_schedule
-from trickbag.train.tricks import TricksConfig
+from trickbag.tricks import TricksConfig
 
 __all__ = ["Recipe", "TricksConfig", "OptimSection", "ScheduleSection", "load_recipe", "recipe_from_dict",
            "recipe_to_yaml", "load_run_recipe", "recipe_keys", "builtin_recipes", "resolve_recipe_path",

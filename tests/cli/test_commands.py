@@ -61,7 +61,7 @@ def test_predict_classifies_a_png_like_the_model_does(run_dir):
 
     from trickbag.data.sources import build_data
     from trickbag.recipe import recipe_from_dict
-    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
     from trickbag.train.parts import model_for
 
     tmp, d, _ = run_dir

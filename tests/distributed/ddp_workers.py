@@ -92,7 +92,7 @@ class Recorder:
 
     @staticmethod
     def make() -> Any:
-        from trickbag.train.plugin import Plugin
+        from trickbag.plugin.interface import Plugin
 
         class _Rec(Plugin):
             def __init__(self) -> None:
@@ -280,8 +280,8 @@ def early_stop(rank: int, out: Path) -> dict[str, Any]:
 
 
 def _stopper(at_step: int | None, at_epoch_end: int | None) -> Any:
-    from trickbag.train.plugin import Plugin
-    from trickbag.train.state import StopReason
+    from trickbag.plugin.interface import Plugin
+    from trickbag.plugin.state import StopReason
 
     class RankZeroBudget(Plugin):
         """Stops the run on the rank it is added to only (like a plug-in that decides on rank 0)."""

@@ -15,7 +15,7 @@ def main(run_dir: str, out: str) -> None:
     from trickbag.nn import unwrap
     from trickbag.recipe import load_run_recipe
     from trickbag.train.build import build
-    from trickbag.train.runfolder import find_resume_checkpoint
+    from trickbag.train.plugins.run_folder import find_resume_checkpoint
     from trickbag.train.sharded import gather_full, is_sharded
 
     torch.set_num_threads(1)

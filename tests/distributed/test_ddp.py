@@ -255,7 +255,7 @@ def test_start_of_run_reports_effective_batch_and_linear_scaling(ddp: dict[str, 
 def test_resume_under_ddp_continues_exactly(ddp: dict[str, Any]) -> None:
     r0, r1 = ranks(ddp, "runs")  # rank 1 was refused every read of the run directory during the resume
     assert r0["resumed_dir"] == r0["run_dir"]
-    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
 
     resumed = load_checkpoint(Path(r0["resumed_dir"]) / "checkpoints" / "last.pt")
     straight = load_checkpoint(Path(r0["straight_dir"]) / "checkpoints" / "last.pt")

@@ -25,7 +25,7 @@ import pytest
 import torch
 import torch.distributed as torch_dist
 
-from trickbag.train.checkpoint import load_checkpoint
+from trickbag.train.checkpoint_files import load_checkpoint
 
 pytestmark = pytest.mark.skipif(not torch_dist.is_available() or not torch_dist.is_gloo_available(),
                                 reason="torch built without distributed/gloo support")

@@ -91,7 +91,7 @@ def test_launch_fixes_the_run_name_and_returns_the_exit_status(
     assert seen["env"]["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
     assert seen["cmd"][seen["cmd"].index("--rdzv-endpoint") + 1] == "127.0.0.1:0"
     from trickbag.recipe import load_recipe
-    from trickbag.runs.directory import default_run_name
+    from trickbag.runs.naming import default_run_name
 
     assert len(names[0]) == len("run.name=" + default_run_name(load_recipe("digits")))  # the same format
 
@@ -120,7 +120,7 @@ def test_trickbag_train_with_dist_nproc_2_runs_end_to_end(tmp_path: Path) -> Non
     run_dir = tmp_path / "e2e"
     for f in ("recipe.yaml", "metrics.csv", "summary.txt", "checkpoints/last.pt", "checkpoints/best.pt"):
         assert (run_dir / f).is_file(), f
-    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
 
     ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     assert ckpt["recipe"]["dist"]["nproc"] == 2

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from trickbag.train.plugin import Plugin
+from trickbag.plugin.interface import Plugin
 
 #: every module of tests/gpu: ``pytestmark = CUDA_ONLY``
 CUDA_ONLY = [pytest.mark.cuda,

@@ -17,7 +17,7 @@ from trickbag.optim import SAM
 from trickbag.recipe import load_recipe
 from trickbag.train.build import build
 from trickbag.train.trainer import Trainer
-from trickbag.train.tricks.ema import EMAPlugin
+from trickbag.tricks.ema import EMAPlugin
 
 from .helpers import (
     CUDA_ONLY,

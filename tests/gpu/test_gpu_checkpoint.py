@@ -16,8 +16,8 @@ from trickbag.data.sources import TensorDataset
 from trickbag.recipe import load_recipe
 from trickbag.runs.inference import evaluate_run
 from trickbag.runs.run import run_recipe
-from trickbag.train.checkpoint import load_checkpoint
-from trickbag.train.checkpointing import Checkpointing
+from trickbag.train.checkpoint_files import load_checkpoint
+from trickbag.train.plugins.checkpoints import Checkpointing
 from trickbag.train.trainer import Trainer
 
 from .helpers import CUDA_ONLY, FAKE, assert_identical, fresh_net, make_data, weights

@@ -11,7 +11,7 @@ from trickbag.nn import flip_tta
 from trickbag.recipe import load_recipe
 from trickbag.train.build import build
 from trickbag.train.parts import model_for
-from trickbag.train.tricks.ema import EMAPlugin
+from trickbag.tricks.ema import EMAPlugin
 
 from .helpers import CUDA_ONLY, FAKE, Hook, weights
 

@@ -289,7 +289,7 @@ def test_invalid_arguments(kwargs, match):
 
 def test_the_default_warms_up_like_the_recipes():
     """One default in the library and the recipe key tricks.ema.warmup: on (TensorFlow's rule)."""
-    from trickbag.train.tricks.ema import EMAConfig
+    from trickbag.tricks.ema import EMAConfig
 
     model = make_model()
     e0 = {n: p.detach().clone().double() for n, p in model.named_parameters()}

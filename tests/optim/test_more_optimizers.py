@@ -92,10 +92,10 @@ def test_lamb_trains_through_the_trainer_as_by_hand():
 def test_a_recipe_with_lookahead_resumes_bit_identically(tiny_recipe):
     from reliability._helpers import training_state_differences
 
+    from trickbag.plugin.interface import Plugin
+    from trickbag.plugin.state import StopReason
     from trickbag.runs.run import resume_run, run_recipe
-    from trickbag.train.checkpoint import load_checkpoint
-    from trickbag.train.plugin import Plugin
-    from trickbag.train.state import StopReason
+    from trickbag.train.checkpoint_files import load_checkpoint
 
     class StopAfterFirst(Plugin):
         def on_epoch_end(self, state):

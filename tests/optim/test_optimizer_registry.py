@@ -139,7 +139,7 @@ def test_what_each_entry_refuses():
 ])
 def test_the_sam_and_swa_refusals_keep_their_words(overrides, words):
     from trickbag.errors import ConflictError
-    from trickbag.train.tricks import build_tricks
+    from trickbag.tricks import build_tricks
 
     with pytest.raises(ConflictError) as err:
         build_tricks(load_recipe("digits", overrides))
@@ -235,7 +235,7 @@ from trickbag.cli import main
 from trickbag.errors import TrickbagError
 from trickbag.recipe import load_recipe
 from trickbag.train.build import build
-from trickbag.train.tricks import build_tricks
+from trickbag.tricks import build_tricks
 
 out = {}
 for flag in (["--keys"], ["--keys", "--markdown"]):

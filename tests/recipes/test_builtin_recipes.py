@@ -21,8 +21,8 @@ from trickbag.errors import RecipeError
 from trickbag.recipe import load_recipe, recipe_from_dict, recipe_to_yaml
 from trickbag.runs.run import run_recipe
 from trickbag.train.build import build
-from trickbag.train.checkpoint import load_checkpoint
-from trickbag.train.tricks import check_interactions
+from trickbag.train.checkpoint_files import load_checkpoint
+from trickbag.tricks import check_interactions
 
 SHIPPED = {"digits", "digits-tricks", "mnist1d", "imagefolder-finetune", "distill", "tabular"}
 QUIET = ["run.progress=false", "run.plots=false", "log.tensorboard=false"]

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trickbag.train.plugin import Plugin
+from trickbag.plugin.interface import Plugin
 
 ENV = "TRICKBAG_TEST_KILL_AT"
 PLUGIN = "train.plugins=[reliability.killswitch:KillSwitch]"

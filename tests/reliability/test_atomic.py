@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from trickbag.errors import CheckpointError, TrickbagError
-from trickbag.train.checkpoint import WriteError, atomic_write_text, load_checkpoint, save_checkpoint
+from trickbag.train.checkpoint_files import WriteError, atomic_write_text, load_checkpoint, save_checkpoint
 
 from ._helpers import csv_without_times, load, run_inprocess, training_state_differences, write_recipe
 

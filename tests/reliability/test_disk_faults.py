@@ -22,7 +22,7 @@ import torch
 
 from trickbag import _files
 from trickbag.errors import CheckpointError
-from trickbag.train.checkpoint import load_checkpoint, save_checkpoint
+from trickbag.train.checkpoint_files import load_checkpoint, save_checkpoint
 
 from ._helpers import load, run_inprocess, run_subprocess, write_recipe
 
@@ -155,7 +155,7 @@ def test_resume_of_a_run_on_a_read_only_disk_says_to_copy_it(tmp_path, capsys, m
                                 "--quiet"], capsys)
     assert rc == 0, err
     before = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
-    import trickbag.train.runfolder as runfolder  # the run lock lives there
+    import trickbag.train.plugins.run_folder as runfolder  # the run lock lives there
 
     real_open = os.open
 

@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from trickbag.train.checkpointing import Checkpointing
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import StopReason
 from trickbag.train.nonfinite import NonFiniteGuard
-from trickbag.train.plugin import Plugin
-from trickbag.train.state import StopReason
+from trickbag.train.plugins.checkpoints import Checkpointing
 from trickbag.train.trainer import Trainer
 
 from ._helpers import load, run_inprocess, write_recipe

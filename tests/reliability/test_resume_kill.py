@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from trickbag.runs.directory import find_resume_checkpoint
+from trickbag.runs.naming import find_resume_checkpoint
 
 from ._helpers import (
     UPDATES_PER_EPOCH,
@@ -148,9 +148,9 @@ def test_epoch_end_checkpoint_holds_the_state_every_plugin_recorded_for_that_epo
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
-    from trickbag.train.checkpointing import Checkpointing
-    from trickbag.train.early_stopping import EarlyStop
-    from trickbag.train.loggers import CSVLogger
+    from trickbag.train.plugins.checkpoints import Checkpointing
+    from trickbag.train.plugins.early_stopping import EarlyStop
+    from trickbag.train.plugins.loggers import CSVLogger
     from trickbag.train.trainer import Trainer
 
     from ._helpers import differences

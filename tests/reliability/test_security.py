@@ -18,7 +18,7 @@ import yaml
 
 import trickbag
 from trickbag.errors import CheckpointError
-from trickbag.train.checkpoint import load_checkpoint
+from trickbag.train.checkpoint_files import load_checkpoint
 
 from ._helpers import run_inprocess
 

@@ -13,7 +13,7 @@ import threading
 import pytest
 import torch
 
-from trickbag.train.signals import GracefulInterrupt
+from trickbag.train.plugins.signals import GracefulInterrupt
 
 from ._helpers import load, run_inprocess, training_state_differences, write_recipe
 from .killswitch import PLUGIN, KillSwitch
@@ -82,8 +82,8 @@ def test_signal_during_evaluation_stops_at_the_epoch_boundary(tmp_path):
     from torch.utils.data import DataLoader, TensorDataset
 
     from trickbag.data.sampler import EpochSampler
-    from trickbag.train.checkpointing import Checkpointing
-    from trickbag.train.plugin import Plugin
+    from trickbag.plugin.interface import Plugin
+    from trickbag.train.plugins.checkpoints import Checkpointing
     from trickbag.train.trainer import Trainer
 
     class SignalInEval(Plugin):

@@ -26,7 +26,7 @@ def test_eval_and_predict_apply_the_recipes_tta_and_test_size_like_the_run(tmp_p
     from trickbag.data.sources import build_data
     from trickbag.runs.inference import evaluate_run, predict_image
     from trickbag.runs.run import run_recipe
-    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
     from trickbag.train.parts import model_for
 
     recipe = load_recipe("digits", [

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from trickbag.runs.directory import LOCK, RunLock
+from trickbag.runs.naming import LOCK, RunLock
 
 ARGS = ["train", "digits", "model.name=mlp", "run.plots=false", "log.tensorboard=false", "run.name=c"]
 
@@ -80,7 +80,7 @@ def test_a_lock_file_left_by_a_dead_process_does_not_block(tmp_path):
     (run / LOCK).write_text("999999")  # what a killed run leaves: the file, but no lock on it
     with RunLock(run):
         assert (run / LOCK).read_text() == str(os.getpid())  # the holder is named for the next one
-    child = subprocess.run([sys.executable, "-c", "import sys; from trickbag.runs.directory import RunLock; "
+    child = subprocess.run([sys.executable, "-c", "import sys; from trickbag.runs.naming import RunLock; "
                             f"RunLock({str(run)!r}).acquire(); print('held')"], capture_output=True, text=True,
                            timeout=120)
     assert child.stdout.strip() == "held", child.stderr
@@ -89,7 +89,7 @@ def test_a_lock_file_left_by_a_dead_process_does_not_block(tmp_path):
 def test_a_held_lock_is_refused_in_another_process_naming_the_holder(tmp_path):
     run = tmp_path / "r"
     with RunLock(run):
-        child = subprocess.run([sys.executable, "-c", "from trickbag.runs.directory import RunLock; "
+        child = subprocess.run([sys.executable, "-c", "from trickbag.runs.naming import RunLock; "
                                 f"RunLock({str(run)!r}).acquire()"], capture_output=True, text=True, timeout=120)
     assert child.returncode != 0
     assert f"run directory {str(run)!r} is in use by process {os.getpid()}" in child.stderr

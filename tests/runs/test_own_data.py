@@ -37,7 +37,7 @@ def test_a_csv_trains_with_the_default_recipe_and_model(tmp_path):
     root = _csv(tmp_path / "wine.csv", "wine")
     result = _train(tmp_path, "data.name=csv", f"data.root={root}", "data.label_column=target", "train.epochs=15")
     assert result.test["test/acc"] > 0.85  # 3 classes; chance is 0.4
-    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
 
     assert any(
         k.startswith("net.") for k in load_checkpoint(result.run_dir / "checkpoints" / "best.pt")["model"]

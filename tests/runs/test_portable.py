@@ -190,7 +190,7 @@ def test_a_copied_image_run_predicts_the_same_with_the_images_gone(tmp_path):
 
 
 def test_an_old_checkpoint_without_the_state_needs_its_data(csv_run, tmp_path, capsys):
-    from trickbag.train.checkpoint import save_checkpoint
+    from trickbag.train.checkpoint_files import save_checkpoint
 
     tmp, data, run, queries = csv_run
     old = tmp_path / "old"

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from trickbag.errors import RecipeError
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import StopReason
 from trickbag.runs.run import RunFinished, resume_run, run_recipe
-from trickbag.train.checkpoint import load_checkpoint
-from trickbag.train.plugin import Plugin
-from trickbag.train.state import StopReason
+from trickbag.train.checkpoint_files import load_checkpoint
 
 
 class StopAtEpoch(Plugin):

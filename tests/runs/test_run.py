@@ -15,7 +15,7 @@ from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.recipe import load_recipe, recipe_from_dict
 from trickbag.runs.inference import evaluate_run
 from trickbag.runs.run import resume_run, run_recipe
-from trickbag.train.checkpoint import load_checkpoint
+from trickbag.train.checkpoint_files import load_checkpoint
 
 TINY = ["data.name=fake", "data.num_samples=120", "data.batch_size=16", "train.epochs=2", "run.progress=false",
         "log.every_steps=2"]
@@ -261,7 +261,7 @@ def test_a_recipe_plugin_with_build_time_seams_is_set_up(tiny_recipe, tmp_path, 
     the optimizer is built, and the loss it sets is the one the run trains with."""
     (tmp_path / "my_seams.py").write_text(
         "import torch\n"
-        "from trickbag.train.plugin import Plugin\n"
+        "from trickbag.plugin.interface import Plugin\n"
         "class Seams(Plugin):\n"
         "    calls = []\n"
         "    def configure(self, ctx):\n"

@@ -14,8 +14,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from trickbag.data.sampler import EpochSampler
-from trickbag.train.plugin import Plugin
-from trickbag.train.runfolder import RunFolder
+from trickbag.plugin.interface import Plugin
+from trickbag.train.plugins.run_folder import RunFolder
 from trickbag.train.trainer import Trainer
 
 

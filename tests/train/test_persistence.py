@@ -11,12 +11,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from trickbag.plugin.state import Services, State
 from trickbag.train import persistence
 from trickbag.train.averaged import ScheduleFreeModes
 from trickbag.train.bookkeeping import ResumeCursor
-from trickbag.train.checkpoint import load_checkpoint
+from trickbag.train.checkpoint_files import load_checkpoint
 from trickbag.train.persistence import Checkpointer
-from trickbag.train.state import Services, State
 from trickbag.train.trainer import Trainer
 
 

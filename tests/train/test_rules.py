@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from trickbag.train.plugin import Plugin
+from trickbag.plugin.interface import Plugin
 from trickbag.train.trainer import Trainer
 
 

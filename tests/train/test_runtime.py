@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from trickbag import runtime
 from trickbag.errors import TrickbagError
-from trickbag.train.checkpoint import load_checkpoint, save_checkpoint
+from trickbag.train.checkpoint_files import load_checkpoint, save_checkpoint
 
 
 def draw() -> tuple:

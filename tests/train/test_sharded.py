@@ -16,9 +16,9 @@ from trickbag.errors import ConflictError, RecipeError
 from trickbag.recipe import load_recipe
 from trickbag.train import sharded
 from trickbag.train.build import build
-from trickbag.train.checkpoint import load_checkpoint
-from trickbag.train.runfolder import remove_stale_temporaries
-from trickbag.train.tricks import build_tricks
+from trickbag.train.checkpoint_files import load_checkpoint
+from trickbag.train.plugins.run_folder import remove_stale_temporaries
+from trickbag.tricks import build_tricks
 
 pytestmark = pytest.mark.skipif(not torch_dist.is_available() or not torch_dist.is_gloo_available(),
                                 reason="torch built without distributed/gloo support")

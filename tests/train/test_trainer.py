@@ -13,14 +13,14 @@ from torch.utils.data import DataLoader
 from trickbag import runtime
 from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import TensorDataset
-from trickbag.train.checkpoint import load_checkpoint
-from trickbag.train.checkpointing import Checkpointing
-from trickbag.train.early_stopping import EarlyStop, EarlyStopping
-from trickbag.train.events import Event
-from trickbag.train.loggers import CSVLogger, TensorBoardLogger
-from trickbag.train.plots import Plots
-from trickbag.train.plugin import Plugin
-from trickbag.train.state import StopReason
+from trickbag.plugin.events import Event
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import StopReason
+from trickbag.train.checkpoint_files import load_checkpoint
+from trickbag.train.plugins.checkpoints import Checkpointing
+from trickbag.train.plugins.early_stopping import EarlyStop, EarlyStopping
+from trickbag.train.plugins.loggers import CSVLogger, TensorBoardLogger
+from trickbag.train.plugins.plots import Plots
 from trickbag.train.trainer import Trainer
 
 START_EVENTS = [Event.FIT_START, Event.EPOCH_START, Event.BATCH_START, Event.LOSS, Event.AFTER_BACKWARD,
@@ -380,7 +380,7 @@ def test_epoch_metrics_report_lr_of_every_param_group_throughput_and_sample_weig
 def test_a_plugin_vetoes_an_update_through_the_state_and_a_second_eval_weights_owner_is_refused():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from trickbag.train.plugin import Plugin
+    from trickbag.plugin.interface import Plugin
     from trickbag.train.trainer import Trainer
 
     class VetoOdd(Plugin):  # skip every other update
@@ -416,7 +416,7 @@ def test_a_plugin_vetoes_an_update_through_the_state_and_a_second_eval_weights_o
 def test_add_plugin_refuses_a_plugin_that_needs_build_time_setup():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from trickbag.train.plugin import Plugin
+    from trickbag.plugin.interface import Plugin
     from trickbag.train.trainer import Trainer
 
     class ChangesLoss(Plugin):

@@ -15,7 +15,7 @@ from reliability._helpers import csv_without_times, load, training_state_differe
 from torch.utils.data import DataLoader, TensorDataset
 
 from trickbag.errors import TrickbagError
-from trickbag.train.runfolder import RunLock
+from trickbag.train.plugins.run_folder import RunLock
 from trickbag.train.trainer import Trainer
 
 SCRIPT = Path(__file__).with_name("run_dir_script.py")
@@ -83,7 +83,8 @@ def test_a_folder_holding_a_run_is_not_overwritten_and_resume_needs_a_folder(tmp
 
 
 def test_a_folder_in_use_is_refused(tmp_path):
-    child = subprocess.Popen([sys.executable, "-c", "import sys, time; from trickbag.train.runfolder import RunLock; "
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; "
+                              "from trickbag.train.plugins.run_folder import RunLock; "
                               f"RunLock({str(tmp_path / 'r')!r}).acquire(); print('held', flush=True); time.sleep(60)"],
                              stdout=subprocess.PIPE, text=True)
     try:

@@ -16,7 +16,7 @@ from trickbag.recipe import load_recipe
 from trickbag.train.build import build
 from trickbag.train.parts import build_schedule
 from trickbag.train.trainer import Trainer
-from trickbag.train.tricks import MODULES, TRICKS
+from trickbag.tricks import MODULES, TRICKS
 
 from .tricks.helpers import BASE, write_teacher_module
 from .tricks.test_augment import image_folder
@@ -138,7 +138,7 @@ def test_a_scheduler_of_the_replaced_optimizer_is_refused():
 
 def test_a_trick_plugin_passed_by_hand_is_set_up_by_the_trainer():
     """An EMA plug-in made by hand and passed in ``plugins=`` averages, as ``tricks={"ema": ...}`` does."""
-    from trickbag.train.tricks.ema import EMAConfig, EMAPlugin
+    from trickbag.tricks.ema import EMAConfig, EMAPlugin
 
     by_hand = _tiny(plugins=[EMAPlugin(EMAConfig(enabled=True, decay=0.5, warmup=False))], max_epochs=2)
     by_tricks = _tiny(tricks={"ema": {"decay": 0.5, "warmup": False}}, max_epochs=2)

@@ -30,7 +30,7 @@ def cmd_recipes(args: argparse.Namespace) -> int:
 
 
 def cmd_tricks(args: argparse.Namespace) -> int:
-    from trickbag.train.tricks import describe_tricks
+    from trickbag.tricks import describe_tricks
 
     print(describe_tricks())
     return 0

@@ -31,7 +31,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         recipe = load_recipe(recipe_name, overrides)  # bad input fails here, before the heavy imports
         if recipe_name is None and recipe.run.name is None and recipe.data.name != load_recipe().data.name:
             # the default recipe on the user's data: the run is named after the data, not after 'digits'
-            from trickbag.runs.directory import default_run_name
+            from trickbag.runs.naming import default_run_name
 
             recipe.run.name = default_run_name(recipe, after_data=True)
             overrides = [*overrides, f"run.name={recipe.run.name}"]  # the launcher names its workers' run so
@@ -39,8 +39,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         from trickbag.launch import launch_torchrun
 
         return launch_torchrun(recipe_name, overrides, recipe.dist.nproc, quiet=args.quiet, resume=args.resume)
+    from trickbag.plugin.state import StopReason
     from trickbag.runs.run import resume_run, run_recipe
-    from trickbag.train.state import StopReason
 
     if args.resume:
         result = resume_run(Path(args.resume), overrides, quiet=args.quiet)

@@ -195,7 +195,7 @@ def _cell_value(v: Any) -> str:
 
 def _run_paths(run_dirs: Sequence[str | os.PathLike]) -> tuple[list[Path], list[str]]:
     """The run directories among ``run_dirs`` and a note for each other existing path (skipped)."""
-    from trickbag.runs.directory import is_run_dir
+    from trickbag.runs.naming import is_run_dir
 
     if not run_dirs:
         raise ExperimentError("give at least one run directory to report on")

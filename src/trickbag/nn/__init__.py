@@ -5,7 +5,7 @@ optimizer parameter groups and layer ids, checkpoint loading and unwrapping (DDP
 bilinear pooling, flip test-time augmentation and inspection helpers.
 """
 
-from trickbag.nn.checkpointing import checkpoint_blocks, find_blocks, uncheckpoint_blocks
+from trickbag.nn.activation_checkpointing import checkpoint_blocks, find_blocks, uncheckpoint_blocks
 from trickbag.nn.drop_path import DropPath, add_drop_path, drop_path
 from trickbag.nn.ema import EMA
 from trickbag.nn.freeze import freeze, unfreeze

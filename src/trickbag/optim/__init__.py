@@ -21,10 +21,7 @@ from trickbag._optional import lazy_exports
 
 if TYPE_CHECKING:
     from trickbag.optim.clipping import adaptive_clip_gradients, clip_gradients
-    from trickbag.optim.muon import MuonAdamW, muon_routing
-    from trickbag.optim.plot import plot_lr
-    from trickbag.optim.sam import SAM, disable_running_stats, enable_running_stats
-    from trickbag.optim.schedulers import (
+    from trickbag.optim.lr_scheduler import (
         SCHEDULERS,
         LRSchedule,
         add_param_group,
@@ -33,6 +30,9 @@ if TYPE_CHECKING:
         scale_lr,
         scaled_lr,
     )
+    from trickbag.optim.muon import MuonAdamW, muon_routing
+    from trickbag.optim.plot import plot_lr
+    from trickbag.optim.sam import SAM, disable_running_stats, enable_running_stats
 
 _EXPORTS: dict[str, str] = {
     "adaptive_clip_gradients": "trickbag.optim.clipping",
@@ -43,13 +43,13 @@ _EXPORTS: dict[str, str] = {
     "SAM": "trickbag.optim.sam",
     "disable_running_stats": "trickbag.optim.sam",
     "enable_running_stats": "trickbag.optim.sam",
-    "SCHEDULERS": "trickbag.optim.schedulers",
-    "LRSchedule": "trickbag.optim.schedulers",
-    "add_param_group": "trickbag.optim.schedulers",
-    "build_scheduler": "trickbag.optim.schedulers",
-    "replan_schedule": "trickbag.optim.schedulers",
-    "scale_lr": "trickbag.optim.schedulers",
-    "scaled_lr": "trickbag.optim.schedulers",
+    "SCHEDULERS": "trickbag.optim.lr_scheduler",
+    "LRSchedule": "trickbag.optim.lr_scheduler",
+    "add_param_group": "trickbag.optim.lr_scheduler",
+    "build_scheduler": "trickbag.optim.lr_scheduler",
+    "replan_schedule": "trickbag.optim.lr_scheduler",
+    "scale_lr": "trickbag.optim.lr_scheduler",
+    "scaled_lr": "trickbag.optim.lr_scheduler",
 }
 
 __all__ = [

@@ -19,8 +19,8 @@ __all__ = ["branch_cooldown"]
 
 
 def _source(run_dir: Path, checkpoint: str | None) -> tuple[Path, dict[str, Any]]:
-    from trickbag.train.checkpoint import load_checkpoint
-    from trickbag.train.runfolder import find_resume_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
+    from trickbag.train.plugins.run_folder import find_resume_checkpoint
 
     if checkpoint is None:
         found = find_resume_checkpoint(run_dir)

@@ -83,7 +83,7 @@ def _deployed(run: Path, *, plain: bool, trust_code: bool, tricks: list[str] | N
     """(Deployed module, recipe, data, network) of a run's best.pt (or a checkpoint file)."""
     from trickbag.runs.inference import checkpoint_of
     from trickbag.train.parts import model_from_checkpoint
-    from trickbag.train.tricks import eval_wrappers
+    from trickbag.tricks import eval_wrappers
 
     recipe, model, _, data = model_from_checkpoint(checkpoint_of(run), trust_code=trust_code)
     wrappers = [] if plain else eval_wrappers(recipe, data.input_shape)
@@ -243,7 +243,7 @@ def _load_weights(folder: Path, info: dict[str, Any]) -> Any:
     from trickbag.data.sources.fitted import restore
     from trickbag.models import build_model
     from trickbag.recipe import load_recipe
-    from trickbag.train.tricks import eval_wrappers
+    from trickbag.tricks import eval_wrappers
 
     load_file = require("safetensors.torch", extra="export", feature="loading a safetensors export").load_file
     a, state = info["architecture"], info["fitted"]

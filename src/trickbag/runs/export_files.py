@@ -66,7 +66,7 @@ def preprocess_json(fmt: str, file: str, recipe: Any, data: Any, module: Any, ne
     """What a caller must do to an input of the exported model, and what comes out (``preprocess.json``)."""
     from trickbag import __version__
     from trickbag.train.parts import make_task, resolve_model_name, task_outputs
-    from trickbag.train.tricks import eval_wrappers
+    from trickbag.tricks import eval_wrappers
 
     state = dict(data.fitted or {})
     task = state.get("task", recipe.task.type)

@@ -18,7 +18,7 @@ from trickbag import runtime
 from trickbag.data.sources.images import MAX_IMAGE_PIXELS
 from trickbag.errors import CheckpointError, TrickbagError
 from trickbag.train.parts import make_loader, make_task, model_from_checkpoint
-from trickbag.train.tricks import eval_wrappers
+from trickbag.tricks import eval_wrappers
 
 __all__ = ["evaluate_run", "predict", "predict_image", "prediction_rows", "expand_inputs", "checkpoint_of"]
 

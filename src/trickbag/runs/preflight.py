@@ -104,7 +104,7 @@ def _eval_size(ctx: Any) -> tuple[int, ...] | None:
     """Spatial size of what the model sees at evaluation: a held-out sample through the evaluation wrappers."""
     import torch
 
-    from trickbag.train.tricks import eval_wrappers
+    from trickbag.tricks import eval_wrappers
 
     ds = ctx.data.val if ctx.data.val is not None and len(ctx.data.val) else ctx.data.test
     if ds is None or not len(ds):

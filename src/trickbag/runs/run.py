@@ -22,22 +22,22 @@ from trickbag._files import WriteError, atomic_write_text
 from trickbag.errors import CheckpointError, DataError, TrickbagError
 from trickbag.models import undeclared_kwargs
 from trickbag.nn import unwrap
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import StopReason
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
 from trickbag.runs.artifacts import write_test_details
-from trickbag.runs.directory import RunLock, find_resume_checkpoint, new_run_dir, refuse_taken, remove_stale_temporaries
 from trickbag.runs.extras import check_run_extras
+from trickbag.runs.naming import RunLock, find_resume_checkpoint, new_run_dir, refuse_taken, remove_stale_temporaries
 from trickbag.runs.preflight import preflight
 from trickbag.runs.resume import apply_resume, check_resume, log_resume, train_longer_hint
 from trickbag.runs.summary import RunResult, format_summary, model_summary
 from trickbag.train.build import build
-from trickbag.train.checkpoint import check_state_fits, load_checkpoint
-from trickbag.train.checkpointing import Checkpointing
+from trickbag.train.checkpoint_files import check_state_fits, load_checkpoint
 from trickbag.train.distributed import on_main, scaling_notes
 from trickbag.train.parts import RunParts
-from trickbag.train.plugin import Plugin
+from trickbag.train.plugins.checkpoints import Checkpointing
+from trickbag.train.plugins.signals import GracefulInterrupt
 from trickbag.train.sharded import load_full
-from trickbag.train.signals import GracefulInterrupt
-from trickbag.train.state import StopReason
 from trickbag.train.trainer import Trainer
 
 __all__ = ["run_recipe", "resume_run", "TrainingError", "RunFinished", "RunResult"]
@@ -178,8 +178,8 @@ class _Session:
 
     def _file_plugins(self) -> list[Plugin]:
         """The run folder's plug-ins, as a hand-built Trainer's ``run_dir=`` makes them, from the recipe."""
-        from trickbag.train.loggers import WandbLogger
-        from trickbag.train.runfolder import RunFolder
+        from trickbag.train.plugins.loggers import WandbLogger
+        from trickbag.train.plugins.run_folder import RunFolder
 
         r, d = self.recipe, self.run_dir
         assert d is not None

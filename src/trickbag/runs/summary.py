@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from trickbag.train.state import StopReason
+from trickbag.plugin.state import StopReason
 
 __all__ = ["RunResult", "format_summary", "format_bytes", "model_summary"]
 

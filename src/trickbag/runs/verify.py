@@ -206,7 +206,7 @@ def compare_checkpoints(reference: Path, resumed: Path, label: str = "") -> tupl
     Every entry counts: model, eval_model, optimizer, scheduler, scaler, counters, history, plug-in
     states, RNG states, the recipe (but ``run.name``/``run.dir``); timing metrics are skipped.
     """
-    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
 
     label = label or Path(resumed).name
     a = _without_run_location(load_checkpoint(reference))
@@ -367,7 +367,7 @@ def _landing(run_dir: Path, updates: int = 0) -> tuple[str, str, int]:
     """(checkpoint name, where it stands, update) of the checkpoint ``--resume`` will continue from
     (``updates``: the reference's total, to say when training was already done)."""
     from trickbag.errors import CheckpointError
-    from trickbag.runs.directory import find_resume_checkpoint
+    from trickbag.runs.naming import find_resume_checkpoint
 
     try:
         found = find_resume_checkpoint(run_dir, out=io.StringIO())
@@ -410,7 +410,7 @@ class _Plan:
 
 def _run_reference(plan: _Plan, say: TextIO) -> float:
     """Train the reference to the end; the seconds from its start of training to its last checkpoint."""
-    from trickbag.train.checkpoint import load_checkpoint
+    from trickbag.train.checkpoint_files import load_checkpoint
 
     run_dir, log = plan.out_dir / "runs" / "reference", plan.out_dir / "logs" / "reference.log"
     print(f"verify-resume: training the reference (log: {log})", file=say, flush=True)

@@ -76,7 +76,7 @@ class ScheduleFreeModes:
     """The mode of a schedule-free optimizer during :meth:`Trainer.fit`: ``train`` while training (:meth:`start`),
     ``eval`` after it (:meth:`finish`, BatchNorm recalibrated), and ``eval`` for a block that evaluates or stores
     the weights (:meth:`evaluated`). Reads the optimizer, model and loader from ``state`` (a
-    :class:`~trickbag.train.state.State`) when called: a trick may have replaced the optimizer at set-up."""
+    :class:`~trickbag.plugin.state.State`) when called: a trick may have replaced the optimizer at set-up."""
 
     def __init__(self, state: Any) -> None:
         self.state = state

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from trickbag import runtime
-from trickbag.train.plugin import Plugin
+from trickbag.plugin.interface import Plugin
 
 __all__ = ["EpochMeter", "ResumeCursor", "check_added_plugin", "check_trainer_args", "find_sampler", "update_size"]
 

@@ -14,9 +14,10 @@ import torch
 
 from trickbag import runtime
 from trickbag.errors import RecipeError
+from trickbag.plugin.assemble import LegacyContext, assemble
+from trickbag.plugin.context import TrickContext
+from trickbag.plugin.interface import Plugin
 from trickbag.recipe import Recipe
-from trickbag.train.assemble import LegacyContext, assemble
-from trickbag.train.context import TrickContext
 from trickbag.train.parts import (
     RunParts,
     build_schedule,
@@ -26,17 +27,16 @@ from trickbag.train.parts import (
     user_plugins,
     wrap_ddp,
 )
-from trickbag.train.plugin import Plugin
 from trickbag.train.threads import ThreadCheck, apply_threads
 from trickbag.train.trainer import Trainer
-from trickbag.train.tricks import build_tricks
+from trickbag.tricks import build_tricks
 
 __all__ = ["build"]
 
 
 def _set_up(recipe: Recipe, ctx: RunParts, tricks: list[Plugin], mine: list[Plugin]) -> None:
     """Set up the tricks' plug-ins and the recipe's own (``train.plugins``) that have build-time seams on the
-    :class:`TrickContext` of ``ctx`` (:func:`~trickbag.train.assemble.assemble`): the model wrapped for DDP or
+    :class:`TrickContext` of ``ctx`` (:func:`~trickbag.plugin.assemble.assemble`): the model wrapped for DDP or
     sharded for FSDP between ``configure`` and the optimizer; the schedule in optimizer updates. The recipe's own
     plug-ins run last (the run path adds them after every other plug-in)."""
     tctx = trick_context(ctx)
@@ -47,7 +47,7 @@ def _set_up(recipe: Recipe, ctx: RunParts, tricks: list[Plugin], mine: list[Plug
     ctx.optimizer_factory, ctx.optimizer, ctx.scheduler = tctx.make_optimizer, tctx.optimizer, tctx.scheduler
     ctx.plugins = list(tricks) + ctx.plugins
     if recipe.train.early_stopping_patience:
-        from trickbag.train.early_stopping import EarlyStop
+        from trickbag.train.plugins.early_stopping import EarlyStop
 
         ctx.plugins.append(EarlyStop(ctx.monitor, ctx.mode, recipe.train.early_stopping_patience,
                                      recipe.train.early_stopping_min_delta))
@@ -119,7 +119,7 @@ def _checkpoint_activations(recipe: Recipe, ctx: RunParts) -> None:
     mode = recipe.train.activation_checkpointing
     if mode == "none":
         return
-    from trickbag.nn.checkpointing import checkpoint_blocks, describe_blocks, find_blocks
+    from trickbag.nn.activation_checkpointing import checkpoint_blocks, describe_blocks, find_blocks
 
     key = f"train.activation_checkpointing={mode}"
     found = find_blocks(ctx.model)

@@ -148,7 +148,7 @@ def agree_stop(state: Any) -> bool:
         return bool(state.should_stop)
     if not any_rank(bool(state.should_stop)):
         return False
-    from trickbag.train.state import StopReason
+    from trickbag.plugin.state import StopReason
 
     reasons: list[Any] = [None] * dist.get_world_size()
     mine = ((state.stop_reason or StopReason.REQUESTED).value, state.stop_detail) if state.should_stop else None

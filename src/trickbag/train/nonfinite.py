@@ -35,8 +35,8 @@ from typing import Any, Literal, TextIO
 
 import torch
 
+from trickbag.plugin.state import State, StopReason
 from trickbag.train.sharded import is_sharded, to_local
-from trickbag.train.state import State, StopReason
 
 __all__ = ["NonFiniteGuard"]
 

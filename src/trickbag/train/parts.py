@@ -25,10 +25,10 @@ from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import BatchGather, DataSplits, TensorDataset, build_data, collate
 from trickbag.errors import CheckpointError, DataError, RecipeError, TrickbagError
 from trickbag.models import build_model, import_callable, is_callable_spec
+from trickbag.plugin.context import TrickContext, TrickData
+from trickbag.plugin.interface import Plugin
 from trickbag.recipe import Recipe, recipe_from_dict
-from trickbag.train.checkpoint import check_state_fits, load_checkpoint
-from trickbag.train.context import TrickContext, TrickData
-from trickbag.train.plugin import Plugin
+from trickbag.train.checkpoint_files import check_state_fits, load_checkpoint
 from trickbag.train.tasks import Classification, Task
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ def user_plugins(specs: list[str]) -> list[Plugin]:
         bad = [type(p).__name__ for p in made if not isinstance(p, Plugin)]
         if bad:
             raise RecipeError(f"train.plugins: {spec!r} made {bad[0]}, not a trickbag Plugin; subclass "
-                              "trickbag.train.plugin.Plugin")
+                              "trickbag.plugin.interface.Plugin")
         out += list(made)
     return out
 

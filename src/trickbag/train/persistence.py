@@ -1,7 +1,7 @@
 """A training run's persistence, out of the loop: what a checkpoint holds, writing it (whole or sharded), reading
 it back, picking a run up from its folder, and FSDP's lead/follow protocol at CHECKPOINT.
 
-A :class:`Checkpointer` receives the run's :class:`~trickbag.train.state.State` and the few parts of the loop a
+A :class:`Checkpointer` receives the run's :class:`~trickbag.plugin.state.State` and the few parts of the loop a
 checkpoint holds (the plug-ins, the non-finite guard, the resume cursor, the running epoch's meter, the
 schedule-free modes); it never sees the Trainer. The Trainer's ``state_dict``, ``load_state_dict``,
 ``save_checkpoint`` and ``weights_finite`` call it; plug-ins reach it through ``state.services``.
@@ -27,14 +27,15 @@ import torch
 from trickbag import runtime
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import State
 from trickbag.train import distributed as _dist
 from trickbag.train.averaged import ScheduleFreeModes
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler
-from trickbag.train.checkpoint import save_checkpoint as write_file
-from trickbag.train.checkpointing import is_finite_model
+from trickbag.train.checkpoint_files import save_checkpoint as write_file
 from trickbag.train.nonfinite import NonFiniteGuard
-from trickbag.train.plugin import Plugin
-from trickbag.train.runfolder import find_resume_checkpoint
+from trickbag.train.plugins.checkpoints import is_finite_model
+from trickbag.train.plugins.run_folder import find_resume_checkpoint
 from trickbag.train.sharded import (
     fill_shards,
     gather_full,
@@ -44,7 +45,6 @@ from trickbag.train.sharded import (
     save_shards,
     split_sharded,
 )
-from trickbag.train.state import State
 
 __all__ = ["Checkpointer"]
 

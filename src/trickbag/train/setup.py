@@ -1,6 +1,6 @@
 """A hand-built :class:`~trickbag.train.trainer.Trainer`'s tricks and plug-ins, set up as a recipe build sets up
 its own: the ``tricks`` section validated and checked as a recipe's, a :class:`TrickContext` made from the model,
-optimizer and loaders the caller gave (no recipe), and :func:`~trickbag.train.assemble.assemble`."""
+optimizer and loaders the caller gave (no recipe), and :func:`~trickbag.plugin.assemble.assemble`."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from trickbag.config.schema import DataConfig
 from trickbag.data.sources import BatchGather
 from trickbag.errors import RecipeError
 from trickbag.optim import optimizers
+from trickbag.plugin.assemble import LegacyContext, assemble
+from trickbag.plugin.context import TrickContext, TrickData
+from trickbag.plugin.interface import Plugin
 from trickbag.recipe import recipe_from_dict
 from trickbag.runtime import DistInfo
-from trickbag.train.assemble import LegacyContext, assemble
-from trickbag.train.context import TrickContext, TrickData
 from trickbag.train.parts import load_model, make_loader
-from trickbag.train.plugin import Plugin
-from trickbag.train.tricks import TRICKS, build_sections, check_interactions
+from trickbag.tricks import TRICKS, build_sections, check_interactions
 
 if TYPE_CHECKING:
-    from trickbag.train.state import State
+    from trickbag.plugin.state import State
 
 __all__ = ["set_up_plugins", "trainer_facts", "bare_context"]
 
@@ -155,7 +155,7 @@ def set_up_plugins(state: State, tricks: Any, plugins: list[Plugin], *, clip: An
                    seed: int | None, monitor: str, mode: str, loss_given: bool = False) -> tuple[list[Plugin], Any]:
     """A hand-built Trainer's set-up, the recipe build's own: the ``tricks`` section validated and checked as a
     recipe's (one-line :class:`RecipeError` s), its plug-ins built, then with the ``plugins`` that need set-up
-    :func:`~trickbag.train.assemble.assemble` d. Updates ``state`` (model, optimizer, scheduler, loss); returns
+    :func:`~trickbag.plugin.assemble.assemble` d. Updates ``state`` (model, optimizer, scheduler, loss); returns
     (plug-ins, clip)."""
     section = _tricks_section(tricks or {})
     facts = trainer_facts(section, task=state.task.name, epochs=state.max_epochs, clip=clip, monitor=monitor,

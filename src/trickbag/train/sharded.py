@@ -88,7 +88,7 @@ def mesh_of(model: nn.Module) -> Any:
 def _units(model: nn.Module, classes: list[str]) -> list[str]:
     """Names of the submodules that become FSDP units: of the classes named, else the repeated blocks."""
     if not classes:
-        from trickbag.nn.checkpointing import find_blocks
+        from trickbag.nn.activation_checkpointing import find_blocks
 
         return find_blocks(model)
     wanted, out = set(classes), []

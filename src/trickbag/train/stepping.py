@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from trickbag.data.sampler import EpochSampler
+from trickbag.plugin.state import State
 from trickbag.train.bookkeeping import find_sampler
-from trickbag.train.state import State
 
 __all__ = ["ExactAccumulation", "Overflow", "VetoedUpdate", "autocast", "clip_gradients", "finite_grads", "no_sync"]
 

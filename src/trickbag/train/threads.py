@@ -12,8 +12,8 @@ import os
 import torch
 
 from trickbag import runtime
-from trickbag.train.plugin import Plugin
-from trickbag.train.state import State
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import State
 
 __all__ = ["ThreadCheck", "apply_threads"]
 

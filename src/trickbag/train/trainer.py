@@ -30,17 +30,17 @@ import torch
 from trickbag import runtime
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
+from trickbag.plugin.events import REVERSED_EVENTS, Event
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import Services, State
 from trickbag.train import distributed as _dist
 from trickbag.train import stepping
 from trickbag.train.averaged import ScheduleFreeModes
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, check_added_plugin, check_trainer_args, update_size
-from trickbag.train.events import REVERSED_EVENTS, Event
 from trickbag.train.nonfinite import NonFiniteGuard
 from trickbag.train.persistence import Checkpointer
-from trickbag.train.plugin import Plugin
-from trickbag.train.runfolder import RunFolder, open_run_folder
+from trickbag.train.plugins.run_folder import RunFolder, open_run_folder
 from trickbag.train.sharded import broadcast_buffers, eval_batches_missing, is_sharded
-from trickbag.train.state import Services, State
 from trickbag.train.stepping import ExactAccumulation
 from trickbag.train.tasks import Classification, Task
 
@@ -82,7 +82,7 @@ class Trainer:
         device: ``"auto"``, ``"cpu"``, ``"cuda:1"``, ... or a ``torch.device``.
         run_dir: a run folder, as ``trickbag train`` writes one: ``metrics.csv``, ``checkpoints/`` (``last.pt``,
             ``best.pt``), plots, ``summary.txt``, a lock while :meth:`fit` runs; ``fit(resume=True)`` continues
-            from its newest checkpoint. A :class:`~trickbag.train.runfolder.RunFolder` sets the details (step
+            from its newest checkpoint. A :class:`~trickbag.train.plugins.run_folder.RunFolder` sets the details (step
             checkpoints, TensorBoard, what every checkpoint stores). None: the trainer writes nothing.
         progress: ``True`` a progress bar on a terminal (epoch lines elsewhere), ``"lines"`` epoch lines,
             ``False`` nothing; None (default): a bar on a terminal, epoch lines with a ``run_dir``, else nothing.

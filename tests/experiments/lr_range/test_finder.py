@@ -12,7 +12,7 @@ import torch
 
 from trickbag.cli import main
 from trickbag.experiments.lr_range import lr_find_recipe
-from trickbag.train.plugin import Plugin
+from trickbag.plugin.interface import Plugin
 
 TINY = ["data.name=fake", "data.num_samples=64", "model.name=mlp", "data.batch_size=16", "log.tensorboard=false"]
 

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 optuna = pytest.importorskip("optuna")
 
 from trickbag.experiments.sweep import PruningReporter  # noqa: E402
-from trickbag.train.state import StopReason  # noqa: E402
+from trickbag.plugin.state import StopReason  # noqa: E402
 from trickbag.train.trainer import Trainer  # noqa: E402
 
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from trickbag.experiments import ExperimentError
 from trickbag.experiments.lr_range.range_test import RULES, LRFindResult, RangeTest, Rule, set_group_lrs
-from trickbag.train.plugin import Plugin
-from trickbag.train.state import StopReason
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import StopReason
 
 if TYPE_CHECKING:
+    from trickbag.plugin.state import State
     from trickbag.recipe import Recipe
-    from trickbag.train.state import State
 
 __all__ = ["LRFinder", "lr_find_recipe"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trickbag.train.plugin import Plugin
-from trickbag.train.state import StopReason
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import StopReason
 
 if TYPE_CHECKING:
-    from trickbag.train.state import State
+    from trickbag.plugin.state import State
 
 __all__ = ["PruningReporter"]
 

@@ -63,8 +63,8 @@ class Objective:
             raise
 
     def _run(self, trial: Any) -> float:
+        from trickbag.plugin.state import StopReason
         from trickbag.runs.run import run_recipe
-        from trickbag.train.state import StopReason
 
         params = {p.key: p.suggest(trial) for p in self.specs}
         name = f"trial-{trial.number:04d}"

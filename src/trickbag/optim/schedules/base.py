@@ -2,8 +2,8 @@
 :class:`Factor` of the ``LambdaLR`` schedules, and the argument checks they share.
 
 Nothing here imports torch: the recipe reads the schedules' option sections (``trickbag.recipe``) before
-anything heavy is loaded; the torch side (:class:`~trickbag.optim.schedulers.LRSchedule`,
-:func:`~trickbag.optim.schedulers.build_scheduler`) takes a schedule's factor or ``build`` from here.
+anything heavy is loaded; the torch side (:class:`~trickbag.optim.lr_scheduler.LRSchedule`,
+:func:`~trickbag.optim.lr_scheduler.build_scheduler`) takes a schedule's factor or ``build`` from here.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Schedule:
         keywords: the keyword options ``build_scheduler`` accepts for it (beyond ``total_steps`` / ``warmup_*``).
         from_recipe: ``(options section, RecipeSteps) -> build_scheduler keyword options``: epochs and
             fractions of the recipe converted to optimizer updates.
-        factor: the :class:`Factor` subclass of an :class:`~trickbag.optim.schedulers.LRSchedule` schedule;
+        factor: the :class:`Factor` subclass of an :class:`~trickbag.optim.lr_scheduler.LRSchedule` schedule;
             ``None`` when ``build`` makes another scheduler.
         build: ``(optimizer, total_steps, options) -> scheduler`` for the schedules that are not an
             ``LRSchedule`` (called after the shared checks).
@@ -90,7 +90,7 @@ def check_gamma(kw: dict[str, Any]) -> float:
 
 # --------------------------------------------------------------------------- the per-group factor
 class Factor:
-    """LR factor of one param group of :class:`~trickbag.optim.schedulers.LRSchedule`: ``lr(t) = base_lr *
+    """LR factor of one param group of :class:`~trickbag.optim.lr_scheduler.LRSchedule`: ``lr(t) = base_lr *
     factor(t)``; a linear warm-up over ``warmup_steps`` updates from ``warmup_start``, then :meth:`main`.
 
     Its ``__dict__`` holds plain data only (``LambdaLR.state_dict`` saves it and ``load_state_dict``

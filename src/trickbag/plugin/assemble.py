@@ -1,0 +1,118 @@
+"""Set tricks up on a :class:`~trickbag.plugin.context.TrickContext`: one sequence for every trainer that runs them.
+
+The recipe build, a hand-built :class:`~trickbag.train.trainer.Trainer` and the adapters for other trainers
+each make a context from what they have, then call :func:`assemble`: every plug-in's ``configure``, the
+caller's step before the optimizer exists (DDP / FSDP wrapping in the recipe build), the optimizer (kept when
+no trick changed how it is built), the schedule, every plug-in's ``after_optimizer``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from trickbag.errors import ConflictError, RecipeError
+from trickbag.plugin.context import TrickContext
+from trickbag.plugin.interface import Plugin
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["assemble", "LegacyContext"]
+
+
+def assemble(ctx: TrickContext, tricks: Sequence[Plugin], plugins: Sequence[Plugin] = (), *,
+             schedule: Callable[[torch.optim.Optimizer], Any], keep: torch.optim.Optimizer | None = None,
+             given_loss: bool = False, before_optimizer: Callable[[TrickContext], None] | None = None,
+             legacy: Callable[[TrickContext], Any] | None = None) -> list[Plugin]:
+    """Set up ``tricks`` (recipe tricks' plug-ins) and the ``plugins`` that have build-time seams on ``ctx``.
+
+    Args:
+        schedule: ``schedule(optimizer) -> scheduler or None``, called with the optimizer the run will step.
+        keep: the caller's optimizer, used as it is when no plug-in changed the groups or how it is built.
+        given_loss: the caller chose ``ctx.loss_fn``; a trick that replaces it is refused in one line.
+        before_optimizer: the caller's step after ``configure`` and before the optimizer is built.
+        legacy: what a plug-in that is not a recipe trick receives instead of ``ctx`` (the deprecated
+            attributes of the former build context); None: ``ctx`` itself.
+
+    Returns the plug-ins that were set up, in the order they were."""
+    trick_ids = {id(p) for p in tricks}
+    pending = list(tricks) + [p for p in plugins if p.needs_setup()]
+    view = {id(p): (ctx if id(p) in trick_ids or legacy is None else legacy(ctx)) for p in pending}
+    groups, make = ctx.param_groups, ctx.make_optimizer
+    for p in pending:
+        before = ctx.loss_fn
+        p.configure(view[id(p)])
+        if given_loss and id(p) in trick_ids and ctx.loss_fn is not before:
+            raise ConflictError(f"tricks.{p.name} changes the loss, but loss_fn already replaced it by {before!r}; "
+                                "turn one of them off")
+    if before_optimizer is not None:
+        before_optimizer(ctx)
+    if keep is not None and ctx.param_groups is groups and ctx.make_optimizer is make:
+        ctx.optimizer = keep
+    else:
+        ctx.optimizer = _build_optimizer(ctx)
+    ctx.scheduler = schedule(ctx.optimizer)
+    for p in pending:
+        p.after_optimizer(view[id(p)])
+        p.set_up = True
+    return pending
+
+
+def _build_optimizer(ctx: TrickContext) -> torch.optim.Optimizer:
+    try:
+        return ctx.make_optimizer(ctx.param_groups)
+    except TypeError as exc:
+        raise RecipeError(f"the tricks rebuild the optimizer with {ctx.make_optimizer!r} on their parameter groups, "
+                          f"which failed: {exc}; use a torch optimizer") from None
+
+
+#: former build-context names and the trick context's names they became
+_RENAMED = {"steps_per_epoch": "updates_per_epoch", "optimizer_factory": "make_optimizer"}
+
+
+class LegacyContext:
+    """The trick context as a plug-in written for the former ``BuildContext`` sees it (``train.plugins`` and
+    plug-ins passed to a Trainer), for one release: the context's own names work as they are; the former names
+    still answer, each with a ``DeprecationWarning`` naming what replaces it.
+
+    ``former`` holds the former attributes that have no place in the trick context (``recipe``, ``task``,
+    ``train_loader``, ``monitor``, ...)."""
+
+    def __init__(self, ctx: TrickContext, former: Any = None) -> None:
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "_former", former)
+
+    def __getattr__(self, name: str) -> Any:
+        ctx = self._ctx
+        if name in _RENAMED:
+            _warn(name, f"ctx.{_RENAMED[name]}")
+            return getattr(ctx, _RENAMED[name])
+        if name == "optimizer_spec":
+            _warn(name, "ctx.make_optimizer (a functools.partial of the class and its options)")
+            made = ctx.make_optimizer
+            return (made.func, dict(made.keywords)) if hasattr(made, "func") else (type(None), {})
+        if name == "notes":
+            _warn(name, "ctx.note(text)")
+            return ctx._notes
+        if name == "data" and self._former is not None:
+            _warn(name, "ctx.data (the training data tricks may use)")
+            return self._former.data
+        if hasattr(ctx, name) and not name.startswith("_"):
+            return getattr(ctx, name)
+        if self._former is not None and hasattr(self._former, name):
+            _warn(name, "the trick context (trickbag.plugin.context.TrickContext)")
+            return getattr(self._former, name)
+        raise AttributeError(f"the trick context has no {name!r}; see trickbag.plugin.context.TrickContext")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _RENAMED:
+            _warn(name, f"ctx.{_RENAMED[name]}")
+            name = _RENAMED[name]
+        setattr(self._ctx, name, value)
+
+
+def _warn(name: str, instead: str) -> None:
+    warnings.warn(f"the build context's {name!r} is deprecated and goes in the next release; use {instead}",
+                  DeprecationWarning, stacklevel=3)
