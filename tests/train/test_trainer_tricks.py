@@ -11,15 +11,14 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from tests.tricks.helpers import BASE, write_teacher_module
+from tests.tricks.test_augment import image_folder
 from trickbag.errors import ConflictError, RecipeError
 from trickbag.recipe import load_recipe
 from trickbag.train.build import build
 from trickbag.train.parts import build_schedule
 from trickbag.train.trainer import Trainer
 from trickbag.tricks import MODULES, TRICKS
-
-from .tricks.helpers import BASE, write_teacher_module
-from .tricks.test_augment import image_folder
 
 #: what each trick needs beyond ``enabled`` to run on the fake data (2 epochs)
 NEEDS = {
