@@ -33,3 +33,11 @@ def test_submodules_of_a_moved_package_follow_it_and_old_names_import():
 def test_every_target_exists():
     for new in MOVED.values():
         importlib.import_module(new)
+
+
+def test_the_upgrading_page_lists_every_moved_module():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "upgrading.md").read_text()
+    missing = [f"{old} -> {new}" for old, new in MOVED.items() if f"`{old}`" not in page or f"`{new}`" not in page]
+    assert missing == []
