@@ -30,10 +30,15 @@ MLP 512-1024-1024-10, batch 128, 30 steps per round):
 variant                                     bare ms/step     Trainer ms/step    ratio (median)
 ==========================================  ===============  =================  ====================
 main (4cf4ff0), 15 rounds                   54.55            66.19              1.258 (1.00-2.08)
-``--fused-guard`` (proposed check), 11 r.   39.03            37.53              1.061 (0.64-1.19)
+fused check patched in, 11 rounds            39.03            37.53              1.061 (0.64-1.19)
 main again, 11 rounds, just before:          51.20            63.27              1.253 (0.85-1.42)
-``--fused-guard``, 11 rounds, just after    78.65            72.11              0.969 (0.67-1.20)
+fused check patched in, 11 rounds, after     78.65            72.11              0.969 (0.67-1.20)
+with the fused check in the guard, 11 r.     19.18            19.78              0.985 (0.65-1.13)
+the same, 21 rounds (load average ~1.1)      20.96            21.92              1.046 (0.67-1.17)
 ==========================================  ===============  =================  ====================
+
+The last two rows are the guard as it is now (``nonfinite._any_nonfinite`` uses GradScaler's fused kernel);
+the rows above were measured before, the patched ones with the check swapped in at run time.
 
 What the Trainer adds per step (cProfile of one epoch, cumulative µs per step; the machine was loaded,
 so read the sizes relative to each other; no graph break, no recompile, 3 graphs):
@@ -41,7 +46,7 @@ so read the sizes relative to each other; no graph break, no recompile, 3 graphs
 * the non-finite guard's gradient check, ``NonFiniteGuard.vetoes`` -> ``_flags`` -> ``_any_nonfinite``:
   **12 787 µs** -- ``torch._foreach_norm(grads, inf)`` takes a scalar path on the CPU (9.2 ms for 1.6 M
   floats alone, against 0.37 ms for ``torch._amp_foreach_non_finite_check_and_unscale_``, the fused
-  kernel GradScaler uses, same answer); with the fused check (``--fused-guard``): 1 315 µs. Plus one
+  kernel GradScaler uses, same answer); with the fused check (now the guard's): 1 315 µs. Plus one
   host sync (``flags.tolist()``) per update, free on the CPU, a pipeline stall on a GPU;
 * the guard's loss check ``watch_loss`` (isfinite, all, or: 3 small eager ops): 587 µs; ``before_batch``: 145;
   ``sharded.to_local`` / ``is_dtensor`` on every gradient each step: 67;
@@ -152,25 +157,6 @@ class Interleave(Plugin):
             self._bare_epoch(state, self._profiling(state))
 
 
-def fused_nonfinite_check(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """The proposed replacement of ``trickbag.train.nonfinite._any_nonfinite`` (``--fused-guard`` patches it in):
-    the same answer (any NaN/Inf element, no host sync) from the fused kernel GradScaler uses, one call per
-    (device, dtype) group, with a scale of exactly 1.0 (``x * 1.0`` keeps every bit, so the run is unchanged).
-    On the CPU ``torch._foreach_norm(ts, inf)`` takes a scalar path: ~25x slower for the same answer."""
-    from trickbag.train.sharded import to_local
-
-    groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-    for t in tensors:
-        t = to_local(t)
-        groups.setdefault((t.device, t.dtype), []).append(t)
-    found = torch.zeros((), device=device)
-    for (dev, _dtype), ts in groups.items():
-        flag = torch.zeros(1, device=dev)
-        torch._amp_foreach_non_finite_check_and_unscale_(ts, flag, torch.ones(1, device=dev))
-        found = found + flag.to(device).squeeze(0)
-    return found > 0
-
-
 def recipe_overrides(args: argparse.Namespace, run_dir: str) -> list[str]:
     epochs = args.warmup + args.rounds + (1 if args.profile else 0)
     hidden = ",".join(str(h) for h in args.hidden)
@@ -222,8 +208,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=128, help="batch size (default 128)")
     parser.add_argument("--samples", type=int, default=4096, help="fake samples (default 4096: ~30 steps/epoch)")
     parser.add_argument("--profile", action="store_true", help="one more epoch of each under cProfile")
-    parser.add_argument("--fused-guard", action="store_true", help="patch the non-finite guard's check with "
-                        "the proposed fused one (fused_nonfinite_check) to measure the change without editing src/")
     parser.add_argument("--top", type=int, default=30, help="profile rows printed (default 30)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -233,12 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda":
         print(f"device: {torch.cuda.get_device_name()}\n", flush=True)
     from trickbag.runs.run import run_recipe
-
-    if args.fused_guard:
-        import trickbag.train.nonfinite as nonfinite
-
-        nonfinite._any_nonfinite = fused_nonfinite_check  # type: ignore[assignment]
-        print("non-finite guard: patched with compile_gap.fused_nonfinite_check (the proposed change)")
 
     plug = Interleave(args.profile)
     with tempfile.TemporaryDirectory() as tmp:
