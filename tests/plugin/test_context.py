@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import re
 import typing
 import warnings
 
@@ -207,3 +208,31 @@ def test_a_hand_built_trainers_optimizer_is_checked_by_its_registry_entry():
     t = Trainer(model, torch.optim.Adagrad(model.parameters(), lr=0.1), loader, tricks={"sam": {}}, device="cpu",
                 progress=False)
     assert type(t.optimizer).__name__ == "SAM"
+
+
+def test_a_recipe_plugin_written_for_the_former_build_context_reads_the_recipe_with_a_warning(tmp_path, monkeypatch):
+    """``train.plugins`` set up by the recipe build: the former names (recipe, steps_per_epoch, monitor) still
+    answer, each with a DeprecationWarning, and a former-name write (optimizer_factory) reaches the build."""
+    (tmp_path / "oldplug.py").write_text(
+        "import functools, torch\n"
+        "from trickbag.plugin import Plugin\n"
+        "SEEN = {}\n"
+        "class Old(Plugin):\n"
+        "    def configure(self, ctx):\n"
+        "        SEEN.update(epochs=ctx.recipe.train.epochs, steps=ctx.steps_per_epoch, monitor=ctx.monitor)\n"
+        "        ctx.optimizer_factory = functools.partial(torch.optim.SGD, lr=0.123)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from trickbag.recipe import load_recipe
+    from trickbag.train.build import build
+
+    recipe = load_recipe("digits", ["train.epochs=2", "train.plugins=[oldplug:Old]"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer, parts = build(recipe)
+    import oldplug
+
+    assert {"epochs": 2, "steps": parts.steps_per_epoch, "monitor": "val/acc"} == oldplug.SEEN
+    assert type(trainer.optimizer) is torch.optim.SGD and trainer.optimizer.param_groups[0]["initial_lr"] == 0.123
+    named = {m.group(1) for w in caught if (m := re.search(r"context's '(\w+)' is deprecated", str(w.message)))}
+    assert named >= {
+        "recipe", "steps_per_epoch", "monitor", "optimizer_factory"}
