@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import logging
 import re
 import typing
 import warnings
@@ -13,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from trickbag.plugin.assemble import LegacyContext, assemble
-from trickbag.plugin.context import TrickContext
+from trickbag.plugin.context import TrickContext, sample_shape
 from trickbag.plugin.interface import Plugin
 from trickbag.train.setup import _tricks_section, bare_context
 from trickbag.tricks import TRICKS, build_sections
@@ -52,18 +53,18 @@ def _bare(lr: float = 0.1, wd: float = 0.01) -> tuple[torch.nn.Module, torch.opt
 def test_a_bare_loop_sets_up_ema_agc_layer_decay_drop_path_and_mix_through_the_context():
     model, opt, loader = _bare()
     ctx = bare_context(model, opt, loader, epochs=3, loss_fn=torch.nn.functional.cross_entropy, seed=7)
-    assert (ctx.num_outputs, ctx.data.input_shape, ctx.updates_per_epoch) == (5, (3, 8, 8), 3)
+    assert (ctx.num_outputs, sample_shape(ctx.train_set), ctx.updates_per_epoch) == (5, (3, 8, 8), 3)
     section = _tricks_section({"ema": {"decay": 0.9}, "clip": {"mode": "agc"}, "layer_decay": {"decay": 0.5},
                                "drop_path": {"rate": 0.2, "blocks": ["_Block"]}, "mix": {"mixup_alpha": 0.4}})
     plugins = build_sections(section)
-    assemble(ctx, plugins, schedule=lambda optimizer: None, keep=opt)
+    done = assemble(ctx, plugins, schedule=lambda optimizer: None, keep=opt)
 
     # layer decay: a new SGD with the caller's options, each group at lr * decay ** (layers above it)
-    assert ctx.optimizer is not opt and type(ctx.optimizer) is torch.optim.SGD
+    assert done.optimizer is not opt and type(done.optimizer) is torch.optim.SGD
     names = {id(p): n for n, p in model.named_parameters()}
-    lrs = {names[id(p)].split(".")[0]: g["lr"] for g in ctx.optimizer.param_groups for p in g["params"]}
+    lrs = {names[id(p)].split(".")[0]: g["lr"] for g in done.optimizer.param_groups for p in g["params"]}
     assert lrs == {"stem": pytest.approx(0.1 * 0.5 ** 2), "blocks": pytest.approx(0.1 * 0.5), "head": 0.1}
-    assert all(g["momentum"] == 0.9 and g["weight_decay"] in (0.01, 0.0) for g in ctx.optimizer.param_groups)
+    assert all(g["momentum"] == 0.9 and g["weight_decay"] in (0.01, 0.0) for g in done.optimizer.param_groups)
     assert callable(ctx.clip)  # AGC, applied once per update by the trainer
     by_name = {p.name: p for p in plugins}
     assert by_name["ema"].ema is not None and by_name["mix"].mixer.num_classes == 5
@@ -81,7 +82,7 @@ def test_a_bare_loop_sets_up_ema_agc_layer_decay_drop_path_and_mix_through_the_c
     loss = torch.nn.functional.cross_entropy(model(xm), ym)
     loss.backward()
     ctx.clip([p for p in model.parameters()])
-    ctx.optimizer.step()
+    done.optimizer.step()
     before = {k: v.clone() for k, v in by_name["ema"].ema.module.state_dict().items()}
     by_name["ema"].on_step(state)
     after = by_name["ema"].ema.module.state_dict()
@@ -95,15 +96,28 @@ def _public(obj: object) -> set[str]:
 def test_what_a_trick_can_reach_is_a_fixed_typed_set_with_no_path_to_the_recipe_state_or_trainer():
     model, opt, loader = _bare()
     ctx = bare_context(model, opt, loader, epochs=2, loss_fn=torch.nn.functional.cross_entropy, seed=0)
-    reach = _public(ctx) | {f"data.{n}" for n in _public(ctx.data)}
+    reach = _public(ctx)
     assert reach == {
-        "seed", "epochs", "updates_per_epoch", "rank", "world_size", "device", "num_outputs", "loaded_weights",
-        "load_model", "data", "data.train", "data.input_shape", "data.class_counts", "data.train_eval_loader",
-        "model", "param_groups", "loss_fn", "clip", "make_optimizer", "optimizer", "scheduler", "note",
+        "seed", "epochs", "updates_per_epoch", "rank", "num_outputs", "train_set", "class_counts",
+        "train_eval_loader", "loaded_weights", "load_model",
+        "model", "param_groups", "loss_fn", "clip", "make_optimizer",
     }, "a change to what tricks may reach is a decision: update docs/design.md and this list"
-    from trickbag.plugin.context import TrickData
+    assert len(reach) <= 15
+    # after the optimizer exists a plug-in sees what was built, read only, and nothing more
+    done = assemble(ctx, [], schedule=lambda optimizer: None, keep=opt)
+    seen = {}
 
-    names = {"torch": torch, "TrickData": TrickData, "dataclasses": dataclasses, **vars(typing),
+    class After(Plugin):
+        def after_optimizer(self, built):
+            seen["names"] = _public(built)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                built.optimizer = None
+
+    assemble(ctx, [], [After()], schedule=lambda optimizer: None, keep=done.optimizer)
+    assert seen["names"] == {"model", "optimizer", "scheduler"}
+    from trickbag.plugin.context import TrainingSet
+
+    names = {"torch": torch, "TrainingSet": TrainingSet, "dataclasses": dataclasses, **vars(typing),
              **vars(collections.abc)}
     hints = typing.get_type_hints(TrickContext, globalns=names)
     for name, hint in hints.items():
@@ -182,15 +196,24 @@ def test_a_plug_in_written_for_the_former_build_context_still_works_with_a_warni
             ctx.optimizer_factory = ctx.optimizer_factory  # read and set under the old name
             seen["cls"] = ctx.optimizer_spec[0]
             seen["model"] = ctx.model
+            seen["device"] = ctx.device
+            ctx.notes.append("old: a note")
+
+        def after_optimizer(self, ctx):
+            seen["built"] = (ctx.optimizer, ctx.scheduler)
 
     model, opt, loader = _bare()
     ctx = bare_context(model, opt, loader, epochs=2, loss_fn=torch.nn.functional.cross_entropy, seed=0)
+    notes = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assemble(ctx, [], [Old()], schedule=lambda optimizer: None, keep=opt, legacy=LegacyContext)
-    assert seen == {"steps": 3, "cls": torch.optim.SGD, "model": model}
-    assert sum(issubclass(w.category, DeprecationWarning) for w in caught) >= 3
-    assert ctx.optimizer is opt  # nothing changed how it is built: the caller's optimizer is kept
+        done = assemble(ctx, [], [Old()], schedule=lambda optimizer: None, keep=opt, legacy=LegacyContext,
+                        notes=notes)
+    assert seen == {"steps": 3, "cls": torch.optim.SGD, "model": model, "device": torch.device("cpu"),
+                    "built": (opt, None)}
+    assert notes == ["old: a note"]
+    assert sum(issubclass(w.category, DeprecationWarning) for w in caught) >= 6
+    assert done.optimizer is opt  # nothing changed how it is built: the caller's optimizer is kept
 
 
 def test_a_hand_built_trainers_optimizer_is_checked_by_its_registry_entry():
@@ -236,3 +259,22 @@ def test_a_recipe_plugin_written_for_the_former_build_context_reads_the_recipe_w
     named = {m.group(1) for w in caught if (m := re.search(r"context's '(\w+)' is deprecated", str(w.message)))}
     assert named >= {
         "recipe", "steps_per_epoch", "monitor", "optimizer_factory"}
+
+
+def test_what_a_trick_did_is_a_log_record_collected_into_the_run_notes_or_left_to_logging(caplog):
+    """A recipe build collects the tricks' records into its notes (and nowhere else); without a notes list
+    they go where the program's logging sends them (a hand-built Trainer, an adapter)."""
+    section = _tricks_section({"clip": {"mode": "agc"}})
+    model, opt, loader = _bare()
+    ctx = bare_context(model, opt, loader, epochs=2, loss_fn=torch.nn.functional.cross_entropy, seed=0)
+    notes: list[str] = []
+    with caplog.at_level("INFO", logger="trickbag.tricks"):
+        assemble(ctx, build_sections(section), schedule=lambda optimizer: None, keep=opt, notes=notes)
+    assert notes == ["AGC: the classifier layer (last Linear) is not clipped"]
+    assert not caplog.records  # collected, not also logged
+    model, opt, loader = _bare()
+    ctx = bare_context(model, opt, loader, epochs=2, loss_fn=torch.nn.functional.cross_entropy, seed=0)
+    with caplog.at_level("INFO", logger="trickbag.tricks"):
+        assemble(ctx, build_sections(section), schedule=lambda optimizer: None, keep=opt)
+    assert [r.getMessage() for r in caplog.records] == ["AGC: the classifier layer (last Linear) is not clipped"]
+    assert logging.getLogger("trickbag.tricks").level == logging.NOTSET  # put back as it was

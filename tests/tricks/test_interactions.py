@@ -276,6 +276,16 @@ def test_unfreeze_under_ddp_is_refused():
         check_interactions(recipe)
 
 
+def test_feature_distillation_under_ddp_is_refused_before_anything_is_built():
+    recipe = load_recipe("digits", ["tricks.distillation.enabled=true", "tricks.distillation.teacher=some.module:net",
+                                    "tricks.distillation.features=[features=features]", "dist.nproc=2"])
+    with pytest.raises(ConflictError, match="distillation.features is not supported with several processes"):
+        check_interactions(recipe)
+    alone = load_recipe("digits", ["tricks.distillation.enabled=true", "tricks.distillation.teacher=some.module:net",
+                                   "tricks.distillation.features=[features=features]"])
+    check_interactions(alone)  # one process: accepted
+
+
 def test_plateau_is_stepped_once_per_evaluation_with_accumulation():
     trainer, ctx, recipe = _run("schedule.name=plateau", "schedule.patience=0", "schedule.gamma=0.5",
                                 "train.accumulate=2", "train.epochs=3", "train.monitor=val/loss", "train.mode=min")

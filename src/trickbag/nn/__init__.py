@@ -11,7 +11,7 @@ from trickbag.nn.ema import EMA
 from trickbag.nn.freeze import freeze, unfreeze
 from trickbag.nn.init import init_weights
 from trickbag.nn.inspect import count_parameters, feature_extractor, summary
-from trickbag.nn.loading import LoadReport, load_matching, unwrap
+from trickbag.nn.loading import LoadReport, device_of, load_matching, unwrap
 from trickbag.nn.param_groups import layer_id_by_depth, param_groups
 from trickbag.nn.pooling import BilinearPool
 from trickbag.nn.swa import SWA
@@ -39,4 +39,5 @@ __all__ = [
     "uncheckpoint_blocks",
     "unfreeze",
     "unwrap",
+    "device_of",
 ]

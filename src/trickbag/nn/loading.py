@@ -18,6 +18,17 @@ __all__ = ["LoadReport", "load_matching", "unwrap"]
 _NESTING_KEYS = ("model", "state_dict")
 
 
+def device_of(model: nn.Module) -> torch.device:
+    """Where ``model`` lives: the device of its first parameter (or buffer); the CPU for a module with neither.
+
+    >>> device_of(torch.nn.Linear(2, 2))
+    device(type='cpu')
+    """
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The user's module inside DDP / DataParallel (``.module``) and ``torch.compile`` (``._orig_mod``) wrappers.
 

@@ -8,85 +8,73 @@ context is made by the recipe build (:func:`trickbag.train.build.build`), by a h
 
 Facts (read only; setting one is an ``AttributeError``)::
 
-    seed               the run's seed (tricks derive their own generators from it)
+    seed               the run's seed (tricks derive their own generators from it with ``rank``)
     epochs             epochs the run trains
     updates_per_epoch  optimizer updates in one epoch
-    rank, world_size   this process and how many train together
-    device             where the model and the batches live
+    rank               this process among those that train together (0 alone)
     num_outputs        the model's outputs: classes, labels or regression targets
-    data               the training data as tricks may use it (:class:`TrickData`)
+    train_set          the training set (a trick may extend its transforms); one sample's shape:
+                       :func:`sample_shape`
+    class_counts       training samples per class where the data source knows them, else None
+    train_eval_loader  ``train_eval_loader()``: the training set in a fixed order without augmentation
     loaded_weights     names of the parameters loaded from pretrained weights (None: none were given)
     load_model         ``load_model(spec)``: a trained network from a run checkpoint or ``package.module:function``
 
 Changeable (before the optimizer exists, in ``configure``)::
 
-    model              the network (a trick may wrap or change it in place)
+    model              the network (a trick may wrap or change it in place); it lives on the run's device
+                       (:func:`trickbag.nn.device_of`)
     param_groups       the optimizer's parameter groups (dicts with ``params`` and optional options)
     loss_fn            ``loss_fn(output, target) -> loss``
     clip               the clipping rule the trainer applies once per update (a max norm, a function, None)
     make_optimizer     ``make_optimizer(param_groups) -> optimizer`` (a ``functools.partial`` of the optimizer
                        class and its options for the recipe's and a hand-built Trainer's optimizer)
 
-Built (in ``after_optimizer``): ``optimizer`` and ``scheduler``.  ``note(text)`` adds a line to what the run
-prints at its start.
+That is all, on purpose (fifteen names). ``Plugin.after_optimizer`` receives, instead of the context, what
+exists once the optimizer is built (:class:`Built`: the model as the run steps it, the optimizer, the schedule).
+What a trick needs beyond them comes another way:
+
+* what it did, for the user: a log record on the ``trickbag.tricks`` logger (:data:`log`); the run prints the
+  records made while it is set up, as its own notes;
+* the number of processes: a rule on it is a check (``Trick.checks``), made before anything is built;
+* the optimizer and the schedule at run time: the run state's (``state.optimizer``, ``state.scheduler``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TrickContext", "TrickData", "optimizer_defaults"]
+__all__ = ["TrickContext", "Built", "sample_shape", "optimizer_defaults", "log"]
+
+#: where tricks say what they did (``log.info(...)``): the run collects the records made while it is set up
+log = logging.getLogger("trickbag.tricks")
 
 #: the facts: set when the context is made, read only afterwards
-FACTS = ("seed", "epochs", "updates_per_epoch", "rank", "world_size", "device", "num_outputs", "data",
-         "loaded_weights", "load_model")
+FACTS = ("seed", "epochs", "updates_per_epoch", "rank", "num_outputs", "train_set", "class_counts",
+         "train_eval_loader", "loaded_weights", "load_model")
 
 
-class TrickData:
-    """The training data as tricks may use it: one sample's shape, the training set (whose transforms a trick may
-    extend), its class counts where the data source knows them, and a loader over it without augmentation.
+class TrainingSet(Protocol):
+    """The training set as tricks see it: samples by index (a torch ``Dataset`` and most others)."""
 
-    ``input_shape`` is read lazily (a hand-built Trainer's loader is asked for a sample only when a trick needs
-    the shape) and the random state is put back afterwards, so asking does not change the run.
+    def __getitem__(self, index: int) -> Any: ...
+
+
+def sample_shape(dataset: TrainingSet | None) -> tuple[int, ...]:
+    """The shape of one training sample's input (``[C, H, W]`` for images): ``dataset[0]``'s input, read with the
+    random state put back afterwards (a random transform draws numbers; the run must not see it).
+
+    >>> import torch
+    >>> sample_shape(torch.utils.data.TensorDataset(torch.zeros(4, 3, 8, 8), torch.zeros(4)))
+    (3, 8, 8)
     """
-
-    def __init__(self, train: Any, *, input_shape: Sequence[int] | None = None,
-                 class_counts: Callable[[], Sequence[int]] | None = None,
-                 train_eval_loader: Callable[[], Iterable[Any]] | None = None) -> None:
-        self.train = train
-        self._counts = class_counts
-        self._shape = tuple(input_shape) if input_shape is not None else None
-        self._loader = train_eval_loader
-
-    @property
-    def class_counts(self) -> tuple[int, ...] | None:
-        """Training samples per class, where the data source knows them (read when first asked); else None."""
-        return tuple(self._counts()) if self._counts is not None else None
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        """The shape of one training sample's input (``[C, H, W]`` for images)."""
-        if self._shape is None:
-            self._shape = _first_input_shape(self.train)
-        return self._shape
-
-    def train_eval_loader(self) -> Iterable[Any]:
-        """The training set in a fixed order without augmentation, batched like evaluation (SWA's BatchNorm
-        recalibration)."""
-        if self._loader is None:
-            from trickbag.errors import RecipeError
-
-            raise RecipeError("this trainer gives the tricks no loader over the training set")
-        return self._loader()
-
-
-def _first_input_shape(dataset: Any) -> tuple[int, ...]:
     from trickbag import runtime
     from trickbag.errors import RecipeError
 
@@ -96,8 +84,11 @@ def _first_input_shape(dataset: Any) -> tuple[int, ...]:
     rng = runtime.get_rng_state()
     try:
         sample = dataset[0]
+    except (TypeError, NotImplementedError, KeyError):
+        raise RecipeError(f"the tricks need the shape of a training sample; the training set "
+                          f"({type(dataset).__name__}) cannot be indexed with [0]") from None
     finally:
-        runtime.set_rng_state(rng)  # a random transform drew numbers: the run must not see it
+        runtime.set_rng_state(rng)
     x = _input_of(sample)
     if not hasattr(x, "shape"):
         raise RecipeError(f"the tricks need the shape of a training sample; the training set's first sample is a "
@@ -117,6 +108,12 @@ def _input_of(sample: Any) -> Any:
     return sample
 
 
+def _no_loader() -> Iterable[Any]:
+    from trickbag.errors import RecipeError
+
+    raise RecipeError("this trainer gives the tricks no loader over the training set")
+
+
 @dataclasses.dataclass(kw_only=True, eq=False)
 class TrickContext:
     """What recipe tricks may read and change while a run is built (see the module's docstring for each name)."""
@@ -125,10 +122,10 @@ class TrickContext:
     epochs: int
     updates_per_epoch: int
     rank: int = 0
-    world_size: int = 1
-    device: torch.device
     num_outputs: int
-    data: TrickData
+    train_set: TrainingSet | None
+    class_counts: tuple[int, ...] | None = None
+    train_eval_loader: Callable[[], Iterable[Any]] = _no_loader
     loaded_weights: frozenset[str] | None = None
     load_model: Callable[[str], torch.nn.Module]
 
@@ -138,17 +135,9 @@ class TrickContext:
     clip: float | Callable[[list[torch.Tensor]], Any] | None = None
     make_optimizer: Callable[[list[dict[str, Any]]], torch.optim.Optimizer]
 
-    optimizer: torch.optim.Optimizer | None = None
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
-
-    #: where :meth:`note` writes (the caller's list: the run prints it); not a name tricks read
-    notes: dataclasses.InitVar[list[str] | None] = None
-    _notes: list[str] = dataclasses.field(default_factory=list, init=False, repr=False)
     _sealed: bool = dataclasses.field(default=False, init=False, repr=False)
 
-    def __post_init__(self, notes: list[str] | None) -> None:
-        if notes is not None:
-            self._notes = notes
+    def __post_init__(self) -> None:
         self._sealed = True
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -156,9 +145,15 @@ class TrickContext:
             raise AttributeError(f"the trick context's {name!r} is a fact of the run; tricks read it, never set it")
         object.__setattr__(self, name, value)
 
-    def note(self, text: str) -> None:
-        """Add one line to what the run prints when it starts (what a trick did, and why)."""
-        self._notes.append(text)
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Built:
+    """What ``Plugin.after_optimizer`` receives: the model as the run steps it (wrapped for DDP or sharded for
+    FSDP by then), the optimizer the run steps and its schedule (None: none). Read only."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any = None
 
 
 def optimizer_defaults(make_optimizer: Any) -> dict[str, Any]:
@@ -175,6 +170,3 @@ def optimizer_defaults(make_optimizer: Any) -> dict[str, Any]:
         make_optimizer = make_optimizer.keywords.get("base")
     found.pop("base", None)
     return found
-
-
-del TrickContext.notes  # type: ignore[attr-defined]  # an init-only argument: not a name a trick reaches (its default stays in __init__)

@@ -1,5 +1,6 @@
 """The plug-in interface: two build-time seams, one no-op method per loop event, optional state. The build-time
-seams see a :class:`~trickbag.plugin.context.TrickContext`.
+seams see a :class:`~trickbag.plugin.context.TrickContext` (``configure``) and a
+:class:`~trickbag.plugin.context.Built` (``after_optimizer``).
 
 This module sits below the recipe and the trainer: it imports neither (a trick reads the recipe through
 :class:`RecipeView`, which :class:`trickbag.recipe.Recipe` satisfies), so the trick modules, the recipe that
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from trickbag.plugin.events import Event
 
 if TYPE_CHECKING:
-    from trickbag.plugin.context import TrickContext
+    from trickbag.plugin.context import Built, TrickContext
     from trickbag.plugin.state import State
 
 __all__ = ["Plugin", "RecipeView"]
@@ -79,8 +80,9 @@ class Plugin:
     def configure(self, ctx: TrickContext) -> None:
         """Build time, before the optimizer is built."""
 
-    def after_optimizer(self, ctx: TrickContext) -> None:
-        """Build time, after the optimizer and the schedule are built."""
+    def after_optimizer(self, built: Built) -> None:
+        """Build time, after the optimizer and the schedule are built: ``built.model`` (as the run steps it),
+        ``built.optimizer``, ``built.scheduler``."""
 
     def needs_setup(self) -> bool:
         """Whether this plug-in has build-time set-up (:meth:`configure` / :meth:`after_optimizer`) still to run."""

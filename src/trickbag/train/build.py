@@ -40,11 +40,11 @@ def _set_up(recipe: Recipe, ctx: RunParts, tricks: list[Plugin], mine: list[Plug
     sharded for FSDP between ``configure`` and the optimizer; the schedule in optimizer updates. The recipe's own
     plug-ins run last (the run path adds them after every other plug-in)."""
     tctx = trick_context(ctx)
-    assemble(tctx, tricks, mine, before_optimizer=lambda t: _distribute(recipe, t),
-             schedule=lambda opt: build_schedule(recipe, opt, ctx.steps_per_epoch, ctx.notes, ctx.mode),
-             legacy=lambda t: LegacyContext(t, ctx))
+    done = assemble(tctx, tricks, mine, before_optimizer=lambda t: _distribute(recipe, t, ctx),
+                    schedule=lambda opt: build_schedule(recipe, opt, ctx.steps_per_epoch, ctx.notes, ctx.mode),
+                    legacy=lambda t: LegacyContext(t, ctx), notes=ctx.notes)
     ctx.model, ctx.loss_fn, ctx.param_groups, ctx.clip = tctx.model, tctx.loss_fn, tctx.param_groups, tctx.clip
-    ctx.optimizer_factory, ctx.optimizer, ctx.scheduler = tctx.make_optimizer, tctx.optimizer, tctx.scheduler
+    ctx.optimizer_factory, ctx.optimizer, ctx.scheduler = tctx.make_optimizer, done.optimizer, done.scheduler
     ctx.plugins = list(tricks) + ctx.plugins
     if recipe.train.early_stopping_patience:
         from trickbag.train.plugins.early_stopping import EarlyStop
@@ -53,13 +53,13 @@ def _set_up(recipe: Recipe, ctx: RunParts, tricks: list[Plugin], mine: list[Plug
                                      recipe.train.early_stopping_min_delta))
 
 
-def _distribute(recipe: Recipe, ctx: TrickContext) -> None:
+def _distribute(recipe: Recipe, ctx: TrickContext, parts: RunParts) -> None:
     """After ``configure``: FSDP2 sharding or the DDP wrapper, then each rank's own random stream."""
     if recipe.dist.strategy == "fsdp":
-        _shard(recipe, ctx)
-    elif ctx.world_size > 1:
-        ctx.model = wrap_ddp(ctx.model, ctx.device)
-    if ctx.world_size > 1:
+        _shard(recipe, ctx, parts)
+    elif parts.dist.world_size > 1:
+        ctx.model = wrap_ddp(ctx.model, parts.device)
+    if parts.dist.world_size > 1:
         from trickbag.train.distributed import seed_rank
 
         # every rank built the same model from train.seed (and DDP broadcast rank 0's weights);
@@ -84,7 +84,7 @@ def _check_sharding(recipe: Recipe) -> None:
                           "dist.strategy=ddp")
 
 
-def _shard(recipe: Recipe, ctx: TrickContext) -> None:
+def _shard(recipe: Recipe, ctx: TrickContext, parts: RunParts) -> None:
     """``dist.strategy=fsdp``: FSDP2 over every process (a group of one in a single process), the param groups
     moved onto the sharded parameters by name."""
     import torch.distributed as tdist
@@ -101,16 +101,16 @@ def _shard(recipe: Recipe, ctx: TrickContext) -> None:
         raise RecipeError("dist.strategy=fsdp needs a process group: run through `trickbag train` (which opens one "
                           "in a single process) or torchrun")
     names = {id(p): n for n, p in ctx.model.named_parameters()}
-    units = shard_model(ctx.model, ctx.device, classes=d.shard_modules, reshard_after_forward=d.reshard_after_forward,
+    units = shard_model(ctx.model, parts.device, classes=d.shard_modules, reshard_after_forward=d.reshard_after_forward,
                         param_dtype=d.param_dtype, reduce_dtype=d.reduce_dtype)
     if d.shard_modules and not units:
         raise RecipeError(f"dist.shard_modules={d.shard_modules}: the model ({type(ctx.model).__name__}) has no module "
                           "of these classes; allowed: class names of its blocks, or [] for its repeated blocks")
     ctx.param_groups = remap_param_groups(ctx.param_groups, names, ctx.model)
     world = tdist.get_world_size()
-    ctx.note(f"fsdp: {len(units)} blocks and the root sharded over {world} process{'es' if world > 1 else ''}"
-                     f" (weights, gradients and optimizer state: 1/{world} each; gathered in {d.param_dtype}, "
-                     f"gradients reduced in {d.reduce_dtype})")
+    parts.notes.append(f"fsdp: {len(units)} blocks and the root sharded over {world} process"
+                       f"{'es' if world > 1 else ''} (weights, gradients and optimizer state: 1/{world} each; "
+                       f"gathered in {d.param_dtype}, gradients reduced in {d.reduce_dtype})")
 
 
 def _checkpoint_activations(recipe: Recipe, ctx: RunParts) -> None:

@@ -25,7 +25,7 @@ from trickbag.data.sampler import EpochSampler
 from trickbag.data.sources import BatchGather, DataSplits, TensorDataset, build_data, collate
 from trickbag.errors import CheckpointError, DataError, RecipeError, TrickbagError
 from trickbag.models import build_model, import_callable, is_callable_spec
-from trickbag.plugin.context import TrickContext, TrickData
+from trickbag.plugin.context import TrickContext
 from trickbag.plugin.interface import Plugin
 from trickbag.recipe import Recipe, recipe_from_dict
 from trickbag.train.checkpoint_files import check_state_fits, load_checkpoint
@@ -126,19 +126,19 @@ class RunParts:
 
 
 def trick_context(parts: RunParts) -> TrickContext:
-    """The :class:`TrickContext` the recipe's tricks are set up on: the run's facts and its changeable parts
-    (the notes are the run's own list)."""
+    """The :class:`TrickContext` the recipe's tricks are set up on: the run's facts and its changeable parts."""
     data, report = parts.data, parts.weights_report
     plain = data.eval_train if data.eval_train is not None else data.train
     assert parts.optimizer_factory is not None
+    counts = data.class_counts
     return TrickContext(
         seed=parts.recipe.train.seed, epochs=parts.recipe.train.epochs, updates_per_epoch=parts.steps_per_epoch,
-        rank=parts.dist.rank, world_size=parts.dist.world_size, device=parts.device, num_outputs=parts.num_outputs,
-        data=TrickData(data.train, input_shape=data.input_shape, class_counts=lambda: data.class_counts,
-                       train_eval_loader=lambda: parts.make_loader(plain, train=False)),
+        rank=parts.dist.rank, num_outputs=parts.num_outputs, train_set=data.train,
+        class_counts=tuple(counts) if counts is not None else None,
+        train_eval_loader=lambda: parts.make_loader(plain, train=False),
         loaded_weights=frozenset(report.loaded) if report is not None else None, load_model=load_model,
         model=parts.model, param_groups=parts.param_groups, loss_fn=parts.loss_fn, clip=parts.clip,
-        make_optimizer=parts.optimizer_factory, notes=parts.notes,
+        make_optimizer=parts.optimizer_factory,
     )
 
 

@@ -16,9 +16,10 @@ import torch
 from trickbag.config.schema import DataConfig
 from trickbag.data.sources import BatchGather
 from trickbag.errors import RecipeError
+from trickbag.nn import device_of
 from trickbag.optim import optimizers
 from trickbag.plugin.assemble import LegacyContext, assemble
-from trickbag.plugin.context import TrickContext, TrickData
+from trickbag.plugin.context import TrickContext, sample_shape
 from trickbag.plugin.interface import Plugin
 from trickbag.recipe import recipe_from_dict
 from trickbag.runtime import DistInfo
@@ -76,11 +77,9 @@ def _training_set(loader: Any) -> Any:
     return ds.dataset if isinstance(ds, BatchGather) else ds
 
 
-def _data(train_loader: Any, eval_batch_size: int | None, seed: int, dist: DistInfo, device: torch.device
-          ) -> TrickData:
-    """The training data as the tricks see it: the loader's dataset, no class counts (only a recipe's data source
-    knows them), and a loader over it in order, batched like the validation loader."""
-    train = _training_set(train_loader)
+def _train_eval_loader(train: Any, train_loader: Any, eval_batch_size: int | None, seed: int, dist: DistInfo,
+                       device: torch.device) -> Any:
+    """A loader over the training set in order, batched like the validation loader (made when a trick asks)."""
     settings = SimpleNamespace(
         data=DataConfig(batch_size=getattr(train_loader, "batch_size", None) or 1, eval_batch_size=eval_batch_size,
                         pin_memory=False),
@@ -91,10 +90,10 @@ def _data(train_loader: Any, eval_batch_size: int | None, seed: int, dist: DistI
             raise RecipeError("the tricks need the training set: pass a train_loader with a .dataset")
         return make_loader(train, settings, train=False, dist=dist, device=device)  # type: ignore[arg-type]
 
-    return TrickData(train, train_eval_loader=loader)
+    return loader
 
 
-def _num_outputs(model: torch.nn.Module, task: Any, data: TrickData, device: torch.device) -> int:
+def _num_outputs(model: torch.nn.Module, task: Any, train: Any, device: torch.device) -> int:
     n = getattr(task, "num_classes", None) or getattr(task, "num_labels", None) or getattr(task, "num_targets", None)
     if n:
         return int(n)
@@ -102,7 +101,7 @@ def _num_outputs(model: torch.nn.Module, task: Any, data: TrickData, device: tor
     was_training = model.training
     try:
         with torch.inference_mode():
-            out = model.eval()(torch.zeros((1, *data.input_shape), device=device))
+            out = model.eval()(torch.zeros((1, *sample_shape(train)), device=device))
     finally:
         model.train(was_training)
     return int(out.shape[-1])
@@ -125,15 +124,17 @@ def bare_context(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
     hand-built Trainer or another framework's trainer has them (no recipe). ``task``: what gives the number of
     outputs (``num_classes``/``num_labels``/``num_targets``); without one the model's output on a sample tells."""
     dist = dist or DistInfo()
-    device = device or next((p.device for p in model.parameters()), torch.device("cpu"))
-    data = _data(train_loader, eval_batch_size, seed, dist, device)
+    device = device or device_of(model)
+    train = _training_set(train_loader)
     try:
         updates = math.ceil(len(train_loader) / accumulate)
     except TypeError:  # an iterable without a length
         updates = 1
     return TrickContext(
-        seed=seed, epochs=epochs, updates_per_epoch=updates, rank=dist.rank, world_size=dist.world_size,
-        device=device, num_outputs=_num_outputs(model, task, data, device), data=data,
+        seed=seed, epochs=epochs, updates_per_epoch=updates, rank=dist.rank,
+        num_outputs=_num_outputs(model, task, train, device), train_set=train,
+        class_counts=None,  # only a recipe's data source knows them
+        train_eval_loader=_train_eval_loader(train, train_loader, eval_batch_size, seed, dist, device),
         loaded_weights=frozenset(model.state_dict()),  # the caller's model holds the weights it was given
         load_model=load_model, model=model, param_groups=[dict(g) for g in optimizer.param_groups],
         loss_fn=loss_fn, clip=clip, make_optimizer=remake(optimizer),
@@ -167,8 +168,10 @@ def set_up_plugins(state: State, tricks: Any, plugins: list[Plugin], *, clip: An
                        loss_fn=state.loss_fn, seed=seed, accumulate=state.accumulate, task=state.task, clip=clip,
                        eval_batch_size=getattr(state.val_loader, "batch_size", None), device=state.device,
                        dist=state.dist)
-    assemble(ctx, built, plugins, schedule=_schedule(scheduler, state.optimizer), keep=state.optimizer,
-             given_loss=loss_given, legacy=LegacyContext)
-    assert ctx.optimizer is not None
-    state.model, state.optimizer, state.scheduler, state.loss_fn = ctx.model, ctx.optimizer, ctx.scheduler, ctx.loss_fn
+    former = SimpleNamespace(device=state.device, world_size=state.dist.world_size, task=state.task,
+                             train_loader=state.train_loader, val_loader=state.val_loader, monitor=monitor)
+    done = assemble(ctx, built, plugins, schedule=_schedule(scheduler, state.optimizer), keep=state.optimizer,
+                    given_loss=loss_given, legacy=lambda t: LegacyContext(t, former))
+    state.model, state.loss_fn = ctx.model, ctx.loss_fn
+    state.optimizer, state.scheduler = done.optimizer, done.scheduler
     return built + list(plugins), ctx.clip

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import Trick
 
@@ -75,13 +76,13 @@ class AugmentPlugin(Plugin):
         if self.cfg.policy == "randaugment" and self.cfg.magnitude >= self.cfg.num_magnitude_bins:
             raise RecipeError(f"tricks.augment.magnitude={self.cfg.magnitude} must be below "
                               f"tricks.augment.num_magnitude_bins={self.cfg.num_magnitude_bins}")
-        pipeline = _training_pipeline(ctx.data.train)
+        pipeline = _training_pipeline(ctx.train_set)
         if pipeline is None:
             raise RecipeError("tricks.augment works on image-folder data, whose training images go through "
                               "torchvision transforms; this training set has none (for in-memory "
                               "images use tricks.cutout, tricks.random_erasing or tricks.mix)")
         add_policy(pipeline, augment_policy(self.cfg.policy, **policy_options(self.cfg)))
-        ctx.note(f"augment: {self.cfg.policy} {policy_options(self.cfg)} on every training image")
+        log.info(f"augment: {self.cfg.policy} {policy_options(self.cfg)} on every training image")
 
 
 def build(cfg: AugmentConfig) -> list[Plugin]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
+from trickbag.plugin.context import sample_shape
 from trickbag.plugin.interface import Plugin
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class EvalOnAverage(Plugin):
 
 def image_shape(ctx: TrickContext, trick: str) -> tuple[int, ...]:
     """The per-sample shape ``[C, H, W]`` of image data, or a :class:`RecipeError` naming the trick."""
-    shape = tuple(ctx.data.input_shape)
+    shape = tuple(sample_shape(ctx.train_set))
     if len(shape) != 3:
         raise RecipeError(
             f"tricks.{trick} works on images [C, H, W]; the training samples have "

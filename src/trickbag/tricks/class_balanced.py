@@ -8,6 +8,7 @@ from pydantic import Field
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks._loss import CLASSIFICATION_ONLY, classification_loss
 from trickbag.tricks.base import Trick
@@ -32,11 +33,12 @@ class ClassBalancedPlugin(Plugin):
 
     def configure(self, ctx: TrickContext) -> None:
         from trickbag.losses import class_balanced_weights
+        from trickbag.nn import device_of
 
-        if ctx.data.class_counts is None:
+        if ctx.class_counts is None:
             raise RecipeError("tricks.class_balanced needs the training set's class counts, which this trainer's data "
                               "does not give; use a recipe data source or weight the loss yourself")
-        counts, c = list(ctx.data.class_counts), ctx.num_outputs
+        counts, c = list(ctx.class_counts), ctx.num_outputs
         if len(counts) != c:
             raise RecipeError(
                 f"tricks.class_balanced needs a training count for each of the model's {c} classes, the data has "
@@ -46,8 +48,8 @@ class ClassBalancedPlugin(Plugin):
             weight = class_balanced_weights(counts, self.beta)
         except ValueError as exc:
             raise RecipeError(f"tricks.class_balanced: {exc}") from None
-        classification_loss(ctx, "class_balanced").weight = weight.to(ctx.device)
-        ctx.note("class-balanced weights: " + ", ".join(f"{w:.3g}" for w in weight.tolist()))
+        classification_loss(ctx, "class_balanced").weight = weight.to(device_of(ctx.model))
+        log.info("class-balanced weights: " + ", ".join(f"{w:.3g}" for w in weight.tolist()))
 
 
 def build(cfg: ClassBalancedConfig) -> list[Plugin]:

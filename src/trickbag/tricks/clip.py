@@ -12,6 +12,7 @@ from pydantic import Field
 
 from trickbag.config import TrickSection
 from trickbag.errors import ConflictError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import Trick
 
@@ -62,9 +63,9 @@ class ClipPlugin(Plugin):
         k = ctx.num_outputs
         heads = [m for m in ctx.model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == k]
         if not heads:
-            ctx.note(f"AGC: no Linear layer with {k} outputs found; every parameter is clipped")
+            log.info(f"AGC: no Linear layer with {k} outputs found; every parameter is clipped")
             return set()
-        ctx.note("AGC: the classifier layer (last Linear) is not clipped")
+        log.info("AGC: the classifier layer (last Linear) is not clipped")
         return {id(p) for p in heads[-1].parameters()}
 
 

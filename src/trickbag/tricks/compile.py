@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import Trick
 
@@ -44,7 +45,7 @@ class CompilePlugin(Plugin):
         ctx.model = cast("torch.nn.Module", torch.compile(ctx.model, backend=c.backend,
                                                           mode=None if c.mode == "default" else c.mode,
                                                           dynamic=c.dynamic, fullgraph=c.fullgraph))
-        ctx.note(f"torch.compile (backend {c.backend}, mode {c.mode}): the first updates are slow")
+        log.info(f"torch.compile (backend {c.backend}, mode {c.mode}): the first updates are slow")
 
 
 def build(cfg: CompileConfig) -> list[Plugin]:

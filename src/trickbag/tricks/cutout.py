@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from trickbag.config import TrickSection
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import GeneratorState, Trick, image_shape
 
@@ -37,7 +38,7 @@ class CutoutPlugin(GeneratorState, Plugin):
         self.size = self.size or max(1, min(shape[1:]) // 2)
         self.rank = ctx.rank
         self.generator = trick_generator(ctx.seed, "cutout", self.rank)
-        ctx.note(f"cutout: one {self.size}x{self.size} square per image with probability {self.prob}")
+        log.info(f"cutout: one {self.size}x{self.size} square per image with probability {self.prob}")
 
     def on_batch_start(self, state: State) -> None:
         from trickbag.data import cutout

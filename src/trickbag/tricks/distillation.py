@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 from trickbag.config import TrickSection
 from trickbag.config.schema import expand_home
 from trickbag.errors import ConflictError, RecipeError
+from trickbag.plugin.context import log, sample_shape
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks._loss import CLASSIFICATION_ONLY
 from trickbag.tricks.base import Trick
@@ -59,21 +60,24 @@ class DistillationPlugin(Plugin):
     def configure(self, ctx: TrickContext) -> None:
         import torch
 
+        from trickbag.nn import device_of
+
         self.seed = ctx.seed
         try:
             teacher = ctx.load_model(self.spec)
         except RecipeError as exc:
             raise type(exc)(f"tricks.distillation.teacher: {exc}") from None
-        teacher = teacher.to(ctx.device).eval().requires_grad_(False)
+        device = device_of(ctx.model)
+        teacher = teacher.to(device).eval().requires_grad_(False)
         with torch.no_grad():
-            out = teacher(torch.zeros((2, *ctx.data.input_shape), device=ctx.device))
+            out = teacher(torch.zeros((2, *sample_shape(ctx.train_set)), device=device))
         if out.dim() != 2 or out.shape[1] != ctx.num_outputs:
             raise ConflictError(
                 f"tricks.distillation.teacher={self.spec!r} predicts {list(out.shape[1:])} outputs but the student "
                 f"has {ctx.num_outputs} classes; distil from a teacher trained on the same classes"
             )
         self.teacher = teacher
-        ctx.note(f"distillation from {self.spec} (T={self.temperature}, alpha={self.alpha})")
+        log.info(f"distillation from {self.spec} (T={self.temperature}, alpha={self.alpha})")
         if self.pairs:
             self._set_up_features(ctx)
 
@@ -81,12 +85,9 @@ class DistillationPlugin(Plugin):
         """Hooks on the named modules, their output shapes probed, and the projections made and trained."""
         import torch
 
-        from trickbag.nn import unwrap
+        from trickbag.nn import device_of, unwrap
 
-        if ctx.world_size > 1:
-            raise ConflictError("tricks.distillation.features is not supported with several processes yet (the "
-                                "projections are outside the DDP model); use the logit distillation alone")
-        student = unwrap(ctx.model)
+        student, device = unwrap(ctx.model), device_of(ctx.model)
         for side, net, names in (("student", student, [s for s, _ in self.pairs]),
                                  ("teacher", self.teacher, [t for _, t in self.pairs])):
             modules = dict(net.named_modules())
@@ -97,15 +98,16 @@ class DistillationPlugin(Plugin):
                 modules[name].register_forward_hook(self._keep(f"{side}{k}", side == "student"))
         was = student.training
         with torch.no_grad():
-            student.eval()(torch.zeros((2, *ctx.data.input_shape), device=ctx.device))
-            self.teacher(torch.zeros((2, *ctx.data.input_shape), device=ctx.device))
+            probe = torch.zeros((2, *sample_shape(ctx.train_set)), device=device)
+            student.eval()(probe)
+            self.teacher(probe)
         student.train(was)
         projections = [_projection(self._seen[f"student{k}"], self._seen[f"teacher{k}"], self.pairs[k], self.seed)
                        for k in range(len(self.pairs))]
-        self.projections = torch.nn.ModuleList(projections).to(ctx.device)
+        self.projections = torch.nn.ModuleList(projections).to(device)
         # a new list: a hand-built Trainer then rebuilds its optimizer with the projections in it
         ctx.param_groups = [*ctx.param_groups, {"params": list(self.projections.parameters())}]
-        ctx.note(f"feature distillation: {', '.join(f'{s}={t}' for s, t in self.pairs)} "
+        log.info(f"feature distillation: {', '.join(f'{s}={t}' for s, t in self.pairs)} "
                          f"(weight {self.feature_weight}, {sum(p.numel() for p in self.projections.parameters()):,}"
                          f" projection weights)")
 
@@ -177,6 +179,10 @@ def check(recipe: RecipeView) -> None:
             "tricks.distillation is enabled but tricks.distillation.teacher is not set; give a run checkpoint "
             "(runs/NAME/checkpoints/best.pt) or package.module:function"
         )
+    dist = getattr(recipe, "dist", None)  # not a RecipeView section (check_interactions reads it the same way)
+    if cfg.enabled and cfg.features and dist is not None and dist.nproc > 1:
+        raise ConflictError("tricks.distillation.features is not supported with several processes yet (the "
+                            "projections are outside the DDP model); use the logit distillation alone")
 
 
 TRICK = Trick(

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
+from trickbag.plugin.context import log, sample_shape
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import GeneratorState, Trick
 
@@ -58,6 +59,8 @@ def _probe(ctx: TrickContext, model: Any, named: list[tuple[str, Any]]) -> None:
     """One evaluation-mode forward on zeros: every named block must return its input's shape (x + branch(x))."""
     import torch
 
+    from trickbag.nn import device_of
+
     bad: list[str] = []
 
     def record(name: str) -> Any:
@@ -74,7 +77,7 @@ def _probe(ctx: TrickContext, model: Any, named: list[tuple[str, Any]]) -> None:
     was = model.training
     try:
         with torch.no_grad():
-            model.eval()(torch.zeros((2, *ctx.data.input_shape), device=ctx.device))
+            model.eval()(torch.zeros((2, *sample_shape(ctx.train_set)), device=device_of(model)))
     finally:
         model.train(was)
         for h in handles:
@@ -113,7 +116,7 @@ class DropPathPlugin(GeneratorState, Plugin):
         self.hooks = add_drop_path(model, c.rate, mode=c.mode, schedule=c.schedule, blocks=blocks,
                                    generator=self.generator)
         rates = list(self.hooks.rates.values())
-        ctx.note(f"drop_path: {len(rates)} blocks ({', '.join(sorted({type(m).__name__ for _, m in found}))}) "
+        log.info(f"drop_path: {len(rates)} blocks ({', '.join(sorted({type(m).__name__ for _, m in found}))}) "
                          f"drop their branch with rate {rates[0]:.3g}..{rates[-1]:.3g} ({c.schedule} by depth, "
                          f"mode {c.mode}); evaluation runs the whole network")
 

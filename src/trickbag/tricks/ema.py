@@ -24,7 +24,7 @@ from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
-    from trickbag.plugin.context import TrickContext
+    from trickbag.plugin.context import Built
     from trickbag.plugin.interface import RecipeView
     from trickbag.plugin.state import State
 
@@ -61,11 +61,11 @@ class EMAPlugin(EvalOnAverage):
         self.kept_averaged = cfg.select != "raw"
         self._metric, self._mode = "loss", "min"
 
-    def after_optimizer(self, ctx: TrickContext) -> None:
+    def after_optimizer(self, built: Built) -> None:
         from trickbag.nn import EMA
 
         c = self.cfg
-        self.ema = EMA(ctx.model, c.decay, warmup=c.warmup, every=c.every, buffers=c.buffers)
+        self.ema = EMA(built.model, c.decay, warmup=c.warmup, every=c.every, buffers=c.buffers)
 
     def _eval_weights(self, state: State) -> dict[str, Any]:
         from trickbag.nn import unwrap

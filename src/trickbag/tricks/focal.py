@@ -56,7 +56,9 @@ class FocalPlugin(Plugin):
         return None if self.alpha is None else float(self.alpha)
 
     def configure(self, ctx: TrickContext) -> None:
-        alpha = self._alpha(ctx.num_outputs, ctx.device)
+        from trickbag.nn import device_of
+
+        alpha = self._alpha(ctx.num_outputs, device_of(ctx.model))
         loss = classification_loss(ctx, "focal")
         loss.gamma, loss.alpha = self.gamma, alpha
 

@@ -15,12 +15,13 @@ from pydantic import Field, field_validator
 
 from trickbag.config import TrickSection, needs_items
 from trickbag.errors import ConflictError, RecipeError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import Trick
 from trickbag.tricks.param_groups import base_options, recipe_param_groups
 
 if TYPE_CHECKING:
-    from trickbag.plugin.context import TrickContext
+    from trickbag.plugin.context import Built, TrickContext
     from trickbag.plugin.interface import RecipeView
     from trickbag.plugin.state import State
 
@@ -62,11 +63,6 @@ class FreezePlugin(Plugin):
             self.frozen = freeze(model, self.cfg.patterns, freeze_bn_stats=self.cfg.bn_stats, regex=self.cfg.regex)
         except (ValueError, TypeError) as exc:
             raise RecipeError(f"tricks.freeze.patterns: {exc}") from None
-        if self.cfg.unfreeze_epoch is not None and ctx.world_size > 1:
-            raise ConflictError(
-                "tricks.freeze.unfreeze_epoch cannot be used under DDP (it fixes the trainable parameters when it "
-                "wraps the model); train the two stages as two runs, the second with model.weights=<first best.pt>"
-            )
         groups = [{**g, "params": [p for p in g["params"] if p.requires_grad]} for g in ctx.param_groups]
         ctx.param_groups = [g for g in groups if g["params"]]
         if not ctx.param_groups:
@@ -78,7 +74,7 @@ class FreezePlugin(Plugin):
             self.base = base_options(ctx)
         n = sum(p.numel() for p in model.parameters() if not p.requires_grad)
         when = f", unfrozen at epoch {self.cfg.unfreeze_epoch + 1}" if self.cfg.unfreeze_epoch is not None else ""
-        ctx.note(f"freeze: {len(self.frozen)} tensors ({n:,} values) frozen{when}")
+        log.info(f"freeze: {len(self.frozen)} tensors ({n:,} values) frozen{when}")
 
     def _check_trained(self, ctx: TrickContext) -> None:
         """Freezing what no weights were loaded into keeps random features for good: refused unless allowed."""
@@ -94,8 +90,8 @@ class FreezePlugin(Plugin):
                 "never train; give model.weights=PATH with trained weights, or set tricks.freeze.allow_untrained=true"
             )
 
-    def after_optimizer(self, ctx: TrickContext) -> None:
-        self._optimizer, self._scheduler = ctx.optimizer, ctx.scheduler
+    def after_optimizer(self, built: Built) -> None:
+        self._optimizer, self._scheduler = built.optimizer, built.scheduler
 
     def on_epoch_start(self, state: State) -> None:
         due = self.cfg.unfreeze_epoch is not None and state.epoch >= self.cfg.unfreeze_epoch

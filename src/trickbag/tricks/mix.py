@@ -13,6 +13,7 @@ from pydantic import Field
 
 from trickbag.config import TrickSection
 from trickbag.errors import ConflictError, RecipeError
+from trickbag.plugin.context import log, sample_shape
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import GeneratorState, Trick
 
@@ -59,7 +60,7 @@ class MixPlugin(GeneratorState, Plugin):
         from trickbag.data import MixupCutmix
         from trickbag.runtime import trick_generator
 
-        shape = tuple(ctx.data.input_shape)
+        shape = tuple(sample_shape(ctx.train_set))
         if len(shape) < 2:
             raise RecipeError(
                 f"tricks.mix needs samples with a channel dimension ([C, ...]); the data gives shape {list(shape)}"
@@ -82,10 +83,10 @@ class MixPlugin(GeneratorState, Plugin):
             self.plain = MixupCutmix(**unmixed, num_classes=ctx.num_outputs,
                                      smoothing=self.smoothing, generator=torch.Generator(device=self.generator.device))
             if self.off_epoch >= ctx.epochs:
-                ctx.note(f"tricks.mix.off_epoch={self.off_epoch} is not before the run's end "
+                log.info(f"tricks.mix.off_epoch={self.off_epoch} is not before the run's end "
                                  f"({ctx.epochs} epochs): every epoch is mixed")
         if self.smoothing:
-            ctx.note(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
+            log.info(f"label smoothing {self.smoothing} is folded into the mixed targets (applied once)")
 
     def on_batch_start(self, state: State) -> None:
         x, y = state.batch[0], state.batch[1]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 
 from trickbag.config import TrickSection, needs_items
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import GeneratorState, Trick, WrapPredict, image_shape
 
@@ -87,7 +88,7 @@ class MultiscalePlugin(GeneratorState, Plugin):
         ft, epochs = self.requested
         tune = f", fine-tune at it from epoch {self.finetune_from + 1}" if self.finetune_from < epochs else ""
         short = f" (finetune_epochs={ft} shortened: the run has {epochs} epochs)" if ft and ft >= epochs else ""
-        ctx.note(f"multiscale: train at {self.train_sizes}, evaluate at {ts[0]}x{ts[1]}{tune}{short}")
+        log.info(f"multiscale: train at {self.train_sizes}, evaluate at {ts[0]}x{ts[1]}{tune}{short}")
 
     @property
     def test(self) -> tuple[int, int] | None:

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import Trick
 
@@ -95,7 +96,7 @@ class ParamGroupsPlugin(Plugin):
         lr, wd = base_options(ctx)
         ctx.param_groups = recipe_param_groups(unwrap(ctx.model), self.groups, self.layers, lr=lr, weight_decay=wd)
         lrs = sorted({round(float(g["lr"]), 12) for g in ctx.param_groups})
-        ctx.note(f"param groups: {len(ctx.param_groups)} ({', '.join(g['name'] for g in ctx.param_groups)}); "
+        log.info(f"param groups: {len(ctx.param_groups)} ({', '.join(g['name'] for g in ctx.param_groups)}); "
                  f"learning rates {lrs}")
 
 

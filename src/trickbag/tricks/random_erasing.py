@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from pydantic import Field, field_validator
 
 from trickbag.config import TrickSection
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import GeneratorState, Trick, image_shape
 
@@ -65,7 +66,7 @@ class RandomErasingPlugin(GeneratorState, Plugin):
         self.rank = ctx.rank
         self.generator = trick_generator(ctx.seed, "random_erasing", self.rank)
         k = self.kw
-        ctx.note(f"random_erasing: one rectangle per image with probability {k['prob']}, area "
+        log.info(f"random_erasing: one rectangle per image with probability {k['prob']}, area "
                          f"{k['scale'][0]:.3g}..{k['scale'][1]:.3g} of the image, fill {k['fill']}")
 
     def on_batch_start(self, state: State) -> None:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from trickbag.config import TrickSection
 from trickbag.errors import ConflictError, RecipeError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import Trick
 
@@ -48,7 +49,7 @@ class SAMPlugin(Plugin):
                               f"with {made!r}: use a torch optimizer")
         base, rho, adaptive = made.func, self.rho, self.adaptive
         ctx.make_optimizer = functools.partial(SAM, base_optimizer=base, rho=rho, adaptive=adaptive, **made.keywords)
-        ctx.note(f"{'ASAM' if adaptive else 'SAM'} (rho={rho}) around {base.__name__}: two passes per update")
+        log.info(f"{'ASAM' if adaptive else 'SAM'} (rho={rho}) around {base.__name__}: two passes per update")
 
     def on_after_backward(self, state: State) -> None:
         from trickbag.optim import disable_running_stats

@@ -18,11 +18,12 @@ from pydantic import Field
 
 from trickbag.config import TrickSection
 from trickbag.errors import ConflictError, RecipeError
+from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import EvalOnAverage, Trick
 
 if TYPE_CHECKING:
-    from trickbag.plugin.context import TrickContext
+    from trickbag.plugin.context import Built, TrickContext
     from trickbag.plugin.interface import RecipeView
     from trickbag.plugin.state import State
 
@@ -64,15 +65,17 @@ class SWAPlugin(EvalOnAverage):
         self._steps_per_epoch = 1
 
     def configure(self, ctx: TrickContext) -> None:
-        self.start = start_epoch(self.cfg, ctx.epochs)
-        self._bn_loader = ctx.data.train_eval_loader()
-        self._device, self._steps_per_epoch = ctx.device, ctx.updates_per_epoch
-        ctx.note(f"swa: averaging from epoch {self.start + 1}, LR annealed to {self.cfg.lr_factor} x base LR")
+        from trickbag.nn import device_of
 
-    def after_optimizer(self, ctx: TrickContext) -> None:
+        self.start = start_epoch(self.cfg, ctx.epochs)
+        self._bn_loader = ctx.train_eval_loader()
+        self._device, self._steps_per_epoch = device_of(ctx.model), ctx.updates_per_epoch
+        log.info(f"swa: averaging from epoch {self.start + 1}, LR annealed to {self.cfg.lr_factor} x base LR")
+
+    def after_optimizer(self, built: Built) -> None:
         from trickbag.nn import SWA
 
-        self.swa = SWA(ctx.model)
+        self.swa = SWA(built.model)
 
     def _begin(self, state: State) -> None:
         from torch.optim.swa_utils import SWALR

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
+from trickbag.plugin.context import sample_shape
 from trickbag.plugin.interface import Plugin
 from trickbag.tricks.base import Trick, WrapPredict
 
@@ -41,10 +42,10 @@ class _CheckShape(Plugin):
         self.cfg = cfg
 
     def configure(self, ctx: TrickContext) -> None:
-        if self.cfg.vflip and len(ctx.data.input_shape) != 3:
+        if self.cfg.vflip and len(sample_shape(ctx.train_set)) != 3:
             raise RecipeError(
                 f"tricks.tta.vflip needs image data [C, H, W]; the training samples have shape "
-                f"{list(ctx.data.input_shape)}"
+                f"{list(sample_shape(ctx.train_set))}"
             )
 
 
