@@ -126,8 +126,13 @@ class Checkpointer:
             raise ValueError("the checkpoint holds whole weights (written without dist.strategy=fsdp) and this model "
                              "is sharded; resume it with the strategy it was written with")
         unwrap(s.model).load_state_dict(checkpoint["model"])
-        ranks = checkpoint.get("ranks")  # each rank's streams (FSDP): its own, on the same number of ranks
+        ranks = checkpoint.get("ranks")  # each rank's streams: its own, on the same number of ranks
         own = ranks[s.dist.rank] if isinstance(ranks, list) and len(ranks) == s.dist.world_size else None
+        if own is None and s.dist.distributed and s.dist.is_main:
+            held = f"{len(ranks)} processes'" if isinstance(ranks, list) else "one process's"
+            print(f"trickbag: the checkpoint holds {held} random state and this run has {s.dist.world_size} "
+                  "processes: it continues with streams forked from rank 0's (not bit-identical to an "
+                  "uninterrupted run)", file=sys.stderr, flush=True)
         self._load_parts(checkpoint, own)
         c = checkpoint["counters"]
         s.epoch, s.step, s.skipped_steps = int(c["epoch"]), int(c["step"]), int(c.get("skipped_steps", 0))
@@ -183,8 +188,10 @@ class Checkpointer:
         (:meth:`Trainer.save_checkpoint`). Sharded: every rank takes part, called on every rank or led by rank 0
         at CHECKPOINT (:meth:`at_checkpoint`)."""
         path = Path(path)
-        if not self.sharded:
-            return self.write(path, resume, None, extra)
+        if not self.sharded:  # under DDP led by rank 0 at CHECKPOINT: every rank adds its own random state
+            if self.leading:
+                _dist.broadcast_object(("save", str(path), resume, None))
+            return self.write(path, resume, None, extra, together=self.leading)
         folder = f"{path.name}.shards-{self.state.step:08d}-{secrets.token_hex(3)}" if resume else None
         if self.leading:
             _dist.broadcast_object(("save", str(path), resume, folder))
@@ -192,9 +199,12 @@ class Checkpointer:
             folder = _dist.broadcast_object(folder)
         return self.write(path, resume, folder, extra)
 
-    def write(self, path: Path, resume: bool, folder: str | None, extra: dict[str, Any]) -> Path:
+    def write(self, path: Path, resume: bool, folder: str | None, extra: dict[str, Any], *,
+              together: bool = False) -> Path:
         """Gather what :meth:`save` writes and write it; with a ``folder`` (a sharded model's resume
-        checkpoint) the shards go there (every rank) and the rest to ``path`` (rank 0), else all to ``path``."""
+        checkpoint) the shards go there (every rank) and the rest to ``path`` (rank 0), else all to ``path``.
+        ``together``: every rank of a DDP run is here (rank 0 leads): a resume checkpoint gets each rank's own
+        random state, and rank 0 writes it."""
         s = self.state
         # schedule-free: the evaluated weights are stored; at an epoch's end with BatchNorm statistics for them
         with self.modes.evaluated(recalibrate=s.epoch_done):
@@ -203,7 +213,9 @@ class Checkpointer:
                 ckpt["eval_model"] = s.eval_weights()
             ckpt.update(extra)
             if not self.sharded:
-                return write_file(path, ckpt)
+                if together and resume:  # every rank's own streams: as many ranks resume bit for bit
+                    ckpt["ranks"] = every_ranks_own(ckpt)
+                return write_file(path, ckpt) if s.dist.is_main or not together else path
             if folder is None:  # the whole weights, gathered from every rank
                 ckpt = gather_full(ckpt)
             else:
@@ -234,7 +246,7 @@ class Checkpointer:
         processes with the lead/follow protocol."""
         self.state.epoch_done = epoch_done
         try:
-            if self.sharded and self.state.dist.distributed:
+            if self.state.dist.distributed:
                 self._together(emit)
             else:
                 emit()
@@ -242,8 +254,9 @@ class Checkpointer:
             self.state.epoch_done = False
 
     def _together(self, emit: Callable[[], None]) -> None:
-        """CHECKPOINT under FSDP over several processes. The plug-ins that write files run on rank 0 only, but a
-        sharded save and a check of the weights need every rank: rank 0 runs its plug-ins and, at each such call,
+        """CHECKPOINT over several processes (DDP or FSDP). The plug-ins that write files run on rank 0 only, but
+        a save needs every rank (each rank's random state; under FSDP its shards) and so does a check of sharded
+        weights: rank 0 runs its plug-ins and, at each such call,
         tells the others to join it (:meth:`save`, :meth:`weights_finite`); the others run theirs, then
         follow until rank 0 says it is done (one small broadcast per update when nothing is saved)."""
         if not self.state.dist.is_main:
@@ -251,7 +264,7 @@ class Checkpointer:
             none: Any = None  # rank 0's command arrives in its place
             while (command := _dist.broadcast_object(none))[0] != "end":
                 if command[0] == "save":
-                    self.write(Path(command[1]), command[2], command[3], {})
+                    self.write(Path(command[1]), command[2], command[3], {}, together=True)
                 else:
                     self.finite_everywhere()
             if command[1]:

@@ -454,11 +454,11 @@ class Trainer:
         with self.modes.evaluated(recalibrate=True):
             s.model.eval()
             try:
-                together = self._sharded and s.dist.distributed
-                if together:  # every rank evaluates rank 0's BatchNorm statistics, the ones checkpoints hold ...
+                # DDP and FSDP: every rank evaluates rank 0's BatchNorm statistics, the ones checkpoints hold ...
+                if s.dist.distributed:
                     broadcast_buffers(unwrap(s.model))
                 self._emit(Event.EVAL_START)
-                if together:  # ... and of the weights a plug-in swapped in (EMA)
+                if s.dist.distributed:  # ... and of the weights a plug-in swapped in (EMA)
                     broadcast_buffers(unwrap(s.model))
                 s.eval_metrics = self._eval_loop(loader, test=test)
                 self._emit(Event.EVAL_END)
