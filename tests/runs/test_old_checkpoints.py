@@ -24,5 +24,13 @@ def test_a_step_checkpoint_of_the_previous_release_resumes_to_its_straight_runs_
 
     result = resume_run(run)
     assert result.run_dir == run
-    tensors, differences = compare_checkpoints(OLD / "final_last.pt", run / "checkpoints" / "last.pt")
+    # what this release's checkpoint adds (the loader's position, "loader") the old one cannot hold: compared
+    # is everything the old run's last.pt holds
+    import torch
+
+    new = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    added = set(new) - set(torch.load(OLD / "final_last.pt", weights_only=True))
+    assert added <= {"loader"}, added
+    torch.save({k: v for k, v in new.items() if k not in added}, tmp_path / "same_keys.pt")
+    tensors, differences = compare_checkpoints(OLD / "final_last.pt", tmp_path / "same_keys.pt")
     assert tensors > 20 and differences == [], "\n".join(f"{d.where}: {d.detail}" for d in differences[:10])

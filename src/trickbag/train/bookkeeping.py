@@ -11,6 +11,7 @@ import torch
 
 from trickbag import runtime
 from trickbag.plugin.interface import Plugin
+from trickbag.train import loader_state
 
 __all__ = ["EpochMeter", "ResumeCursor", "check_added_plugin", "check_trainer_args", "find_sampler", "update_size"]
 
@@ -73,12 +74,13 @@ class EpochMeter:
 
     def __init__(self, device: torch.device, start: list[float] | None = None) -> None:
         self.sums = torch.zeros(3, dtype=torch.float64, device=device)
-        if start is not None:  # a mid-epoch resume: the sums up to the checkpoint
-            self.sums += torch.tensor(start, dtype=torch.float64, device=device)
+        self.has_stat = True
+        if start is not None:  # a mid-epoch resume: the sums up to the checkpoint (and whether the statistic is)
+            self.sums += torch.tensor(start[:3], dtype=torch.float64, device=device)
+            self.has_stat = bool(start[3]) if len(start) > 3 else True
         self.update = torch.zeros(3, dtype=torch.float64, device=device)
         # views: one in-place op per value and batch (indexing `upd[0] += v` costs three)
         self._loss, self._stat, self._n = self.update[0], self.update[1], self.update[2]
-        self.has_stat = True
         self.seen = 0
         self.t0 = time.perf_counter()
 
@@ -100,8 +102,9 @@ class EpochMeter:
         self.update.zero_()
 
     def totals(self) -> list[float]:
-        """The sums so far (a mid-epoch checkpoint stores them)."""
-        return self.sums.tolist()
+        """The sums so far and whether the statistic is defined, 1.0 or 0.0 (a mid-epoch checkpoint stores them:
+        a resume at the epoch's last update adds no batch that would tell)."""
+        return [*self.sums.tolist(), float(self.has_stat)]
 
     def finish(self, stat_name: str | None) -> dict[str, float]:
         """The epoch's ``train/*`` metrics, summed over the processes of a DDP job."""
@@ -133,11 +136,15 @@ class ResumeCursor:
         self.sums: list[float] | None = None
         self.rng: dict[str, Any] | None = None
         self.rank = 0
+        #: the global RNG and the loader's generators just before this epoch's iterator started
+        self.epoch_start: dict[str, Any] | None = None
+        self.loader: dict[str, Any] | None = None  # the checkpoint's loader position, until the epoch starts
 
-    def load(self, counters: dict[str, Any], rng: dict[str, Any] | None, rank: int) -> None:
+    def load(self, counters: dict[str, Any], rng: dict[str, Any] | None, rank: int,
+             loader: dict[str, Any] | None = None) -> None:
         self.batch_idx = int(counters.get("batch_idx", 0) or 0)
         self.sums = counters.get("train_sums")
-        self.rng, self.rank = rng, rank
+        self.rng, self.rank, self.loader = rng, rank, loader
         if not self.batch_idx:  # an epoch boundary: the RNG state is that of the epoch's start
             self.restore_rng()
 
@@ -160,10 +167,21 @@ class ResumeCursor:
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
         start, self.batch_idx = self.batch_idx, 0
+        saved, self.loader = self.loader or {}, None
         skip = start
-        if start and hasattr(sampler, "set_start") and getattr(loader, "batch_size", None):
-            sampler.set_start(start * loader.batch_size)
+        if start and saved.get("stateful") is not None:  # the loader continues from its own saved position
+            loader.load_state_dict(saved["stateful"])
             skip = 0
+        elif start:  # the loader started as it started then (the RNG of the moment comes back after iter)
+            if saved.get("epoch_start") is not None:
+                runtime.set_rng_state(saved["epoch_start"]["rng"])
+                loader_state.set_generators(loader, saved["epoch_start"]["generators"])
+            if hasattr(sampler, "set_start") and getattr(loader, "batch_size", None):  # it skips; others replay
+                sampler.set_start(start * loader.batch_size)
+                skip = 0
+        else:  # an epoch boundary: the generators as they were (the global RNG is already)
+            loader_state.set_generators(loader, saved.get("generators"))
+        self.epoch_start = loader_state.snapshot(loader) if not start else saved.get("epoch_start")
         try:
             total = len(loader) + (start - skip)
         except TypeError:

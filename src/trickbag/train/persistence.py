@@ -30,6 +30,7 @@ from trickbag.nn import unwrap
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State
 from trickbag.train import distributed as _dist
+from trickbag.train import loader_state
 from trickbag.train.averaged import ScheduleFreeModes
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, find_sampler
 from trickbag.train.checkpoint_files import save_checkpoint as write_file
@@ -102,8 +103,11 @@ class Checkpointer:
         """A resume checkpoint of the weights as they are (no mode switch, no copy)."""
         s = self.state
         sampler = find_sampler(s.train_loader)
+        meter = self.meter()
+        mid_epoch = meter is not None and not s.epoch_done
         return {
             **self.weights_state(),
+            "loader": loader_state.position(s.train_loader, self.cursor.epoch_start, mid_epoch),
             "optimizer": s.optimizer.state_dict(),
             "scheduler": s.scheduler.state_dict() if s.scheduler is not None else None,
             "scaler": s.scaler.state_dict() if s.scaler.is_enabled() else None,
@@ -142,10 +146,11 @@ class Checkpointer:
         sampler = find_sampler(s.train_loader)
         if checkpoint.get("sampler") is not None and hasattr(sampler, "load_state_dict"):
             sampler.load_state_dict(checkpoint["sampler"])
-        if own is not None:
-            self.cursor.load({**c, "train_sums": own["train_sums"]}, own["rng"], 0)  # its own: nothing to fork
+        if own is not None:  # its own: nothing to fork
+            self.cursor.load({**c, "train_sums": own["train_sums"]}, own["rng"], 0, own.get("loader"))
         else:
-            self.cursor.load(c, checkpoint.get("rng"), s.dist.rank if s.dist.distributed else 0)
+            loader = checkpoint.get("loader") if not s.dist.distributed else None  # rank 0's: not another's
+            self.cursor.load(c, checkpoint.get("rng"), s.dist.rank if s.dist.distributed else 0, loader)
 
     def _load_parts(self, checkpoint: dict[str, Any], own: dict[str, Any] | None) -> None:
         """The plug-ins' states (with this rank's own generators), then the optimizer, scheduler, scaler, guard."""
@@ -168,6 +173,9 @@ class Checkpointer:
     def pick_up(self, run_dir: Path, *, resume: bool, report: bool) -> None:
         """At fit start in a run folder: continue from its newest readable checkpoint when ``resume``; refuse a
         folder that holds a run otherwise. ``report``: say where it resumes on stderr."""
+        why = loader_state.inexact_reason(self.state.train_loader)
+        if why and self.state.dist.is_main:
+            print(f"trickbag: {why}", file=sys.stderr, flush=True)
         found = find_resume_checkpoint(run_dir)
         if found is None:
             return
@@ -285,6 +293,7 @@ def every_ranks_own(ckpt: dict[str, Any]) -> list[Any]:
     """What differs between ranks, gathered on every rank (collective): the RNG state, the tricks' generators,
     the sums of the epoch so far (a rank's own samples)."""
     mine = {"rng": runtime.get_rng_state(), "train_sums": ckpt["counters"]["train_sums"],
+            "loader": ckpt.get("loader"),
             "generators": {k: v for k, v in ckpt["plugins"].items() if isinstance(v, dict) and "generator" in v}}
     out: list[Any] = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(out, mine)
