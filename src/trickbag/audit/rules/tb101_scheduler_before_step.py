@@ -12,6 +12,7 @@ from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens, walk
+from trickbag.audit._defs import constructed_class, sets_value_ahead
 from trickbag.audit._flow import (
     BACKWARD,
     SCHED,
@@ -76,7 +77,7 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
             if e.kind != SCHED or cast(ast.Call, e.node).args or not at_level(e, loop) or per_micro_batch(e) \
                     or _counter_guarded(e, loop):
                 continue
-            if _before_its_step(file, e, loop.events):
+            if _before_its_step(file, e, loop.events) and not _sets_value_ahead(file, e):
                 yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same iteration")
     for fm in file.functions:
         yield from _scheduler_first_in_step_function(file, fm)
@@ -127,8 +128,21 @@ def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
     for e in flat:
         if e.kind != SCHED or e.node.args or per_micro_batch(e) or _after_first_guarded(e):
             continue
-        if _before_its_step(file, e, flat):
+        if _before_its_step(file, e, flat) and not _sets_value_ahead(file, e):
             yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same training step")
+
+
+def _sets_value_ahead(file: FileModel, e: Event) -> bool:
+    """The scheduler is not one of torch's: its ``step()`` returns the value it sets (``lr = sched.step()``; torch's
+    returns None), or it is an instance of a hand-written schedule class of the project (no torch base) whose
+    ``step()`` writes the value for the coming update (I-JEPA's ``WarmupCosineSchedule``): stepped before the
+    update on purpose."""
+    if any(isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is e.node for n in e.fm.nodes):
+        return True
+    if not e.recv:
+        return False
+    cls = file.memo(f"sched_class:{e.recv}", lambda: constructed_class(file.tree, file.path, e.recv or ""))
+    return cls is not None and sets_value_ahead(cls)
 
 
 def _after_first_guarded(ev: Event) -> bool:
