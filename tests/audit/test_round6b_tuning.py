@@ -121,3 +121,64 @@ def main(args):
 '''
     # a command-line path stays reported where the program saves elsewhere
     assert found(user_path, "TB403", torch="old") == [3]
+
+
+_HELPER_NO_SYNC = '''
+from contextlib import nullcontext
+
+
+class Trainer:
+    def _sync_context(self, batch_idx):
+        if self.ddp and batch_idx % self.accum_grad != 0:
+            return self.model.no_sync()
+        return nullcontext()
+
+    def _should_step(self, batch_idx):
+        return (batch_idx + 1) % self.accum_grad == 0
+
+    def train_epoch(self, loader):
+        for batch_idx, batch in enumerate(loader):
+            with self._sync_context(batch_idx):
+                loss = self.model(**batch)["loss"] / self.accum_grad
+                loss.backward()
+            if self._should_step(batch_idx):
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+'''
+
+
+def test_tb111_no_sync_off_by_one_through_helper_methods():
+    assert found(_HELPER_NO_SYNC, "TB111") == [16]
+    fixed = _HELPER_NO_SYNC.replace("batch_idx % self.accum_grad != 0", "(batch_idx + 1) % self.accum_grad != 0")
+    assert found(fixed, "TB111") == []
+    inline_step = _HELPER_NO_SYNC.replace("if self._should_step(batch_idx):",
+                                          "if (batch_idx + 1) % self.accum_grad == 0:")
+    assert found(inline_step, "TB111") == [16]
+
+
+_CLASS_WARMUP = '''
+class WarmupScheduler:
+    def __init__(self, optimizer, base_lr, warmup_steps):
+        self.optimizer = optimizer
+        self.base_lr = base_lr
+        self.warmup_steps = warmup_steps
+        self.step_num = 0
+
+    def step(self):
+        if self.step_num < self.warmup_steps:
+            lr = self.base_lr * self.step_num / self.warmup_steps
+        else:
+            lr = self.base_lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.step_num += 1
+'''
+
+
+def test_tb304_schedule_class_with_its_own_counter_at_zero():
+    assert found(_CLASS_WARMUP, "TB304") == [15]
+    counted_first = _CLASS_WARMUP.replace("        self.step_num += 1\n", "").replace(
+        "    def step(self):\n", "    def step(self):\n        self.step_num += 1\n")
+    assert found(counted_first, "TB304") == []
+    plus_one = _CLASS_WARMUP.replace("self.step_num / self.warmup_steps", "(self.step_num + 1) / self.warmup_steps")
+    assert found(plus_one, "TB304") == []

@@ -56,9 +56,11 @@ def _value_at(target: ast.AST, value: ast.AST, name: str) -> ast.AST | None | bo
 def _class_of(value: ast.AST | None, tree: ast.Module, path: str, depth: int) -> ast.ClassDef | None:
     if value is None or depth > 3:
         return None
-    index = None
-    if isinstance(value, ast.Tuple) and len(value.elts) == 2 and isinstance(value.elts[1], ast.Constant):
-        value, index = value.elts[0], value.elts[1].value
+    index: int | None = None
+    if isinstance(value, ast.Tuple) and len(value.elts) == 2 and isinstance(value.elts[1], ast.Constant) \
+            and isinstance(value.elts[1].value, int):
+        index = value.elts[1].value
+        value = value.elts[0]
     if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
         return None
     found = _definition(tree, path, value.func.id)
@@ -70,7 +72,7 @@ def _class_of(value: ast.AST | None, tree: ast.Module, path: str, depth: int) ->
     # a factory function: what it returns (at ``index`` of a returned tuple)
     for r in walk(d):
         if isinstance(r, ast.Return) and r.value is not None:
-            out = r.value
+            out: ast.AST | None = r.value
             if index is not None:
                 if not isinstance(out, ast.Tuple) or len(out.elts) <= index:
                     continue

@@ -1,7 +1,7 @@
 # Reconstructed after mlelarge/graph_neural_net PR #37 ("Fix bug softmax": "There was a softmax before a
 # crossentropyloss... I removed the softmax", merged by the maintainer): the model's scores were turned into
 # probabilities with a softmax and then given to nn.CrossEntropyLoss, which applies log_softmax itself.
-import torch
+import torch  # noqa: F401
 import torch.nn as nn
 import torch.nn.functional as F
 

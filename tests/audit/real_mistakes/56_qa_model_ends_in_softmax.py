@@ -17,7 +17,7 @@ class CandidateScorer(nn.Module):
 
 def train(model, optimizer, loader, epochs):
     criterion = nn.CrossEntropyLoss()
-    for epoch in range(epochs):
+    for epoch in range(epochs):  # noqa: B007
         for x, answer in loader:
             optimizer.zero_grad()
             loss = criterion(model(x), answer)  # expect: TB303

@@ -2,7 +2,7 @@
 # maintainer: "You're right. Sorry I forgot to add it. I have fixed it."): the encoder training loop zeroed the
 # encoder's optimizer but never the discriminator's, so D's gradients piled up over the iterations.
 def training_loop(E, G, D, optimizer_E, optimizer_D, loader, loss_adv_d, loss_enc, iterations):
-    for it, x in zip(range(iterations), loader):
+    for it, x in zip(range(iterations), loader):  # noqa: B007
         # discriminator step
         w = E(x)
         x_rec = G(w).detach()

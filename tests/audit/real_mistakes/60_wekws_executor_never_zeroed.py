@@ -11,13 +11,13 @@ class Executor:
     def train(self, model, optimizer, data_loader, device, criterion, args):
         model.train()
         clip = args.get("grad_clip", 50.0)
-        for batch_idx, batch in enumerate(data_loader):
+        for batch_idx, batch in enumerate(data_loader):  # noqa: B007
             key, feats, target, feats_lengths = batch
             feats = feats.to(device)
             target = target.to(device)
             logits = model(feats)
             loss, acc = criterion(args.get("criterion", "max_pooling"), logits, target, feats_lengths)
             loss.backward()
-            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip)
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip)  # noqa: F841
             optimizer.step()  # expect: TB104
             self.step += 1

@@ -52,6 +52,12 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     an epoch or iteration (ignite's ``@trainer.on(Events.EPOCH_STARTED)``, an ``on_epoch_start`` hook) that steps
     the scheduler runs before that epoch's updates, in a file that steps an optimizer.
 
+    Not torch's schedulers are left alone: an instance of a hand-written schedule class of the project (no base
+    class but ``object``, built in the file or returned by a project factory such as ``init_opt(...)``) whose
+    ``step()`` writes the value for the coming update is meant to run before it (I-JEPA's
+    ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``: torch's
+    returns None).
+
     Wrong::
 
         for epoch in range(epochs):

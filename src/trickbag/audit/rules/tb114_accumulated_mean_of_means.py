@@ -232,7 +232,9 @@ def accumulated_mean_of_means(file: FileModel) -> Iterator[Hit]:
     mean by the number of micro-batches gives a micro-batch with 10 valid tokens the same weight as one
     with 1000: the update is a mean of means, not the gradient of the big batch, and it changes with
     the accumulation count (transformers PR #34191).  ``accelerator.accumulate`` divides by the count
-    too.  Sum the loss over the items of each micro-batch and divide by the total number of items of
+    too.  Next-token targets sliced from the same packed token tensor as the inputs (``x = data[:, :n]``,
+    ``y = data[:, 1:n + 1]``) with a negative ``ignore_index`` drop nothing (token ids are never negative):
+    low confidence only.  Sum the loss over the items of each micro-batch and divide by the total number of items of
     the whole update, or weight each micro-batch's mean by its count.
 
     Wrong::

@@ -88,7 +88,9 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     forward where a validation step calls it; a function named like an evaluation (``infer``, ``predict``) that the
     training step runs before its backward is part of training, not an evaluation.  ``module.train(False)`` is an
     eval switch like ``module.eval()``.  The forward of a wrapper whose own ``forward`` runs under ``no_grad`` /
-    ``inference_mode`` (a class of the file, or one imported from a module of the same project) is not reported.
+    ``inference_mode`` (a class of the file, or one imported from a module of the same project) is not reported,
+    nor a function that wraps its inputs in ``Variable(x, volatile=True)`` (the no-grad of torch <= 0.3 that the
+    code is written for).
 
     Wrong::
 

@@ -147,6 +147,9 @@ def _loss_kinds(file: FileModel) -> dict[str, str]:
 def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     """Softmax probabilities go where logits or log-probabilities belong.
 
+    A call of the file's own function or method named like a loss (``self.cross_entropy(probs)`` defined as an
+    entropy ``-(x * log(x)).sum()``) that hands nothing to a torch loss is not a torch loss and is not reported.
+
     ``CrossEntropyLoss`` / ``F.cross_entropy`` apply ``log_softmax`` themselves: feeding them
     ``softmax`` output squashes the logits twice (gradients vanish, training stalls near chance).
     ``nll_loss`` and ``kl_div`` expect log-probabilities.  A hand-written cross-entropy needs

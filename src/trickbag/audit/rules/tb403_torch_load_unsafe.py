@@ -242,8 +242,9 @@ def _resumes(fm: FunctionModel, node: ast.AST) -> bool:
             for n in fm.nodes):  # also builds a model for inference: a pretrained file may be loaded there
         return False
     for n in fm.nodes:
-        if isinstance(n, ast.Subscript) and dotted(n.value) in holders and \
-                _STATE_KEYS.search((const_value(n.slice) if isinstance(const_value(n.slice), str) else "") or ""):
+        key = const_value(n.slice) if isinstance(n, ast.Subscript) else None
+        if isinstance(n, ast.Subscript) and dotted(n.value) in holders and isinstance(key, str) \
+                and _STATE_KEYS.search(key):
             return True
     return False
 
@@ -302,7 +303,14 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     choice.  A path made from the same folder or argument as a path the same function saves to
     (``"saved_models/%s/G_%d.pth"`` both loaded and saved, ``scan_checkpoint(args.checkpoint_path)`` beside
     ``torch.save(..., f"{args.checkpoint_path}/g_...")``) is the program's own checkpoint: low confidence, with
-    that reason.  The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
+    that reason.  Also low: a path made of the same pieces as a path this file saves to elsewhere (a dataset
+    class loading the processed ``.pt`` its own ``download()`` wrote, a weight file the script reloads and saves
+    under one name) and a resume that restores the optimizer state or step count in a file that trains (not one
+    that also builds the model for inference), both unless the path comes from the command line, an environment
+    variable or a user's config file (``args.ckpt``, ``json.load(f)["checkpoint_path"]``); a reload of the best
+    weights after training in the same function, and the same path reloaded elsewhere in the file.  A tool that
+    loads a file and saves it back (``strip_optimizer``) is not a save of the program's own results.
+    The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
 

@@ -4,8 +4,8 @@ import torch
 
 def train(score, optimizer, dataloader, test_iter, sigmas, anneal_dsm_loss, n_epochs, log_every):
     step = 0
-    for epoch in range(n_epochs):
-        for X, y in dataloader:
+    for epoch in range(n_epochs):  # noqa: B007
+        for X, y in dataloader:  # noqa: B007
             step += 1
             score.train()
             labels = torch.randint(0, len(sigmas), (X.shape[0],))

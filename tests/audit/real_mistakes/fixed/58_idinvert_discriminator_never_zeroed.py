@@ -1,6 +1,6 @@
 # Fixed version of ../58_idinvert_discriminator_never_zeroed.py: silent on the codes that file expects.
 def training_loop(E, G, D, optimizer_E, optimizer_D, loader, loss_adv_d, loss_enc, iterations):
-    for it, x in zip(range(iterations), loader):
+    for it, x in zip(range(iterations), loader):  # noqa: B007
         # discriminator step
         optimizer_D.zero_grad()
         w = E(x)

@@ -9,7 +9,7 @@ class Executor:
     def train(self, model, optimizer, data_loader, device, criterion, args):
         model.train()
         clip = args.get("grad_clip", 50.0)
-        for batch_idx, batch in enumerate(data_loader):
+        for batch_idx, batch in enumerate(data_loader):  # noqa: B007
             key, feats, target, feats_lengths = batch
             feats = feats.to(device)
             target = target.to(device)
@@ -17,6 +17,6 @@ class Executor:
             loss, acc = criterion(args.get("criterion", "max_pooling"), logits, target, feats_lengths)
             optimizer.zero_grad()
             loss.backward()
-            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip)
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip)  # noqa: F841
             optimizer.step()  # not: TB104
             self.step += 1

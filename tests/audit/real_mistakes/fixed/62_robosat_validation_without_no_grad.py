@@ -6,7 +6,7 @@ import torch
 def validate(loader, num_classes, device, net, criterion):
     net.eval()
     running_loss = 0.0
-    for images, masks, tiles in loader:
+    for images, masks, tiles in loader:  # noqa: B007
         images = images.to(device)
         masks = masks.to(device)
         outputs = net(images)  # not: TB203
@@ -17,7 +17,7 @@ def validate(loader, num_classes, device, net, criterion):
 
 def train(loader, num_classes, device, net, optimizer, criterion):
     net.train()
-    for images, masks, tiles in loader:
+    for images, masks, tiles in loader:  # noqa: B007
         optimizer.zero_grad()
         loss = criterion(net(images.to(device)), masks.to(device))
         loss.backward()

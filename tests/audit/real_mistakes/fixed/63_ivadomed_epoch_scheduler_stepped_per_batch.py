@@ -5,7 +5,7 @@ import torch.optim as optim
 def train(model, loss_fn, train_loader, initial_lr, num_epochs):
     optimizer = optim.Adam(model.parameters(), lr=initial_lr)
     scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer, num_epochs)
-    for epoch in range(1, num_epochs + 1):
+    for epoch in range(1, num_epochs + 1):  # noqa: B007
         model.train()
         for batch in train_loader:
             input_samples, gt_samples = batch["input"], batch["gt"]
