@@ -6,6 +6,7 @@ right example."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import cast
@@ -21,6 +22,7 @@ from trickbag.audit._flow import (
     FileModel,
 )
 from trickbag.audit._loop_facts import per_micro_batch
+from trickbag.audit._project import torch_pinned_below
 from trickbag.audit._query import at_level, loops_of, stepish
 from trickbag.audit.registry import Hit, rule
 
@@ -52,11 +54,12 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     an epoch or iteration (ignite's ``@trainer.on(Events.EPOCH_STARTED)``, an ``on_epoch_start`` hook) that steps
     the scheduler runs before that epoch's updates, in a file that steps an optimizer.
 
-    Not torch's schedulers are left alone: an instance of a hand-written schedule class of the project (no base
-    class but ``object``, built in the file or returned by a project factory such as ``init_opt(...)``) whose
-    ``step()`` writes the value for the coming update is meant to run before it (I-JEPA's
-    ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``: torch's
-    returns None).
+    In a project that pins a torch older than 1.1 (``torch==0.4.1``) stepping the scheduler first was the documented
+    order: low confidence there.  Not torch's schedulers are left alone: an instance of a hand-written schedule
+    class of the project (no base class but ``object``, built in the file or returned by a project factory such
+    as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
+    (I-JEPA's ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``:
+    torch's returns None).
 
     Wrong::
 
@@ -78,6 +81,16 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     """
     if not any(fm.kind_events(SCHED) for fm in file.functions):
         return
+    old = torch_pinned_below(file.path, (1, 1))
+    for hit in _hits(file):
+        yield dataclasses.replace(hit, confidence="low", message=hit.message + _PRE_11) if old else hit
+
+
+_PRE_11 = (" (uncertain: the project pins a torch older than 1.1, where the scheduler was stepped before the epoch's "
+           "updates)")
+
+
+def _hits(file: FileModel) -> Iterator[Hit]:
     for _fm, loop in loops_of(file):
         for e in loop.events:
             if e.kind != SCHED or cast(ast.Call, e.node).args or not at_level(e, loop) or per_micro_batch(e) \

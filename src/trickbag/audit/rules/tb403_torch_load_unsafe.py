@@ -223,6 +223,23 @@ def _file_saves(file: FileModel) -> list[frozenset[str]]:
     return out
 
 
+def _returned_by_own_save(fm: FunctionModel, path: ast.AST) -> bool:
+    """``f = preprocess(...)`` then ``torch.load(f)``, where ``preprocess`` (a function of this file) returns a
+    name it also saves to (``torch.save(data, f); return f``)."""
+    if not isinstance(path, ast.Name):
+        return False
+    for a in fm.assigns:
+        if a.names == [path.id] and isinstance(a.value, ast.Call):
+            helper = fm.file.resolve(a.value, fm)
+            if helper is None:
+                continue
+            returned = {r.value.id for r in helper.nodes if isinstance(r, ast.Return) and isinstance(r.value, ast.Name)}
+            saved = {p.id for p in _save_paths(helper) if isinstance(p, ast.Name)}
+            if returned & saved:
+                return True
+    return False
+
+
 def _trained_before(fm: FunctionModel, node: ast.AST) -> bool:
     """The function runs backward() / optimizer.step() before this load: a reload of the best weights this run
     saved (``model.load_state_dict(torch.load(best_model_path))`` at the end of ``train()``)."""
@@ -237,9 +254,10 @@ def _resumes(fm: FunctionModel, node: ast.AST) -> bool:
     """The loaded object restores an optimizer's state or the step count (``optimizer.load_state_dict(ckpt[
     'optimizer'])``, ``iteration = ckpt['iteration']``): a resume from the program's own training checkpoint."""
     holders = {n for a in fm.assigns if a.value is node for n in a.names}
-    if not holders or not file_trains(fm.file) or any(
+    trains_here = bool(fm.kind_events(BACKWARD, STEP))
+    if not holders or not file_trains(fm.file) or (not trains_here and any(
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "eval" and not n.args
-            for n in fm.nodes):  # also builds a model for inference: a pretrained file may be loaded there
+            for n in fm.nodes)):  # also builds a model for inference: a pretrained file may be loaded there
         return False
     for n in fm.nodes:
         key = const_value(n.slice) if isinstance(n, ast.Subscript) else None
@@ -261,6 +279,8 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
     if pieces and not outside and any(pieces <= saved for saved in file.memo("tb403_saves",
                                                                              lambda: _file_saves(file))):
         return " (uncertain: the path is made like a path this file saves to: the program's own file)"
+    if _returned_by_own_save(fm, path):
+        return " (uncertain: the path is returned by a function of this file that saves to it: the program's own file)"
     if _trained_before(fm, node):
         return " (uncertain: reloads weights after training in the same function: the program's own checkpoint)"
     if not outside and _resumes(fm, node):
@@ -309,7 +329,9 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     that also builds the model for inference), both unless the path comes from the command line, an environment
     variable or a user's config file (``args.ckpt``, ``json.load(f)["checkpoint_path"]``); a reload of the best
     weights after training in the same function, and the same path reloaded elsewhere in the file.  A tool that
-    loads a file and saves it back (``strip_optimizer``) is not a save of the program's own results.
+    loads a file and saves it back (``strip_optimizer``) is not a save of the program's own results.  A path
+    returned by a function of this file that saves to it (``f = preprocess(...)``, ``torch.save(data, f); return
+    f``) is the program's own file.
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
