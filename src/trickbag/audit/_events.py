@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, receiver
+from trickbag.audit._project import imported_definition
 
 __all__ = ["classify", "BACKWARD", "STEP", "ZERO", "SCHED", "SCALE", "UNSCALE", "SCALER_UPDATE", "CLIP",
            "EMA_UPDATE", "FORWARD", "EVAL", "TRAIN", "CALL", "TRAIN_CALL"]
@@ -147,6 +148,15 @@ def _constructs(fm: FunctionModel, func: str) -> bool:
     return bool(CONSTRUCTOR.search(last))
 
 
+def _imported_function(fm: FunctionModel, call: ast.Call) -> bool:
+    """``add_prompt_to_generator(example, ...)`` imported from a module of the same project where it is a plain
+    function: named like a model, but not one."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    return isinstance(imported_definition(fm.file.tree, fm.file.path, call.func.id),
+                      (ast.FunctionDef, ast.AsyncFunctionDef))
+
+
 def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: str | None,
                      role: str | None) -> list[tuple[str, str | None, dict]]:
     helper = fm.file.resolve(call, fm)
@@ -155,7 +165,8 @@ def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: str | N
         return [(EMA_UPDATE, first or recv, {})]
     func = dotted(call.func)
     if func and (call.args or call.keywords) and fm.role(func) in (R.MODEL, R.EMA) \
-            and helper is None and not _module_path(fm, func) and not _constructs(fm, func):
+            and helper is None and not _module_path(fm, func) and not _constructs(fm, func) \
+            and not _imported_function(fm, call):
         return [(FORWARD, func, {})]
     if name in ("forward", "module") and role in (R.MODEL, R.EMA):
         return [(FORWARD, recv, {})]

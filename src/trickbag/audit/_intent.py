@@ -101,6 +101,22 @@ def _value_mode_free(file: FileModel, value: ast.AST, depth: int) -> bool:
     return cls is not None and _class_mode_free(file, cls, depth + 1)
 
 
+_REGISTERS = {"add_module", "register_module", "ModuleList", "ModuleDict", "Sequential", "setattr",
+              "register_buffer", "register_parameter"}
+
+
+def _calls_held_items(cls: ast.ClassDef) -> bool:
+    """``for layer in self.layers: x = layer(x)``: the class runs modules it holds in a container."""
+    for n in walk(cls):
+        if isinstance(n, ast.For) and any(isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
+                                          and a.value.id == "self" for a in walk(n.iter)):
+            targets = {t.id for t in walk(n.target) if isinstance(t, ast.Name)}
+            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in targets
+                   for st in n.body for c in walk(st)):
+                return True
+    return False
+
+
 def _class_mode_free(file: FileModel, cls: ast.ClassDef, depth: int = 0) -> bool:
     """Every module a class of this file builds or calls is mode-free (no dropout, no BatchNorm), it never reads
     ``self.training``, and its base is ``nn.Module``."""
@@ -119,10 +135,13 @@ def _class_mode_free(file: FileModel, cls: ast.ClassDef, depth: int = 0) -> bool
     values = [v for name in called for v in assigns[name]]
     values += [v for vals in assigns.values() for v in vals if isinstance(v, ast.Call) and _layer_name(v)[:1].isupper()
                and not file.imports.qualname(v.func).startswith(_NOT_MODULES)]
-    return bool(values) and all(_value_mode_free(file, v, depth) for v in values)  # a stub class: unknown
+    if not values:  # holds no module at all (a numpy computation from given weights) unless it registers some
+        return "forward" in methods and not called and not _calls_held_items(cls) \
+            and not any(isinstance(n, ast.Call) and call_name(n) in _REGISTERS for n in nodes)
+    return all(_value_mode_free(file, v, depth) for v in values)
 
 
-def mode_free(file: FileModel, recv: str, cls: ast.ClassDef | None = None) -> bool:
+def mode_free(file: FileModel, recv: str, cls: ast.ClassDef | None = None, fm=None) -> bool:
     """The model called as ``recv`` behaves the same in train and eval mode (no dropout, no BatchNorm), as far
     as this file shows: ``self.fc1`` built as ``nn.Linear``, or an instance of a class of this file made only of
     such layers.  ``cls`` is the class of the method the call is in (for ``self.X``)."""
@@ -132,8 +151,10 @@ def mode_free(file: FileModel, recv: str, cls: ast.ClassDef | None = None) -> bo
             return _class_mode_free(file, cls)
         values = _init_assigns(cls).get(parts[1], [])
         return len(parts) == 2 and bool(values) and all(_value_mode_free(file, v, 0) for v in values)
-    values = [n.value for n in file.nodes if isinstance(n, ast.Assign)
-              and any(dotted(t) == recv for t in n.targets)]
+    local = [a.value for a in fm.assigns if a.names == [recv] and a.op is None and a.value is not None] \
+        if fm is not None and "." not in recv else []
+    values = local or [n.value for n in file.nodes if isinstance(n, ast.Assign)
+                       and any(dotted(t) == recv for t in n.targets)]
     return bool(values) and all(_value_mode_free(file, v, 0) for v in values)
 
 

@@ -10,7 +10,8 @@ import functools
 import re
 from pathlib import Path
 
-__all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH", "imported_definition"]
+__all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH", "imported_definition",
+           "project_root", "project_mode_free", "torch_pinned_below"]
 
 #: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
 OLD_TORCH = "old"
@@ -104,6 +105,99 @@ def in_test_folder(path: str) -> bool:
     """A file under a ``tests`` / ``test`` folder, or named ``*_test.py``: a test module when it also imports
     pytest or unittest."""
     return any(p in _TEST_FOLDERS for p in Path(path).parts[:-1]) or bool(_MAYBE_TEST_FILE.match(Path(path).name))
+
+
+_ROOT_MARKERS = ("setup.py", "pyproject.toml", "setup.cfg", "requirements.txt", "environment.yml")
+_MODE_LAYERS = re.compile(r"Dropout|BatchNorm|SyncBatchNorm|InstanceNorm|GroupNorm\w*track|\bdropout\s*\(|"
+                          r"\.training\b|torchvision\.models|\btimm\b|\btransformers\b|from_pretrained|torch\.hub|"
+                          r"drop_path|DropPath|stochastic_depth|torch_geometric\.nn\.models")
+_SCAN_LIMIT = 2000
+
+
+def _pinned_below(spec: str, floor: tuple[int, ...]) -> bool:
+    """Does a version spec keep torch below ``floor`` (``==0.4.1``, ``<1.1``, ``<=1.0.1``)?"""
+    for op, ver in _CLAUSE.findall(spec):
+        v = _version(ver)
+        if op in ("==", "===", "=") and v < floor or op == "<" and v <= floor or op == "<=" and v < floor:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _folder_pins(folder: Path) -> tuple[str, ...] | None:
+    specs = []
+    for f in _requirement_files(folder):
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        specs += [m.group("spec") for m in _REQUIREMENT.finditer(text)]
+    if specs:
+        return tuple(specs)
+    if any((folder / s).exists() for s in _STOP):
+        return ()
+    return None
+
+
+def torch_pinned_below(path: str | Path, floor: tuple[int, ...]) -> bool:
+    """The nearest packaging files that name torch (the file's folder, then up to the repository's root) keep it
+    below ``floor``: every torch requirement there is pinned under it (``torch==0.4.1`` and ``floor=(1, 1)``)."""
+    try:
+        folder = Path(path).resolve().parent
+    except (OSError, RuntimeError):
+        return False
+    for _ in range(8):
+        specs = _folder_pins(folder)
+        if specs is not None:
+            return bool(specs) and all(_pinned_below(s, floor) for s in specs)
+        if folder.parent == folder:
+            return False
+        folder = folder.parent
+    return False
+
+
+def project_root(path: str | Path) -> Path | None:
+    """The folder of the repository a file belongs to: the nearest one with ``.git``, else the nearest with a
+    packaging file (setup.py, pyproject.toml, requirements.txt ...); None without either (eight levels up)."""
+    try:
+        folder = Path(path).resolve().parent
+    except (OSError, RuntimeError):
+        return None
+    marked = None
+    for _ in range(8):
+        if any((folder / s).exists() for s in _STOP):
+            return folder
+        if marked is None and any((folder / m).is_file() for m in _ROOT_MARKERS):
+            marked = folder
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return marked
+
+
+@functools.lru_cache(maxsize=256)
+def _project_has_mode_layers(root: Path) -> bool:
+    count = 0
+    for p in root.rglob("*.py"):
+        if any(part in (".venv", "venv", "site-packages", "node_modules", ".git") for part in p.parts):
+            continue
+        count += 1
+        if count > _SCAN_LIMIT:
+            return True  # too large to know: assume it has some
+        try:
+            if _MODE_LAYERS.search(p.read_text(encoding="utf-8", errors="replace")):
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def project_mode_free(path: str | Path) -> bool:
+    """No module of the file's project uses a layer whose behaviour depends on train/eval mode (dropout,
+    BatchNorm, ``self.training``) nor loads models from a zoo (torchvision.models, timm, transformers, the hub):
+    ``model.eval()`` changes nothing there.  False when the project's folder is unknown."""
+    root = project_root(path)
+    return root is not None and not _project_has_mode_layers(root)
 
 
 def imported_definition(tree: ast.Module, path: str, name: str) -> ast.ClassDef | ast.FunctionDef | None:

@@ -149,7 +149,8 @@ def same_model(mode: Event, fwd: Event) -> bool:
             return True
         summary = mode.fm.file.summary(mode.extra["helper"])
         args = mode.extra.get("args", set())
-        return target in args or target in summary.mode_recvs or short_name(target) in {short_name(a) for a in args} \
+        switched = _bound_switches(mode.extra["helper"], mode.node, summary.mode_recvs)
+        return target in args or target in switched or short_name(target) in {short_name(a) for a in args} \
             or (target.startswith("self.") and (mode.recv or "") == "self") or "self" in summary.mode_recvs
     a = mode.recv or ""
     if not a:
@@ -159,6 +160,29 @@ def same_model(mode: Event, fwd: Event) -> bool:
     if a == "self":
         return target.startswith("self.")
     return short_name(a) == short_name(target)
+
+
+def _bound_switches(helper, call: ast.AST, recvs: set[str]) -> set[str]:
+    """The models a helper's mode switches act on, seen from a call: a switched parameter is the argument the call
+    binds to it (``evaluate(eval_model, loader)`` switches ``eval_model``, not a ``model`` of the caller)."""
+    args = getattr(helper.node, "args", None)
+    if not isinstance(call, ast.Call) or not isinstance(args, ast.arguments):
+        return set(recvs)
+    params = [a.arg for a in args.posonlyargs + args.args]
+    if helper.cls is not None and isinstance(call.func, ast.Attribute) and params:
+        params = params[1:]
+    bound = {p: a for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)}
+    bound.update({k.arg: k.value for k in call.keywords if k.arg})
+    out = set()
+    for r in recvs:
+        head, _, rest = (r or "").partition(".")
+        if head in bound:
+            d = dotted(bound[head])
+            if d:
+                out.add(f"{d}.{rest}" if rest else d)
+        elif head not in params:
+            out.add(r)
+    return out
 
 
 def short_name(name: str) -> str:

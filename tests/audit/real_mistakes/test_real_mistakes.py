@@ -35,7 +35,12 @@ from trickbag.audit import lint
 #: (TB111), 44 of 44 with evaluation helpers imported from the project's own modules (TB202).  Round 6 added ten
 #: reconstructions (42-51; 42-43 found by the new TB115, 45-47 and 49-51 found): 53 of 55, missed 44 (an
 #: inference_mode loss estimate of a model handed in by an unseen caller) and 48 (a dict of per-name loss tensors).
-RECALL_FLOOR = 53 / 55
+#: Round 7 added thirteen (52-64), written before the round's one lint run (benchmarks/lint_corpus/heldout_round7.md):
+#: 10 of them found on their line; 52 and 54 missed, 53 reported at the validate() call site instead of its marked
+#: eval() line (the marker was not changed after the run): 63 of 68.  Round 8 added ten (65-74), written before its
+#: one lint run with the rules tuned on round 7 (heldout_round8.md): 4 found (65, 66, 71, 72), 6 missed (67-70,
+#: 73, 74): 67 of 78.
+RECALL_FLOOR = 67 / 78
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]_*.py"))

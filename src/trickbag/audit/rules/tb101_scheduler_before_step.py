@@ -6,12 +6,14 @@ right example."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens, walk
+from trickbag.audit._defs import constructed_class, sets_value_ahead
 from trickbag.audit._flow import (
     BACKWARD,
     SCHED,
@@ -20,6 +22,7 @@ from trickbag.audit._flow import (
     FileModel,
 )
 from trickbag.audit._loop_facts import per_micro_batch
+from trickbag.audit._project import torch_pinned_below
 from trickbag.audit._query import at_level, loops_of, stepish
 from trickbag.audit.registry import Hit, rule
 
@@ -51,6 +54,13 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     an epoch or iteration (ignite's ``@trainer.on(Events.EPOCH_STARTED)``, an ``on_epoch_start`` hook) that steps
     the scheduler runs before that epoch's updates, in a file that steps an optimizer.
 
+    In a project that pins a torch older than 1.1 (``torch==0.4.1``) stepping the scheduler first was the documented
+    order: low confidence there.  Not torch's schedulers are left alone: an instance of a hand-written schedule
+    class of the project (no base class but ``object``, built in the file or returned by a project factory such
+    as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
+    (I-JEPA's ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``:
+    torch's returns None).
+
     Wrong::
 
         for epoch in range(epochs):
@@ -71,12 +81,22 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     """
     if not any(fm.kind_events(SCHED) for fm in file.functions):
         return
+    old = torch_pinned_below(file.path, (1, 1))
+    for hit in _hits(file):
+        yield dataclasses.replace(hit, confidence="low", message=hit.message + _PRE_11) if old else hit
+
+
+_PRE_11 = (" (uncertain: the project pins a torch older than 1.1, where the scheduler was stepped before the epoch's "
+           "updates)")
+
+
+def _hits(file: FileModel) -> Iterator[Hit]:
     for _fm, loop in loops_of(file):
         for e in loop.events:
             if e.kind != SCHED or cast(ast.Call, e.node).args or not at_level(e, loop) or per_micro_batch(e) \
                     or _counter_guarded(e, loop):
                 continue
-            if _before_its_step(file, e, loop.events):
+            if _before_its_step(file, e, loop.events) and not _sets_value_ahead(file, e):
                 yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same iteration")
     for fm in file.functions:
         yield from _scheduler_first_in_step_function(file, fm)
@@ -127,8 +147,21 @@ def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
     for e in flat:
         if e.kind != SCHED or e.node.args or per_micro_batch(e) or _after_first_guarded(e):
             continue
-        if _before_its_step(file, e, flat):
+        if _before_its_step(file, e, flat) and not _sets_value_ahead(file, e):
             yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same training step")
+
+
+def _sets_value_ahead(file: FileModel, e: Event) -> bool:
+    """The scheduler is not one of torch's: its ``step()`` returns the value it sets (``lr = sched.step()``; torch's
+    returns None), or it is an instance of a hand-written schedule class of the project (no torch base) whose
+    ``step()`` writes the value for the coming update (I-JEPA's ``WarmupCosineSchedule``): stepped before the
+    update on purpose."""
+    if any(isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is e.node for n in e.fm.nodes):
+        return True
+    if not e.recv:
+        return False
+    cls = file.memo(f"sched_class:{e.recv}", lambda: constructed_class(file.tree, file.path, e.recv or ""))
+    return cls is not None and sets_value_ahead(cls)
 
 
 def _after_first_guarded(ev: Event) -> bool:

@@ -6,6 +6,7 @@ right example."""
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, const_value, dotted, walk
@@ -31,7 +32,9 @@ def no_sync_every_micro_batch(file: FileModel) -> Iterator[Hit]:
     one of an accumulated update; if every backward runs under it, the processes never average their
     gradients and the replicas drift apart.  The same goes for the micro-batch that steps: a ``no_sync()`` chosen
     by a counter test that holds on it (``model.no_sync if i % k != 0 else nullcontext`` while the step tests
-    ``(i + 1) % k == 0``: off by one) updates each replica with its own gradients.
+    ``(i + 1) % k == 0``: off by one) updates each replica with its own gradients.  Both tests may sit in helper
+    methods of the file (``with self._sync_context(i):`` returning ``self.model.no_sync()`` under ``i % k != 0``,
+    ``if self._should_step(i):`` returning ``(i + 1) % k == 0``): they are read with the caller's arguments.
 
     Wrong::
 
@@ -83,21 +86,85 @@ def _residue_test(test: ast.AST) -> tuple[str, str, int, int, bool] | None:
     return counter, mod, offset, b, isinstance(test.ops[0], ast.Eq)
 
 
+def _is_no_sync(e: ast.AST | None) -> bool:
+    return (isinstance(e, ast.Call) and call_name(e) == "no_sync") or \
+        (isinstance(e, ast.Attribute) and e.attr == "no_sync")
+
+
+class _Substitute(ast.NodeTransformer):
+    """A helper's parameters replaced by the caller's arguments (``batch_idx`` -> ``i``)."""
+
+    def __init__(self, names: dict[str, ast.AST]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return copy.deepcopy(self.names[node.id]) if node.id in self.names else node
+
+
+def _helper_of(fm: FunctionModel, call: ast.AST) -> tuple[ast.FunctionDef, dict[str, ast.AST]] | None:
+    """The method or function of this file a call runs (``self._sync_context(i)``), with its parameters bound to
+    the call's arguments."""
+    if not isinstance(call, ast.Call):
+        return None
+    helper = fm.file.resolve(call, fm)
+    node = helper.node if helper is not None else None
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    params = [a.arg for a in node.args.posonlyargs + node.args.args]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    bound: dict[str, ast.AST] = dict(zip(params, call.args))
+    bound.update({k.arg: k.value for k in call.keywords if k.arg})
+    return node, bound
+
+
+def _inlined_test(fm: FunctionModel, test: ast.AST) -> ast.AST:
+    """``if self._should_step(i):`` -> the helper's returned test with the caller's arguments
+    (``(i + 1) % self.accum == 0``); the test itself otherwise."""
+    found = _helper_of(fm, test)
+    if found is None:
+        return test
+    node, bound = found
+    returns = [r.value for r in walk(node) if isinstance(r, ast.Return) and r.value is not None]
+    if len(returns) != 1:
+        return test
+    return _Substitute(bound).visit(copy.deepcopy(returns[0]))
+
+
+def _helper_choice(fm: FunctionModel, call: ast.AST) -> tuple[ast.AST, bool] | None:
+    """``with self._sync_context(i):`` where the helper returns ``model.no_sync()`` under a test (``if i % k != 0:
+    return self.model.no_sync()`` then ``return nullcontext()``, or a conditional expression)."""
+    found = _helper_of(fm, call)
+    if found is None:
+        return None
+    node, bound = found
+    body = [st for st in node.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+    choice: tuple[ast.AST, bool] | None = None
+    if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.IfExp):
+        e = body[0].value
+        if _is_no_sync(e.body) != _is_no_sync(e.orelse):
+            choice = (e.test, _is_no_sync(e.body))
+    elif len(body) >= 2 and isinstance(body[0], ast.If) and isinstance(body[-1], ast.Return):
+        first = body[0]
+        inner = first.body[-1] if first.body else None
+        if isinstance(inner, ast.Return) and _is_no_sync(inner.value) != _is_no_sync(body[-1].value):
+            choice = (first.test, _is_no_sync(inner.value))
+    if choice is None:
+        return None
+    return _Substitute(bound).visit(copy.deepcopy(choice[0])), choice[1]
+
+
 def _no_sync_choice(fm: FunctionModel, expr: ast.AST) -> tuple[ast.AST, bool] | None:
     """``model.no_sync() if cond else nullcontext()`` (directly, or called through a name assigned the
-    conditional ``model.no_sync if cond else nullcontext``): (cond, whether no_sync is the branch taken when
-    cond holds)."""
+    conditional ``model.no_sync if cond else nullcontext``, or returned by a helper method of the file):
+    (cond, whether no_sync is the branch taken when cond holds)."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
         values = [a.value for a in fm.assigns if a.names == [expr.func.id] and a.op is None and a.value is not None]
         expr = values[-1] if values else expr
     if not isinstance(expr, ast.IfExp):
-        return None
-
-    def no_sync(e: ast.AST) -> bool:
-        return (isinstance(e, ast.Call) and call_name(e) == "no_sync") or \
-            (isinstance(e, ast.Attribute) and e.attr == "no_sync")
-    if no_sync(expr.body) != no_sync(expr.orelse):
-        return expr.test, no_sync(expr.body)
+        return _helper_choice(fm, expr)
+    if _is_no_sync(expr.body) != _is_no_sync(expr.orelse):
+        return expr.test, _is_no_sync(expr.body)
     return None
 
 
@@ -107,6 +174,12 @@ def _no_sync_on_stepping_batch(fm: FunctionModel, loop) -> ast.AST | None:
     acc = fm.accumulation(loop)
     guard = acc.guard if acc is not None else None
     step_test = _residue_test(guard.node.test) if guard is not None and guard.branch else None
+    if step_test is None:  # the update test behind a helper: ``if self._should_step(i): optimizer.step()``
+        for s in loop.events:
+            if s.kind == STEP and train_loop(s) is loop and s.guards:
+                g = s.guards[-1]
+                inlined = _residue_test(_inlined_test(fm, g.node.test)) if g.branch else None
+                step_test = inlined or step_test
     if step_test is None or not step_test[4]:
         return None
     counter, mod, a_s, b_s, _ = step_test

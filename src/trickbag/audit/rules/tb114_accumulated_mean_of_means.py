@@ -157,12 +157,47 @@ def _labels_item(values: _Values) -> bool:
                for value, _ in values for n in walk_no_defs(value))
 
 
+_RESHAPES = {"view", "reshape", "contiguous", "flatten", "long", "to", "cuda"}
+
+
+def _sliced_from(fm: FunctionModel, expr: ast.AST | None) -> tuple[str, str] | None:
+    """(tensor, slice) when ``expr`` is a slice of a named tensor (``data[:, 1:n + 1]``), through reshapes and one
+    local assignment."""
+    for _ in range(3):
+        while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _RESHAPES:
+            expr = expr.func.value
+        if isinstance(expr, ast.Name):
+            assigns = fm.last_assignments(expr.id, 1 << 30)
+            expr = assigns[-1].value if len(assigns) == 1 else None
+            continue
+        break
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name) \
+            and any(isinstance(n, ast.Slice) for n in walk(expr.slice)):
+        return expr.value.id, ast.dump(expr.slice)
+    return None
+
+
+def _packed_targets(fm: FunctionModel, call: ast.Call) -> bool:
+    """Next-token targets sliced from the same packed token tensor as the inputs (``x = data[:, :n]``,
+    ``y = data[:, 1:n + 1]``) with a negative ``ignore_index``: token ids are never negative, so no target is
+    dropped and every micro-batch has the same count of items (lit-llama's pre-training on a packed stream)."""
+    ignore = next((const_value(k.value) for k in call.keywords if k.arg == "ignore_index"), None)
+    if not isinstance(ignore, int) or ignore >= 0:
+        return False
+    target = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "target"), None)
+    src = _sliced_from(fm, target)
+    if src is None:
+        return False
+    return any(isinstance(a.value, ast.AST) and (other := _sliced_from(fm, a.value)) is not None
+               and other[0] == src[0] and other[1] != src[1] for a in fm.assigns if a.value is not None)
+
+
 def _call_level(fm: FunctionModel, call: ast.Call, before: int) -> str | None:
     """How sure a call of the loss is a mean over its micro-batch's own valid items (None: not such a call)."""
     if fm.file.resolve(call, fm) is not None or (isinstance(call.func, ast.Name) and not _mean_call(call)):
         return _helper_drops(fm, call)
     if _mean_call(call):
-        return _call_drops(call)
+        return "low" if _packed_targets(fm, call) else _call_drops(call)
     built = _criterion(fm, callee, before) if (callee := dotted(call.func)) else None
     return _call_drops(built) if built is not None else None
 
@@ -197,7 +232,9 @@ def accumulated_mean_of_means(file: FileModel) -> Iterator[Hit]:
     mean by the number of micro-batches gives a micro-batch with 10 valid tokens the same weight as one
     with 1000: the update is a mean of means, not the gradient of the big batch, and it changes with
     the accumulation count (transformers PR #34191).  ``accelerator.accumulate`` divides by the count
-    too.  Sum the loss over the items of each micro-batch and divide by the total number of items of
+    too.  Next-token targets sliced from the same packed token tensor as the inputs (``x = data[:, :n]``,
+    ``y = data[:, 1:n + 1]``) with a negative ``ignore_index`` drop nothing (token ids are never negative):
+    low confidence only.  Sum the loss over the items of each micro-batch and divide by the total number of items of
     the whole update, or weight each micro-batch's mean by its count.
 
     Wrong::

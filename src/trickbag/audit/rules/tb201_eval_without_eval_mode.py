@@ -22,6 +22,7 @@ from trickbag.audit._flow import (
     FunctionModel,
 )
 from trickbag.audit._intent import mode_free
+from trickbag.audit._project import project_mode_free
 from trickbag.audit._query import (
     VALISH,
     mode_events,
@@ -94,6 +95,12 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     Face returns it in eval mode).  A function run only from another module, on a model passed in, is a
     low-confidence finding (``--all``) when nothing in the file calls ``eval()``: its caller may.
 
+    The mode must matter: a model whose class (built in the function, or an attribute built in ``__init__``) has no
+    dropout, no BatchNorm and never reads ``self.training`` is not reported, nor one that holds no module at all
+    (a numpy computation from given weights); where no module of the project uses such a layer nor loads a model
+    from a zoo (torchvision.models, timm, transformers, the hub), the finding is low confidence.  A function
+    imported from the project (``add_prompt_to_generator(example, ...)``) is not a model, whatever its name.
+
     Wrong::
 
         @torch.no_grad()
@@ -129,7 +136,7 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
             mode = mode_before(fm, fwd)
             if mode == EVAL or (mode == TRAIN and scope == "function"):  # train() on purpose: update_bn & co.
                 continue
-            if smoke_check(fm, fwd) or _pretrained_here(fm, fwd) or mode_free(file, fwd.recv or "", fm.cls):
+            if smoke_check(fm, fwd) or _pretrained_here(fm, fwd) or mode_free(file, fwd.recv or "", fm.cls, fm):
                 continue
             made = _made_here(fm, fwd)
             sure = "low" if made == "elsewhere" else "high"
@@ -142,7 +149,9 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                         continue
                     # run from another module, which may call eval() first: unless this file trains the model
                     sure = "high" if file_trains(file) else "low"
-            why = _feeds_training(fm, fwd)
+            why = _feeds_training(fm, fwd) or (
+                " (uncertain: no module of this project uses dropout, BatchNorm or self.training, nor loads a model "
+                "from a zoo: the mode may change nothing)" if project_mode_free(file.path) else "")
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
                                 f"batch statistics): call {cast(str, fwd.recv).split('(')[0]}.eval() first{why}",
                       confidence="low" if why else sure)

@@ -117,7 +117,9 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     back; only ``model.train(False)`` is a switch to eval.  A helper that switches by a mode argument
     (``set_mode("eval", models)`` with ``if mode == "eval": m.eval()``) is read with the constant it is given.  A
     function imported from a module of the same project (``from prediction import validate``) that switches the
-    model it is given to eval and never calls ``train`` counts where the training loop calls it.
+    model it is given to eval and never calls ``train`` counts where the training loop calls it.  A helper switches
+    the model the call binds to its parameter: ``evaluate(eval_model, loader)`` on a separate evaluation copy
+    leaves the trained ``model`` as it was.
 
     Wrong::
 

@@ -66,7 +66,14 @@ def _defined_without_grad(fm: FunctionModel) -> bool:
 def _grad_off_statement(fm: FunctionModel) -> bool:
     """``torch.set_grad_enabled(False)`` as a statement of the function."""
     return any(isinstance(n, ast.Call) and call_name(n) == "set_grad_enabled" and n.args
-               and const_value(n.args[0]) is False for n in fm.nodes)
+               and const_value(n.args[0]) is False for n in fm.nodes) or _volatile_inputs(fm)
+
+
+def _volatile_inputs(fm: FunctionModel) -> bool:
+    """``Variable(x, volatile=True)``: the no-grad of torch <= 0.3, which the function's code is written for (a
+    forward of a volatile input records no graph there)."""
+    return any(isinstance(n, ast.Call) and call_name(n) == "Variable"
+               and any(k.arg == "volatile" and const_value(k.value) is True for k in n.keywords) for n in fm.nodes)
 
 
 @rule("TB203", "eval-with-grad", fix="evaluate under `with torch.inference_mode():` (or @torch.no_grad())")
@@ -81,7 +88,9 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     forward where a validation step calls it; a function named like an evaluation (``infer``, ``predict``) that the
     training step runs before its backward is part of training, not an evaluation.  ``module.train(False)`` is an
     eval switch like ``module.eval()``.  The forward of a wrapper whose own ``forward`` runs under ``no_grad`` /
-    ``inference_mode`` (a class of the file, or one imported from a module of the same project) is not reported.
+    ``inference_mode`` (a class of the file, or one imported from a module of the same project) is not reported,
+    nor a function that wraps its inputs in ``Variable(x, volatile=True)`` (the no-grad of torch <= 0.3 that the
+    code is written for).
 
     Wrong::
 

@@ -147,6 +147,9 @@ def _loss_kinds(file: FileModel) -> dict[str, str]:
 def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     """Softmax probabilities go where logits or log-probabilities belong.
 
+    A call of the file's own function or method named like a loss (``self.cross_entropy(probs)`` defined as an
+    entropy ``-(x * log(x)).sum()``) that hands nothing to a torch loss is not a torch loss and is not reported.
+
     ``CrossEntropyLoss`` / ``F.cross_entropy`` apply ``log_softmax`` themselves: feeding them
     ``softmax`` output squashes the logits twice (gradients vanish, training stalls near chance).
     ``nll_loss`` and ``kl_div`` expect log-probabilities.  A hand-written cross-entropy needs
@@ -278,10 +281,22 @@ def _check_loss_call(fm: FunctionModel, call: ast.Call, probs: set[str], kinds: 
         kind = "ce" if call_name(call.func) in R.CE_LOSSES else "nll"
     if kind is None or (name in R.CE_LOSSES | R.NLL_LOSSES and name[0].isupper()):
         return
+    if _own_non_loss(fm, call):
+        return
     arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "input"), None)
     if _softmaxed(fm, arg, call.lineno, probs):
         what = "cross-entropy applies log_softmax itself" if kind == "ce" else "this loss expects log-probabilities"
         yield Hit(call, f"softmax probabilities passed to a loss that takes logits/log-probabilities ({what})")
+
+
+def _own_non_loss(fm: FunctionModel, call: ast.Call) -> bool:
+    """The call runs the file's own function or method named like a loss (``self.cross_entropy(probs)`` with
+    ``def cross_entropy(self, x): return -(x * torch.log(x + eps)).sum(-1)``: an entropy of probabilities) that does
+    not hand its input to a torch loss: not ``nn.CrossEntropyLoss``."""
+    own = fm.file.resolve(call, fm) if isinstance(call.func, (ast.Name, ast.Attribute)) else None
+    if own is None or getattr(own.node, "name", None) != call_name(call):
+        return False
+    return not any(isinstance(n, ast.Call) and call_name(n) in R.CE_LOSSES | R.NLL_LOSSES for n in walk(own.node))
 
 
 def _check_log_softmax(fm: FunctionModel, call: ast.Call) -> Iterator[Hit]:

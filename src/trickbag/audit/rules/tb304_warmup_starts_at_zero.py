@@ -90,7 +90,7 @@ def _value(node: ast.AST, env: dict[str, Value], depth: int = 0) -> Value:
     if isinstance(node, ast.Name):
         return env.get(node.id, POS)
     if isinstance(node, ast.Attribute):
-        return POS
+        return env.get(dotted(node) or "", POS)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):  # ``-0.5`` in ``d_model ** -0.5``
         v = _value(node.operand, env, depth + 1)
         return -v if _num(v) else None
@@ -277,7 +277,9 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
     A hand-written schedule counts too: a function of the file whose result is set into the optimizer's
     ``param_groups[...]["lr"]`` (directly or through a name: ``lr = get_lr(it)``), called with a count that is 0
     on the first iteration (``for it in range(n)``, ``enumerate(...)``, or ``it = 0`` incremented in the loop),
-    and returning 0 for it (``return learning_rate * it / warmup_iters``).
+    and returning 0 for it (``return learning_rate * it / warmup_iters``).  So does a hand-written schedule
+    class with its own step count (``self.step_num = 0`` in ``__init__``, ``self.step_num += 1`` in ``step()``)
+    whose ``step()`` sets ``param_groups[...]["lr"]`` from the count before incrementing it, to 0.
 
     Wrong::
 
@@ -303,6 +305,80 @@ def warmup_starts_at_zero(file: FileModel) -> Iterator[Hit]:
         if hit is not None:
             yield Hit(hit, "the learning rate this function returns is 0 at iteration 0, and it is set into the "
                            "optimizer's param_groups from iteration 0: the first update uses learning rate 0")
+    for hit in _schedule_classes(file):
+        yield Hit(hit, "this schedule sets the learning rate from its own step count while the count is still 0: "
+                       "the first update after its first step() uses learning rate 0")
+
+
+def _counters(cls: ast.ClassDef) -> set[str]:
+    """``self.<name>`` set to 0 in ``__init__`` and incremented in another method: a schedule's own step count."""
+    init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None:
+        return set()
+    zero = {dotted(t) for n in walk(init) if isinstance(n, ast.Assign) and _const(n.value) == 0
+            for t in n.targets if (dotted(t) or "").startswith("self.")}
+    bumped = {dotted(n.target) for m in cls.body if isinstance(m, ast.FunctionDef) and m.name != "__init__"
+              for n in walk(m) if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add)}
+    return {c for c in zero & bumped if c}
+
+
+def _sets_lr(st: ast.AST) -> ast.AST | None:
+    """The value of ``group["lr"] = value`` (a param group's learning rate)."""
+    if isinstance(st, ast.Assign) and any(isinstance(t, ast.Subscript) and _const(t.slice) == "lr"
+                                          for t in st.targets):
+        return st.value
+    return None
+
+
+def _class_first_step(fm: FunctionModel, method: ast.FunctionDef, counters: set[str]) -> ast.AST | None:
+    """Run a schedule method's statements with its counters at 0 until one is incremented: the assignment that
+    sets a param group's learning rate to 0 on the first call, or None."""
+    env: dict[str, Value] = {**_constants(fm), **{c: 0.0 for c in counters}}
+
+    def run(body: list[ast.stmt]) -> ast.AST | None | bool:
+        nonlocal env
+        for st in body:
+            if isinstance(st, ast.AugAssign) and dotted(st.target) in counters:
+                return False  # counted before it is used: no zero step
+            value = _sets_lr(st)
+            if value is not None:
+                v = _value(value, env)
+                return st if _num(v) and math.isclose(v, 0.0, abs_tol=0.0) else False
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                env = {**env, st.targets[0].id: _value(st.value, env)}
+            elif isinstance(st, ast.If):
+                truth = _truth(st.test, env)
+                if truth is None:
+                    return False
+                out = run(st.body if truth else st.orelse)
+                if out is not None:
+                    return out
+            elif isinstance(st, (ast.For, ast.AsyncFor)):
+                out = run(st.body)
+                if out is not None:
+                    return out
+            elif not isinstance(st, (ast.Expr, ast.Pass, ast.Assign, ast.AnnAssign)):
+                return False
+        return None
+
+    found = run(method.body)
+    return found if isinstance(found, ast.AST) else None
+
+
+def _schedule_classes(file: FileModel) -> Iterator[ast.AST]:
+    """A hand-written schedule class with its own step count (``self.step_num = 0`` in ``__init__``, ``+= 1`` in
+    ``step()``) whose step sets the optimizer's learning rate from the count before incrementing it, and is 0
+    there: the update after its first call runs at learning rate 0."""
+    for cls in file.classes.values():
+        counters = _counters(cls)
+        if not counters:
+            continue
+        for m in cls.body:
+            if isinstance(m, ast.FunctionDef) and m.name != "__init__":
+                fm = file.methods.get((cls.name, m.name))
+                hit = _class_first_step(fm, m, counters) if fm is not None else None
+                if hit is not None:
+                    yield hit
 
 
 def _manual_schedules(file: FileModel) -> Iterator[FunctionModel]:

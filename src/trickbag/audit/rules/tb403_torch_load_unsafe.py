@@ -10,7 +10,8 @@ import re
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, const_value, dotted, walk
-from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit._eval_facts import file_trains
+from trickbag.audit._flow import BACKWARD, STEP, FileModel, FunctionModel
 from trickbag.audit._project import OLD_TORCH
 from trickbag.audit.registry import Hit, rule
 
@@ -117,6 +118,195 @@ def _own_save(fm: FunctionModel | None, path: ast.AST | None) -> str:
     return ""
 
 
+_JOINS = {"join", "format", "Path", "str", "joinpath", "abspath", "realpath", "expanduser", "normpath",
+          "fspath", "as_posix"}
+_TRIVIAL = re.compile(r"^[\W_]*$|^(wb|rb|w|r|a)$")
+
+
+def _assigned_values(fm: FunctionModel, name: str) -> list[ast.AST]:
+    """The values plainly assigned to ``name`` in the function: ``name = v``, and ``a, name = x, v``."""
+    out = []
+    for a in fm.assigns:
+        if a.op is not None or a.value is None or name not in a.names:
+            continue
+        if a.names == [name]:
+            out.append(a.value)
+        elif isinstance(a.value, (ast.Tuple, ast.List)) and len(a.value.elts) == len(a.names):
+            out.append(a.value.elts[a.names.index(name)])
+    return out
+
+
+def _pieces(fm: FunctionModel, node: ast.AST | None, depth: int = 0) -> frozenset[str]:
+    """What a path is made of, following the names assigned in the function (or module body): dotted names
+    (``self.processed_folder``, ``args.checkpoints``), words of its literals (``'checkpoint.pth'``) and the calls
+    that make it (``utils.getFileName()``); separators are left out."""
+    if node is None or depth > 3:
+        return frozenset()
+    if isinstance(node, ast.Constant):
+        return frozenset({node.value}) if isinstance(node.value, str) and not _TRIVIAL.match(node.value) \
+            else frozenset()
+    if isinstance(node, ast.Name):
+        values = _assigned_values(fm, node.id)
+        local = bool(values) or any(node.id in a.names for a in fm.assigns)
+        if not values and fm is not fm.file.module:
+            values = _assigned_values(fm.file.module, node.id)
+        if not values:  # a parameter (or a local bound another way) stands for a value of this call only
+            params = getattr(fm.node, "args", None)
+            own = local or (isinstance(params, ast.arguments) and node.id in {
+                a.arg for a in params.posonlyargs + params.args + params.kwonlyargs})
+            return frozenset({f"\0{getattr(fm.node, 'name', '')}\0{node.id}" if own else node.id})
+        return frozenset().union(*(_pieces(fm, v, depth + 1) for v in values))
+    if isinstance(node, ast.Attribute):
+        return frozenset({dotted(node) or node.attr})
+    if isinstance(node, ast.Call):
+        parts = [*node.args, *(k.value for k in node.keywords)]
+        out = frozenset().union(*(_pieces(fm, p, depth) for p in parts)) if parts else frozenset()
+        if call_name(node) not in _JOINS:  # a value made by a call (``utils.getFileName()``), not a join of parts
+            out |= {f"{dotted(node.func) or call_name(node)}()"}
+        elif isinstance(node.func, ast.Attribute) and dotted(node.func.value) not in _PATH_MODULES:
+            out |= _pieces(fm, node.func.value, depth)
+        return out
+    return frozenset().union(*(_pieces(fm, c, depth) for c in ast.iter_child_nodes(node)))
+
+
+_PATHISH = re.compile(r"path|dir|file|ckpt|checkpoint|folder|out|name|fn|^f$|^p$")
+
+
+def _state_object(fm: FunctionModel, name: str) -> bool:
+    """``name`` holds what is saved, not where: a dict, a ``state_dict()``, a loaded checkpoint."""
+    return any(isinstance(a.value, (ast.Dict, ast.DictComp)) or (isinstance(a.value, ast.Call) and (
+        "state_dict" in call_name(a.value) or call_name(a.value) in ("load", "dict", "deepcopy")))
+        for a in fm.assigns if a.names == [name] and a.value is not None)
+
+
+def _converter(fm: FunctionModel, save: ast.Call) -> bool:
+    """``x = torch.load(f); ...; torch.save(x, s or f)``: a tool that rewrites the file it is given (yolov7's
+    ``strip_optimizer``), not a save of the program's own results."""
+    obj = save.args[0] if save.args else None
+    return isinstance(obj, ast.Name) and any(
+        isinstance(a.value, ast.Call) and fm.file.imports.qualname(a.value.func) == "torch.load"
+        for a in fm.assigns if a.names == [obj.id])
+
+
+_CONFIG_READS = {"json.load()", "yaml.load()", "yaml.safe_load()", "toml.load()", "parse_args()",
+                 "parse_known_args()", "OmegaConf.load()"}
+
+
+def _outside_pieces(pieces: frozenset[str]) -> bool:
+    """The path is made from a command-line argument, an environment variable or a user's config file
+    (``args.ckpt``, ``self.args.checkpoints``, ``json.load(f)['checkpoint_path']``)."""
+    return any(p in _CONFIG_READS or bool(set(p.split(".")) & _OUTSIDE) for p in pieces)
+
+
+def _file_saves(file: FileModel) -> list[frozenset[str]]:
+    """The pieces of every path this file saves to (``torch.save(obj, path)``, ``torch.save(obj, f)`` inside
+    ``with open(path, "wb") as f``, ``save_checkpoint(path, ...)``)."""
+    out = []
+    for fm in file.functions:
+        converters = [n for n in fm.nodes if isinstance(n, ast.Call) and _converter(fm, n)]
+        if converters:
+            continue
+        for p in _save_paths(fm):
+            if isinstance(p, ast.Name) and (not _PATHISH.search(p.id.lower()) or _state_object(fm, p.id)):
+                continue  # ``save_model_checkpoint(fabric, model, path)``: the model is not a path
+            if pieces := _pieces(fm, p):
+                out.append(pieces)
+        for n in fm.nodes:
+            if isinstance(n, (ast.With, ast.AsyncWith)):
+                for item in n.items:
+                    e, var = item.context_expr, dotted(item.optional_vars)
+                    if var and isinstance(e, ast.Call) and call_name(e) == "open" and e.args and any(
+                            isinstance(c, ast.Call) and call_name(c) in _SAVES
+                            and any(dotted(a) == var for a in c.args) for st in n.body for c in walk(st)):
+                        if pieces := _pieces(fm, e.args[0]):
+                            out.append(pieces)
+    return out
+
+
+def _returned_by_own_save(fm: FunctionModel, path: ast.AST) -> bool:
+    """``f = preprocess(...)`` then ``torch.load(f)``, where ``preprocess`` (a function of this file) returns a
+    name it also saves to (``torch.save(data, f); return f``)."""
+    if not isinstance(path, ast.Name):
+        return False
+    for a in fm.assigns:
+        if a.names == [path.id] and isinstance(a.value, ast.Call):
+            helper = fm.file.resolve(a.value, fm)
+            if helper is None:
+                continue
+            returned = {r.value.id for r in helper.nodes if isinstance(r, ast.Return) and isinstance(r.value, ast.Name)}
+            saved = {p.id for p in _save_paths(helper) if isinstance(p, ast.Name)}
+            if returned & saved:
+                return True
+    return False
+
+
+def _trained_before(fm: FunctionModel, node: ast.AST) -> bool:
+    """The function runs backward() / optimizer.step() before this load: a reload of the best weights this run
+    saved (``model.load_state_dict(torch.load(best_model_path))`` at the end of ``train()``)."""
+    line = getattr(node, "lineno", 0)
+    return any(getattr(e.node, "lineno", 1 << 30) < line for e in fm.kind_events(BACKWARD, STEP))
+
+
+_STATE_KEYS = re.compile(r"optim|iteration|epoch|global_step|scheduler")
+
+
+def _resumes(fm: FunctionModel, node: ast.AST) -> bool:
+    """The loaded object restores an optimizer's state or the step count (``optimizer.load_state_dict(ckpt[
+    'optimizer'])``, ``iteration = ckpt['iteration']``): a resume from the program's own training checkpoint."""
+    holders = {n for a in fm.assigns if a.value is node for n in a.names}
+    trains_here = bool(fm.kind_events(BACKWARD, STEP))
+    if not holders or not file_trains(fm.file) or (not trains_here and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "eval" and not n.args
+            for n in fm.nodes)):  # also builds a model for inference: a pretrained file may be loaded there
+        return False
+    for n in fm.nodes:
+        key = const_value(n.slice) if isinstance(n, ast.Subscript) else None
+        if isinstance(n, ast.Subscript) and dotted(n.value) in holders and isinstance(key, str) \
+                and _STATE_KEYS.search(key):
+            return True
+    return False
+
+
+def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path: ast.AST | None) -> str:
+    """Why the loaded file is probably the program's own, or '' (see :func:`torch_load_unsafe`)."""
+    if fm is None or path is None:
+        return ""
+    why = _own_save(fm, path)
+    if why:
+        return why
+    pieces = _pieces(fm, path)
+    outside = _outside_pieces(pieces)
+    if pieces and not outside and any(pieces <= saved for saved in file.memo("tb403_saves",
+                                                                             lambda: _file_saves(file))):
+        return " (uncertain: the path is made like a path this file saves to: the program's own file)"
+    if _returned_by_own_save(fm, path):
+        return " (uncertain: the path is returned by a function of this file that saves to it: the program's own file)"
+    if _trained_before(fm, node):
+        return " (uncertain: reloads weights after training in the same function: the program's own checkpoint)"
+    if not outside and _resumes(fm, node):
+        return " (uncertain: a resume that restores the optimizer state or step count the program saved)"
+    if pieces and _unscoped(pieces) in file.memo("tb403_own_loads", lambda: _own_loads(file)):
+        return " (uncertain: the same path as the checkpoint this file reloads after training)"
+    return ""
+
+
+def _unscoped(pieces: frozenset[str]) -> frozenset[str]:
+    """The pieces with parameters named alike in two functions taken as one (``train(self, setting)`` and
+    ``predict(self, setting)`` of one class build the same checkpoint path from the same setting)."""
+    return frozenset(p.rsplit("\0", 1)[-1] for p in pieces)
+
+
+def _own_loads(file: FileModel) -> set[frozenset[str]]:
+    out = set()
+    for fm in file.functions:
+        for n in fm.nodes:
+            if isinstance(n, ast.Call) and file.imports.qualname(n.func) == "torch.load" and n.args \
+                    and _trained_before(fm, n):
+                if pieces := _pieces(fm, n.args[0]):
+                    out.add(_unscoped(pieces))
+    return out
+
+
 @rule("TB403", "torch-load-unsafe", fix="torch.load(path, map_location=..., weights_only=True)", severity="warning")
 def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     """``torch.load`` unpickles a file that may come from someone else.
@@ -133,7 +323,16 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     choice.  A path made from the same folder or argument as a path the same function saves to
     (``"saved_models/%s/G_%d.pth"`` both loaded and saved, ``scan_checkpoint(args.checkpoint_path)`` beside
     ``torch.save(..., f"{args.checkpoint_path}/g_...")``) is the program's own checkpoint: low confidence, with
-    that reason.  The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
+    that reason.  Also low: a path made of the same pieces as a path this file saves to elsewhere (a dataset
+    class loading the processed ``.pt`` its own ``download()`` wrote, a weight file the script reloads and saves
+    under one name) and a resume that restores the optimizer state or step count in a file that trains (not one
+    that also builds the model for inference), both unless the path comes from the command line, an environment
+    variable or a user's config file (``args.ckpt``, ``json.load(f)["checkpoint_path"]``); a reload of the best
+    weights after training in the same function, and the same path reloaded elsewhere in the file.  A tool that
+    loads a file and saves it back (``strip_optimizer``) is not a save of the program's own results.  A path
+    returned by a function of this file that saves to it (``f = preprocess(...)``, ``torch.save(data, f); return
+    f``) is the program's own file.
+    The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
 
@@ -163,7 +362,7 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
         path = path if path is not None else kw.get("f")
         if "weights_only" not in kw:
             sure = "high" if file.torch_support == OLD_TORCH and not _own_file(path) else "low"
-            why = _own_save(owners.get(id(node)), path) if sure == "high" else ""
+            why = _own_reason(file, owners.get(id(node)), node, path) if sure == "high" else ""
             yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code on torch < 2.6"
                             f"{why}", confidence="low" if why else sure)
         elif const_value(kw["weights_only"]) is False:

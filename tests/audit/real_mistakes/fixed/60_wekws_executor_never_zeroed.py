@@ -1,0 +1,22 @@
+# Fixed version of ../60_wekws_executor_never_zeroed.py: silent on the codes that file expects.
+import torch.nn as nn
+
+
+class Executor:
+    def __init__(self):
+        self.step = 0
+
+    def train(self, model, optimizer, data_loader, device, criterion, args):
+        model.train()
+        clip = args.get("grad_clip", 50.0)
+        for batch_idx, batch in enumerate(data_loader):  # noqa: B007
+            key, feats, target, feats_lengths = batch
+            feats = feats.to(device)
+            target = target.to(device)
+            logits = model(feats)
+            loss, acc = criterion(args.get("criterion", "max_pooling"), logits, target, feats_lengths)
+            optimizer.zero_grad()
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip)  # noqa: F841
+            optimizer.step()  # not: TB104
+            self.step += 1
