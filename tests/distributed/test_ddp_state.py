@@ -1,8 +1,9 @@
 """Every rank's state in a DDP checkpoint, and DDP validation of the weights and statistics that are saved.
 
-* ``verify-resume`` (SIGKILL of every rank at chosen moments, then ``--resume``) is IDENTICAL for a DDP recipe with
-  dropout and mixing: each rank's RNG and the tricks' generators are in the checkpoint (before, only rank 0's were,
-  and the other ranks forked new streams on resume);
+* ``verify-resume`` (SIGKILL of every rank at chosen moments, then ``--resume``) is IDENTICAL for a recipe with
+  dropout and mixing, under DDP and FSDP on 2 and 4 processes: each rank's RNG, the tricks' generators and the
+  loader's position are in the checkpoint (before, a DDP checkpoint held rank 0's only, and the other ranks forked
+  new streams on resume; and a resume at an epoch's last update lost that the epoch had no training accuracy);
 * the logged validation loss of a 2-process run with BatchNorm equals a single-process evaluation of the saved
   checkpoint (``evaluate_run``) to 1e-6, on a validation set whose size does not divide by 2 (before, each rank
   evaluated with its own BatchNorm statistics while the checkpoint holds rank 0's).
@@ -42,13 +43,14 @@ def _verify(tmp_path: Path, *overrides: str) -> str:
     return done.stdout
 
 
-def test_verify_resume_is_identical_under_ddp_with_dropout_and_mixing(tmp_path: Path) -> None:
-    out = _verify(tmp_path, "dist.nproc=2", "train.epochs=3", "train.checkpoint_every_steps=5",
-                  "tricks.mix.enabled=true", "tricks.mix.mixup_alpha=0.4")
+@pytest.mark.parametrize(("strategy", "nproc"), [("ddp", 2), ("fsdp", 2), ("ddp", 4), ("fsdp", 4)])
+def test_verify_resume_is_identical_with_dropout_and_mixing(tmp_path: Path, strategy: str, nproc: int) -> None:
+    out = _verify(tmp_path, f"dist.nproc={nproc}", f"dist.strategy={strategy}", "train.epochs=2",
+                  "train.checkpoint_every_steps=3", "tricks.mix.enabled=true", "tricks.mix.mixup_alpha=0.4")
     assert out.strip().splitlines()[-1].startswith("verdict: IDENTICAL"), out[-3000:]
     last = load_checkpoint(tmp_path / "v" / "runs" / "reference" / "checkpoints" / "last.pt")
     ranks = last["ranks"]
-    assert len(ranks) == 2 and set(ranks[1]["generators"]) == {"mix"}
+    assert len(ranks) == nproc and set(ranks[1]["generators"]) == {"mix"}
     assert ranks[0]["rng"]["torch"].ne(ranks[1]["rng"]["torch"]).any()  # the ranks' streams differ: both kept
 
 
