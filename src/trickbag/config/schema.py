@@ -104,6 +104,7 @@ class DataConfig(Section):
     image_size: int | None = Field(None, ge=8)  # imagefolder: train crop size
     eval_image_size: int | None = Field(None, ge=8)  # imagefolder: test size (FixRes)
     mean: list[float] | None = None  # imagefolder normalisation (default ImageNet's)
+    max_corrupt: float = Field(0.01, ge=0.0, le=1.0)  # imagefolder: largest share of unreadable images left out (listed in skipped_images.txt); more stops the run before it starts  # noqa: E501 (a key's help is the comment on its line)
     std: list[float] | None = None  # imagefolder normalisation std, one per channel (default ImageNet's)
     label_column: str | list[str] = "label"  # csv: the label column; multilabel / several regression targets: a list
     feature_columns: list[str] | None = None  # csv: default all but the label

@@ -186,6 +186,9 @@ class _Session:
             self.opened = True
             remove_stale_temporaries(self.run_dir)
             atomic_write_text(self.run_dir / "recipe.yaml", recipe_to_yaml(self.recipe))
+            if self.ctx.data.skipped:  # files left out of the splits because they cannot be read
+                atomic_write_text(self.run_dir / "skipped_images.txt",
+                                  "".join(f"{path}\t{why}\n" for path, why in self.ctx.data.skipped))
             if self.ctx.weights_report is not None and self.ckpt is None:
                 atomic_write_text(
                     self.run_dir / "weights_report.txt", _weights_report(self.recipe, self.ctx.weights_report)

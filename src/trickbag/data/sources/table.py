@@ -216,12 +216,13 @@ def _lines(rows: list[int]) -> str:
     return f"line{'s' if len(rows) > 1 else ''} {shown}{', ...' if len(rows) > 5 else ''}"
 
 
-def drop_unlabelled(cfg: Any, kind: str, labels: list[str], rows: list[list[str]], table: list[list[str]],
-                    ) -> tuple[list[list[str]], list[list[str]], list[str]]:
+def drop_unlabelled(cfg: Any, kind: str, labels: list[str], width: int, rows: list[list[str]],
+                    table: list[list[str]]) -> tuple[list[list[str]], list[list[str]], list[str]]:
     """The rows (and label cells) that have a label; with ``data.drop_unlabelled`` the others are left out and
     a note says how many; without it, one line naming their count and the key to set."""
     marks = missing_marks(cfg, kind)
-    gone = [i for i, t in enumerate(table) if any(c.lower() in marks for c in t)]
+    # a ragged row is not unlabelled: read_cells refuses it, naming its line
+    gone = [i for i, t in enumerate(table) if len(rows[i]) == width and any(c.lower() in marks for c in t)]
     if not gone:
         return rows, table, []
     cols = ", ".join(map(repr, labels))
@@ -353,7 +354,8 @@ def csv_table(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) 
     else:
         _same_rows(cfg, fitted["table"], rows)
         labels = list(fitted["table"]["labels"])
-    rows, table, notes = drop_unlabelled(cfg, kind, labels, rows, label_table(header, rows, labels, where))
+    rows, table, notes = drop_unlabelled(cfg, kind, labels, len(header), rows,
+                                         label_table(header, rows, labels, where))
     if fitted is None:  # fitted on the labelled rows the run trains on
         columns = _column_specs(cfg, header, rows, feats)
     else:
