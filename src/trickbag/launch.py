@@ -149,7 +149,8 @@ class _SignalRelay:
     saves and ends with 0); a second one ends the whole job at once (SIGKILL; checkpoints are written
     atomically, so none is torn)."""
 
-    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    #: SIGHUP (the terminal closed) stops the workers as SIGTERM does: the job must not outlive its launcher
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
@@ -176,7 +177,7 @@ class _SignalRelay:
             _kill_job(self.proc)
         for pid in workers:
             try:
-                os.kill(pid, signum)
+                os.kill(pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
             except ProcessLookupError:
                 pass
 
