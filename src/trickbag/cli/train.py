@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Train a recipe. ITEMS: [RECIPE] [key.sub=value ...]",
                        epilog="Every recipe key, its type, default and allowed values: trickbag recipes --keys "
                        "(also docs/recipes.md). Exit status: 0 done, 1 training failed (the run directory holds "
-                       "the log), 2 bad input (nothing written), 130 interrupted (resume it).")
+                       "the log), 2 bad input (nothing written), 130 / 143 interrupted by SIGINT / SIGTERM (resume).")
     t.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress bar or summary")
