@@ -40,8 +40,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         from trickbag.launch import launch_torchrun
 
         return launch_torchrun(recipe_name, overrides, recipe.dist.nproc, quiet=args.quiet, resume=args.resume)
+    from trickbag.launch import launched_worker
     from trickbag.plugin.state import StopReason
     from trickbag.runs.run import resume_run, run_recipe
+    from trickbag.train.plugins.signals import hold_signals
+
+    if launched_worker():  # a Ctrl-C passed on while this rank still builds: stop after the first update, saved
+        hold_signals()
 
     if args.resume:
         result = resume_run(Path(args.resume), overrides, quiet=args.quiet)
