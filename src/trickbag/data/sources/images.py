@@ -124,17 +124,13 @@ def unreadable(path: str) -> str | None:
 
     The whole file is decoded (a JPEG at 1/8 scale, which reads all of it but costs little), so a truncated
     file is found as well as one that is not an image."""
-    import warnings
-
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # PIL's DecompressionBombWarning: the limit is checked below
-            with Image.open(path) as img:
-                img.draft(None, (1, 1))  # JPEG: decode at the smallest scale
-                img.load()
+        with Image.open(path) as img:
+            img.draft(None, (1, 1))  # JPEG: decode at the smallest scale
+            img.load()
     except Exception as exc:  # PIL's errors (not an image, truncated, a bomb), OSError
         return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}"
     return None
@@ -162,10 +158,19 @@ class _Folders:
 
     def _readable(self, ds: Any) -> None:
         """Leave out of ``ds`` (an ImageFolder) the files that cannot be decoded, and those a run skipped before."""
+        import os
+        import warnings
+        from concurrent.futures import ThreadPoolExecutor
+
+        from PIL import Image
+
+        todo = [path for path, _ in ds.samples if path not in self.problems]
+        if todo:  # PIL decodes without the GIL: one thread per core; each result belongs to its file, in any order
+            with warnings.catch_warnings(), ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # above the limit: an error
+                self.problems.update(zip(todo, pool.map(unreadable, todo)))
         keep = []
         for path, y in ds.samples:
-            if path not in self.problems:
-                self.problems[path] = unreadable(path)
             if self.problems[path] is None and self.rel(path) not in self.skip:
                 keep.append((path, y))
         ds.samples = ds.imgs = keep
