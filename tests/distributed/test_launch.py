@@ -75,10 +75,14 @@ def test_launch_fixes_the_run_name_and_returns_the_exit_status(
     seen = {}
 
     class FakePopen:
-        def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+        def __init__(self, cmd: list[str], env: dict[str, str], start_new_session: bool = False) -> None:
             seen["cmd"], seen["env"] = cmd, env
+            self.pid = 0
 
         def wait(self, timeout: float | None = None) -> int:
+            return 3
+
+        def poll(self) -> int:
             return 3
 
     monkeypatch.setattr(launch.subprocess, "Popen", FakePopen)

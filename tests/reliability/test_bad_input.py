@@ -205,7 +205,7 @@ ROWS = [
     (
         "corrupt image files",
         TRAIN + ["data.name=imagefolder", "data.root={F}/if_corrupt", "data.image_size=8", "model.name=small_cnn"],
-        "cannot be loaded: UnidentifiedImageError",
+        "6 of 12 images cannot be read (50.0 %, above data.max_corrupt=0.01): 'a/0.png' (UnidentifiedImageError",
     ),
     (
         "batch larger than the data with drop_last",

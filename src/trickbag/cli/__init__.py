@@ -1,9 +1,9 @@
 """The ``trickbag`` command line: one module per command group, the parser built from a literal list.
 
 Every user error ends with one line on stderr (``trickbag: error: ...``) and exit status 2; a run
-that fails while training exits 1, an interrupted one 130.  Command modules import their heavy
-dependencies (torch, the trainer) inside the command functions, so ``--help``, ``--version`` and
-the listing commands answer without importing torch.
+that fails while training exits 1, an interrupted one 130 (SIGINT) or 143 (SIGTERM).  Command modules
+import their heavy dependencies (torch, the trainer) inside the command functions, so ``--help``,
+``--version`` and the listing commands answer without importing torch.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from trickbag.cli._common import split_recipe_and_overrides
 from trickbag.errors import TrickbagError
@@ -39,16 +40,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         from trickbag.launch import launch_torchrun
 
         return launch_torchrun(recipe_name, overrides, recipe.dist.nproc, quiet=args.quiet, resume=args.resume)
+    from trickbag.launch import launched_worker
     from trickbag.plugin.state import StopReason
     from trickbag.runs.run import resume_run, run_recipe
+    from trickbag.train.plugins.signals import hold_signals
+
+    if launched_worker():  # a Ctrl-C passed on while this rank still builds: stop after the first update, saved
+        hold_signals()
 
     if args.resume:
         result = resume_run(Path(args.resume), overrides, quiet=args.quiet)
     else:
         result = run_recipe(recipe, quiet=args.quiet)
     if result.interrupted:
-        print(f"trickbag: interrupted; continue with: trickbag train --resume {result.run_dir}", file=sys.stderr)
-        return 130
+        return _interrupted(result)
     if result.stop_reason is StopReason.NONFINITE:
         kept = ", ".join(f"{n} (update {u})" for n, u in sorted(result.checkpoints.items()))
         where = (f"the last good state is {kept} in {result.run_dir}/checkpoints" if kept else
@@ -57,6 +62,23 @@ def cmd_train(args: argparse.Namespace) -> int:
               f"rate: trickbag train --resume {result.run_dir} optim.lr=...", file=sys.stderr)
         return 1
     return 0
+
+
+def _interrupted(result: Any) -> int:
+    """One line with the resume command (from rank 0); 128 + the signal's number (130 SIGINT, 143 SIGTERM), or 0
+    in a worker of ``dist.nproc=N``, whose launcher reports the interruption for the whole job."""
+    import signal
+
+    from trickbag import runtime
+    from trickbag.launch import launched_worker
+    from trickbag.train.plugins.signals import GracefulInterrupt
+
+    if runtime.dist_info().is_main:
+        print(f"trickbag: interrupted; continue with: trickbag train --resume {result.run_dir}", file=sys.stderr)
+    if launched_worker():
+        return 0
+    signums = [p.signum for p in result.plugins if isinstance(p, GracefulInterrupt) and p.signum is not None]
+    return 128 + (signums[0] if signums else signal.SIGINT)
 
 
 def cmd_cooldown(args: argparse.Namespace) -> int:
@@ -73,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Train a recipe. ITEMS: [RECIPE] [key.sub=value ...]",
                        epilog="Every recipe key, its type, default and allowed values: trickbag recipes --keys "
                        "(also docs/recipes.md). Exit status: 0 done, 1 training failed (the run directory holds "
-                       "the log), 2 bad input (nothing written), 130 interrupted (resume it).")
+                       "the log), 2 bad input (nothing written), 130 / 143 interrupted by SIGINT / SIGTERM (resume).")
     t.add_argument("items", nargs="*", metavar="ITEMS", help="a recipe name or YAML file, then key.sub=value overrides")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress bar or summary")

@@ -104,9 +104,12 @@ class DataConfig(Section):
     image_size: int | None = Field(None, ge=8)  # imagefolder: train crop size
     eval_image_size: int | None = Field(None, ge=8)  # imagefolder: test size (FixRes)
     mean: list[float] | None = None  # imagefolder normalisation (default ImageNet's)
+    max_corrupt: float = Field(0.01, ge=0.0, le=1.0)  # imagefolder: largest share of unreadable images left out (listed in skipped_images.txt); more stops the run before it starts  # noqa: E501 (a key's help is the comment on its line)
     std: list[float] | None = None  # imagefolder normalisation std, one per channel (default ImageNet's)
     label_column: str | list[str] = "label"  # csv: the label column; multilabel / several regression targets: a list
     feature_columns: list[str] | None = None  # csv: default all but the label
+    missing_labels: list[str] | None = None  # csv: label cells meaning "no label" (default: empty; regression/multilabel also NA, N/A, NaN, null, None, ?, -)  # noqa: E501 (a key's help is the comment on its line)
+    drop_unlabelled: bool = False  # csv: train on the labelled rows, saying how many were left out (default: a missing label is refused)  # noqa: E501 (a key's help is the comment on its line)
     num_samples: int | None = Field(None, ge=10)  # fake / mnist1d: samples to generate
     num_classes: int | None = Field(None, ge=2)  # fake
     shape: list[int] | None = None  # fake: per-sample shape, e.g. [3, 32, 32]
@@ -136,6 +139,13 @@ class DataConfig(Section):
             raise ValueError(f"binning applies to data.name=csv only, not {info.data.get('name')!r}")
         if any(not k.strip() for k in v):
             raise ValueError("every key must be a CSV column name")
+        return v
+
+    @field_validator("missing_labels", "drop_unlabelled")
+    @classmethod
+    def _labels_for_csv(cls, v: Any, info: Any) -> Any:
+        if v not in (None, False) and info.data.get("name", "csv") != "csv":
+            raise ValueError(f"applies to data.name=csv only, not {info.data.get('name')!r}")
         return v
 
     @field_validator("std")

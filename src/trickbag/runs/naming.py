@@ -17,6 +17,7 @@ from trickbag.train.plugins.run_folder import LOCK, RunLock, find_resume_checkpo
 
 __all__ = [
     "LOCK",
+    "check_folder_layout",
     "RunLock",
     "new_run_dir",
     "refuse_taken",
@@ -72,6 +73,21 @@ def refuse_taken(run_dir: Path) -> None:
             f"run directory {str(run_dir)!r} already exists; choose another run.name=..., "
             f"or continue it with: trickbag train --resume {run_dir}"
         )
+
+
+#: what a run keeps in its folder, and whether each is a folder: a path of the other kind stops the run before it starts
+_LAYOUT = {"checkpoints": True, "tb": True, "metrics.csv": False, "summary.txt": False, "resumes.log": False}
+
+
+def check_folder_layout(run_dir: Path) -> None:
+    """:class:`TrickbagError` (one line) when a path the run writes is of the wrong kind (``checkpoints`` a file,
+    ``metrics.csv`` a folder, ...), found before a resume locks, builds or writes anything."""
+    for name, folder in _LAYOUT.items():
+        path = Path(run_dir) / name
+        if path.exists() and path.is_dir() != folder:
+            kind, want = ("a folder", "a file") if path.is_dir() else ("a file", "a folder")
+            raise TrickbagError(f"{str(path)!r} is {kind}, not {want}: the run writes its {name} there; move it "
+                                f"out of the run directory and resume again (trickbag train --resume {run_dir})")
 
 
 def is_run_dir(path: Path) -> bool:

@@ -27,7 +27,15 @@ from trickbag.plugin.state import StopReason
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
 from trickbag.runs.artifacts import write_test_details
 from trickbag.runs.extras import check_run_extras
-from trickbag.runs.naming import RunLock, find_resume_checkpoint, new_run_dir, refuse_taken, remove_stale_temporaries
+from trickbag.runs.naming import (
+    LOCK,
+    RunLock,
+    check_folder_layout,
+    find_resume_checkpoint,
+    new_run_dir,
+    refuse_taken,
+    remove_stale_temporaries,
+)
 from trickbag.runs.preflight import preflight
 from trickbag.runs.resume import apply_resume, check_resume, log_resume, train_longer_hint
 from trickbag.runs.summary import RunResult, format_summary, model_summary
@@ -82,6 +90,8 @@ class _Session:
         self.main = dist.is_main
         self.run_dir: Path | None = None
         self.lock: RunLock | None = None
+        self.lock_created = False  # the lock file is this session's: a refusal before open() removes it
+        self.opened = False  # open() began writing the run folder
         self.ckpt: tuple[Path, dict[str, Any]] | None = None
         self.trainer: Trainer
         self.ctx: RunParts
@@ -105,7 +115,8 @@ class _Session:
         if self.write and resume_dir is not None:
             run_dir = self.run_dir = Path(resume_dir)
             if self.main:
-                self.lock = RunLock(run_dir).acquire()
+                check_folder_layout(run_dir)  # before the lock: a refusal leaves the folder as it was
+                self._lock(run_dir)
             self.ckpt = on_main(lambda: find_resume_checkpoint(run_dir))
             if self.ckpt is not None:
                 self._check_resume(self.ckpt[1], run_dir)
@@ -125,6 +136,19 @@ class _Session:
                                       f"{str(exc).splitlines()[0]}") from None
             world = self.ckpt[1].get("counters", {}).get("world_size")
             self.resume_notes = apply_resume(self.trainer, self.ctx, self.changes, world)
+
+    def _lock(self, run_dir: Path) -> None:
+        self.lock_created = not (run_dir / LOCK).exists()
+        self.lock = RunLock(run_dir).acquire()
+
+    def release(self) -> None:
+        """Release the lock; a session refused before it wrote anything also removes the lock file it created,
+        so the folder is as it was (a process that opens the file meanwhile is refused or gets a new one)."""
+        if self.lock is None:
+            return
+        if self.lock_created and not self.opened:
+            (self.lock.run_dir / LOCK).unlink(missing_ok=True)
+        self.lock.release()
 
     def _check_resume(self, ckpt: dict[str, Any], run_dir: Path) -> None:
         """Refuse unsafe overrides; a run with nothing left to train says so (:class:`RunFinished`)."""
@@ -155,12 +179,16 @@ class _Session:
         if self.write and self.main:
             assert self.run_dir is not None
             if self.lock is None:
-                self.lock = RunLock(self.run_dir).acquire()
+                self._lock(self.run_dir)
                 # checked again under the lock: a run on the same name may have started and ended since prepare()
                 if not self.resuming:
                     refuse_taken(self.run_dir)
+            self.opened = True
             remove_stale_temporaries(self.run_dir)
             atomic_write_text(self.run_dir / "recipe.yaml", recipe_to_yaml(self.recipe))
+            if self.ctx.data.skipped:  # files left out of the splits because they cannot be read
+                atomic_write_text(self.run_dir / "skipped_images.txt",
+                                  "".join(f"{path}\t{why}\n" for path, why in self.ctx.data.skipped))
             if self.ctx.weights_report is not None and self.ckpt is None:
                 atomic_write_text(
                     self.run_dir / "weights_report.txt", _weights_report(self.recipe, self.ctx.weights_report)
@@ -388,8 +416,7 @@ def _run(recipe: Recipe, dist: runtime.DistInfo, resume_dir: Path | None, plugin
         session.summarise(result)
         return result
     finally:
-        if session.lock is not None:
-            session.lock.release()
+        session.release()
 
 
 def resume_run(run_dir: Path, overrides: list[str] | None = None, **kw: Any) -> RunResult:

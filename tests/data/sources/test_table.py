@@ -151,5 +151,5 @@ def test_an_empty_label_cell_is_named_as_empty(tmp_path, task):
     rows[6][1] = ""
     rows[20][1] = ""
     path = _write(tmp_path / "e.csv", ["a", "label"], rows)
-    with pytest.raises(DataError, match=r"the label column 'label' is empty on line 8 \(and 1 more rows\)"):
+    with pytest.raises(DataError, match=r"the label column 'label' has no label on 2 of 40 rows \(lines 8, 22; "):
         csv_table(_cfg(path, f"task.type={task}"), load_recipe("tabular", [f"task.type={task}"]).task)

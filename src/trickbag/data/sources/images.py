@@ -119,10 +119,29 @@ def image_predict(state: dict[str, Any]) -> Any:
     return lambda img: t(_to_mode(img, mode))
 
 
-class _Folders:
-    """Builds ImageFolder datasets of one recipe: its transforms, its colour mode, its error messages."""
+def unreadable(path: str) -> str | None:
+    """Why the image file ``path`` cannot be decoded (``"TypeName: message"``), or None when it can.
 
-    def __init__(self, cfg: Any, stored: dict[str, Any] | None = None) -> None:
+    The whole file is decoded (a JPEG at 1/8 scale, which reads all of it but costs little), so a truncated
+    file is found as well as one that is not an image."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    try:
+        with Image.open(path) as img:
+            img.draft(None, (1, 1))  # JPEG: decode at the smallest scale
+            img.load()
+    except Exception as exc:  # PIL's errors (not an image, truncated, a bomb), OSError
+        return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}"
+    return None
+
+
+class _Folders:
+    """Builds ImageFolder datasets of one recipe: its transforms, its colour mode, its error messages, and the
+    files it leaves out because they cannot be read (each file decoded once, whatever the order of the split)."""
+
+    def __init__(self, cfg: Any, stored: dict[str, Any] | None = None, root: Path | None = None,
+                 skip: Sequence[str] = ()) -> None:
         from trickbag.data.transforms import eval_transforms, train_transforms
 
         self.state = dict(stored) if stored is not None else eval_image_state(cfg)
@@ -131,6 +150,31 @@ class _Folders:
         self.t_train = train_transforms(self.size, mean=self.mean, std=std) if cfg.augment else \
             eval_transforms(self.size, mean=self.mean, std=std)
         self.mode = self.state["mode"]
+        self.root, self.skip = root, set(skip)  # skip: a run's stored list (relative paths), left out as they were
+        self.problems: dict[str, str | None] = {}  # every file looked at -> why it cannot be read (None: it can)
+
+    def rel(self, path: str) -> str:
+        return Path(path).relative_to(self.root).as_posix() if self.root is not None else path
+
+    def _readable(self, ds: Any) -> None:
+        """Leave out of ``ds`` (an ImageFolder) the files that cannot be decoded, and those a run skipped before."""
+        import os
+        import warnings
+        from concurrent.futures import ThreadPoolExecutor
+
+        from PIL import Image
+
+        todo = [path for path, _ in ds.samples if path not in self.problems]
+        if todo:  # PIL decodes without the GIL: one thread per core; each result belongs to its file, in any order
+            with warnings.catch_warnings(), ThreadPoolExecutor(min(32, os.cpu_count() or 1)) as pool:
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # above the limit: an error
+                self.problems.update(zip(todo, pool.map(unreadable, todo)))
+        keep = []
+        for path, y in ds.samples:
+            if self.problems[path] is None and self.rel(path) not in self.skip:
+                keep.append((path, y))
+        ds.samples = ds.imgs = keep
+        ds.targets = [y for _, y in keep]
 
     def load(self, path: str) -> Any:
         from PIL import Image
@@ -143,12 +187,32 @@ class _Folders:
         from torchvision.datasets import ImageFolder
 
         try:
-            return ImageFolder(str(p), transform=self.t_train if train else self.t_eval, loader=self.load)
+            ds = ImageFolder(str(p), transform=self.t_train if train else self.t_eval, loader=self.load)
         except (FileNotFoundError, RuntimeError) as exc:
             raise DataError(
                 f"data.root={str(p)!r} holds no images in class sub-folders ({', '.join(_IMG_EXT)}): "
                 f"{str(exc).splitlines()[0]}"
             ) from None
+        self._readable(ds)
+        return ds
+
+    def judge(self, cfg: Any, resuming: bool) -> list[tuple[str, str]]:
+        """The files left out, (relative path, reason); one line (exit 2) above ``data.max_corrupt``, or, for a
+        run's stored state, when a file that was read then cannot be now (its splits would shift)."""
+        bad = sorted((self.rel(p), why) for p, why in self.problems.items() if why is not None)
+        shown = "; ".join(f"{r!r} ({why})" for r, why in bad[:3]) + ("; ..." if len(bad) > 3 else "")
+        if resuming:
+            new = [(r, why) for r, why in bad if r not in self.skip]
+            if new:
+                raise DataError(f"data.root={cfg.root!r}: {len(new)} image(s) the run read can no longer be read: "
+                                f"{shown}; restore them to continue the run exactly, or start a new run")
+            return [(r, "skipped when the run began") for r in sorted(self.skip)]
+        total = len(self.problems)
+        if bad and len(bad) > cfg.max_corrupt * total:
+            raise DataError(f"data.root={cfg.root!r}: {len(bad)} of {total} images cannot be read "
+                            f"({100 * len(bad) / total:.1f} %, above data.max_corrupt={cfg.max_corrupt:g}): {shown}; "
+                            f"repair or remove them, or set data.max_corrupt={len(bad) / total:.3g} to skip them")
+        return bad
 
 
 def _split_folders(f: _Folders, root: Path, cfg: Any) -> tuple[Any, ...]:
@@ -187,8 +251,9 @@ def imagefolder(cfg: Any, fitted: dict[str, Any] | None = None) -> DataSplits:
     root = Path(cfg.root).expanduser()
     if not root.is_dir():
         raise DataError(f"data.root={cfg.root!r} does not exist or is not a folder")
-    f = _Folders(cfg, fitted.get("image") if fitted else None)
+    f = _Folders(cfg, fitted.get("image") if fitted else None, root, fitted.get("skipped", []) if fitted else ())
     train, eval_train, val, test, tr, ys = (_split_folders if (root / "train").is_dir() else _one_folder)(f, root, cfg)
+    skipped = f.judge(cfg, resuming=fitted is not None)
     classes = list(train.dataset.classes if isinstance(train, Subset) else train.classes)  # type: ignore[attr-defined]
     if len(train) == 0:
         raise DataError(f"data.root={cfg.root!r}: the training split is empty")
@@ -205,8 +270,13 @@ def imagefolder(cfg: Any, fitted: dict[str, Any] | None = None) -> DataSplits:
         classes=classes,
         predict_transform=image_predict(f.state),
         eval_train=_ImageSplit.of(eval_train, "train"),
-        fitted={"source": "imagefolder", "image": f.state},
+        fitted={"source": "imagefolder", "image": f.state, "skipped": [r for r, _ in skipped]},
+        skipped=skipped,
     )
+    if skipped:
+        splits.notes.append(f"data: {len(skipped)} unreadable image(s) left out of the splits (listed in the run "
+                            f"folder's skipped_images.txt): {', '.join(repr(r) for r, _ in skipped[:3])}"
+                            f"{', ...' if len(skipped) > 3 else ''}")
     if f.state["crop"] != f.size:
         splits.notes.append(
             f"warning: data.eval_image_size={f.state['crop']} differs from data.image_size={f.size}: the model is "

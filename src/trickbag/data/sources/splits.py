@@ -38,3 +38,5 @@ class DataSplits:
     fitted: dict[str, Any] | None = None
     #: one-line warnings about the data the run prints when it starts
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: files left out because they cannot be read (path, reason): a run lists them in its folder (skipped_images.txt)
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)

@@ -171,18 +171,89 @@ def looks_continuous(values: list[str]) -> str | None:
     >>> looks_continuous(["1.5", "2.25", "3.0"]) is not None, looks_continuous(["cat", "dog"])
     (True, None)
     """
+    looks = {m.lower() for m in LOOKS_MISSING} | {""}
+    marked = [v for v in values if v.strip().lower() in looks]
     try:
-        numbers = [float(v) for v in values]
+        numbers = [float(v) for v in values if v.strip().lower() not in looks]
     except ValueError:
         return None
+    if not numbers:
+        return None
     distinct = sorted(set(numbers))
+    also = f" and {len(marked)} missing marks ({', '.join(sorted(set(map(repr, marked))))})" if marked else ""
     if any(not v.is_integer() for v in numbers):
-        return f"holds {len(distinct)} distinct numbers, not whole ones (e.g. {distinct[0]:g}, {distinct[-1]:g})"
+        return (f"holds {len(distinct)} distinct numbers, not whole ones (e.g. {distinct[0]:g}, {distinct[-1]:g})"
+                f"{also}")
     if len(distinct) > 20 and len(distinct) > 0.2 * len(numbers):
-        return (
-            f"holds {len(distinct)} distinct numbers in {len(numbers)} rows (from {distinct[0]:g} to {distinct[-1]:g})"
-        )
+        return (f"holds {len(distinct)} distinct numbers in {len(numbers)} rows (from {distinct[0]:g} to "
+                f"{distinct[-1]:g}){also}")
     return None
+
+
+#: label values that look like a missing label; a classification column holding one is named at run start
+LOOKS_MISSING = ("NA", "N/A", "NaN", "null", "None", "?")
+
+
+def missing_marks(cfg: Any, kind: str) -> frozenset[str]:
+    """The label cells that mean "no label" (lower case, compared after stripping): ``data.missing_labels``, or
+    by default an empty cell, and for numbers (regression, multilabel) also ``NA``, ``N/A``, ``NaN``, ``null``, ...
+
+    >>> from types import SimpleNamespace as NS
+    >>> default = NS(missing_labels=None)
+    >>> sorted(missing_marks(default, "classification")), "nan" in missing_marks(default, "regression")
+    ([''], True)
+    >>> sorted(missing_marks(NS(missing_labels=["NA", " ? "]), "classification"))
+    ['?', 'na']
+    """
+    given = getattr(cfg, "missing_labels", None)
+    if given is not None:
+        return frozenset(str(m).strip().lower() for m in given)
+    return frozenset({""}) if kind == "classification" else MISSING
+
+
+def _lines(rows: list[int]) -> str:
+    shown = ", ".join(str(r + 2) for r in rows[:5])  # + 2: the header is line 1
+    return f"line{'s' if len(rows) > 1 else ''} {shown}{', ...' if len(rows) > 5 else ''}"
+
+
+def drop_unlabelled(cfg: Any, kind: str, labels: list[str], width: int, rows: list[list[str]],
+                    table: list[list[str]]) -> tuple[list[list[str]], list[list[str]], list[str]]:
+    """The rows (and label cells) that have a label; with ``data.drop_unlabelled`` the others are left out and
+    a note says how many; without it, one line naming their count and the key to set."""
+    marks = missing_marks(cfg, kind)
+    # a ragged row is not unlabelled: read_cells refuses it, naming its line
+    gone = [i for i, t in enumerate(table) if len(rows[i]) == width and any(c.lower() in marks for c in t)]
+    if not gone:
+        return rows, table, []
+    cols = ", ".join(map(repr, labels))
+    given = getattr(cfg, "missing_labels", None)
+    shown = ", ".join(repr(str(m).strip()) if str(m).strip() else "empty" for m in given) if given is not None else (
+        "empty" if kind == "classification" else "empty, NA, N/A, NaN, null, None, ?, - (the default)")
+    n, left = len(rows), len(rows) - len(gone)
+    if not getattr(cfg, "drop_unlabelled", False) or left == 0:
+        fix = (f"set data.drop_unlabelled=true to train on the {left} labelled rows, or fill them in" if left
+               else "every row lacks its label: give the file with its labels")
+        raise DataError(f"data.root={cfg.root!r}: the label column {cols} has no label on {len(gone)} of {n} rows "
+                        f"({_lines(gone)}; data.missing_labels: {shown}); {fix}")
+    keep = sorted(set(range(n)) - set(gone))
+    note = (f"data.drop_unlabelled: {len(gone)} of {n} rows have no label in {cols} ({_lines(gone)}): "
+            f"left out, trained on the other {left}")
+    return [rows[i] for i in keep], [table[i] for i in keep], [note]
+
+
+def name_missing_looking_labels(cfg: Any, kind: str, column: str, values: list[str]) -> list[str]:
+    """A note naming class labels that look like a missing mark (``NA``, ``?``, ...), trained as a class of their
+    own, with the keys that leave those rows out; none when ``data.missing_labels`` is given."""
+    if kind != "classification" or getattr(cfg, "missing_labels", None) is not None:
+        return []
+    looks = {m.lower() for m in LOOKS_MISSING}
+    found = sorted({v for v in values if v.lower() in looks})
+    if not found:
+        return []
+    counts = ", ".join(f"{v!r} in {sum(x == v for x in values)} rows" for v in found)
+    return [f"data.label_column={column!r} holds {counts}, which looks like a missing label; it is trained as a "
+            f"class of its own (to leave those rows out: data.missing_labels=[{', '.join(found)}] "
+            "data.drop_unlabelled=true)"]
 
 
 def _check_labels_present(where: str, labels: list[str], table: list[list[str]], kind: str) -> None:
@@ -277,15 +348,22 @@ def csv_table(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) 
     kind = getattr(task, "type", "classification")
     explicit = task is not None and "type" in task.model_fields_set
     header, rows = _read(cfg)
+    all_rows, where = rows, f"data.root={cfg.root!r}"
     if fitted is None:
         labels, feats = _columns(cfg, header)
-        columns = _column_specs(cfg, header, rows, feats)
     else:
         _same_rows(cfg, fitted["table"], rows)
-        labels, columns = list(fitted["table"]["labels"]), [dict(c) for c in fitted["table"]["columns"]]
+        labels = list(fitted["table"]["labels"])
+    rows, table, notes = drop_unlabelled(cfg, kind, labels, len(header), rows,
+                                         label_table(header, rows, labels, where))
+    if fitted is None:  # fitted on the labelled rows the run trains on
+        columns = _column_specs(cfg, header, rows, feats)
+    else:
+        columns = [dict(c) for c in fitted["table"]["columns"]]
+    if len(labels) == 1:
+        notes += name_missing_looking_labels(cfg, kind, labels[0], [t[0] for t in table])
     x = read_cells(columns, header, rows, str(cfg.root)).unsqueeze(1)
-    y, classes = _targets(cfg, kind, labels, label_table(header, rows, labels, f"data.root={cfg.root!r}"),
-                          explicit, fitted)
+    y, classes = _targets(cfg, kind, labels, table, explicit, fitted)
     if any(spec.method == "tree" for spec in cfg.bins.values()) and kind != "classification":
         raise DataError(f"data.bins method 'tree' splits on class labels; with task.type={kind} use method width "
                         "or quantile")
@@ -304,7 +382,8 @@ def csv_table(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) 
     mean, std = torch.tensor(norm["mean"]).flatten().tolist(), torch.tensor(norm["std"]).flatten().tolist()
     feats = list(dict.fromkeys(c["column"] for c in columns))
     splits.fitted = {"source": "csv", "table": {"features": feats, "labels": labels, "columns": columns,
-                                                "mean": mean, "std": std, **_fingerprint(rows)}}
+                                                "mean": mean, "std": std, **_fingerprint(all_rows)}}
+    splits.notes += notes
     splits.kind = "tabular"
     splits.prepare = TableEncoder(columns, mean, std)
     splits.read_rows = lambda head, body, where: read_cells(columns, head, body, where)

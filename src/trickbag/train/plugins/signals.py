@@ -25,9 +25,25 @@ from typing import Any, TextIO
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State, StopReason
 
-__all__ = ["GracefulInterrupt"]
+__all__ = ["GracefulInterrupt", "hold_signals"]
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+#: the first signal received while :func:`hold_signals` held them (before training began), for GracefulInterrupt
+_held: list[int] = []
+
+
+def hold_signals() -> None:
+    """Until a :class:`GracefulInterrupt` is installed, record SIGINT/SIGTERM instead of acting on them; the
+    interrupt then takes the first one as its own, so the run stops after its first update and saves.
+
+    For a worker of ``trickbag train dist.nproc=N``: its launcher passes a Ctrl-C on to the workers at once,
+    perhaps while they still build; each must then stop as a trained one does (a clean exit, a checkpoint), not
+    with a ``KeyboardInterrupt`` that torchrun reports as a failed job. Main thread only (else a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in _HANDLED:
+        signal.signal(sig, lambda signum, frame: _held.append(signum) if not _held else None)
 
 
 class GracefulInterrupt(Plugin):
@@ -73,6 +89,8 @@ class GracefulInterrupt(Plugin):
             self._previous[sig] = signal.getsignal(sig)
             signal.signal(sig, self._handle)
         self.installed = True
+        if _held and self.signum is None:  # received while the run was being built
+            self._handle(_held.pop(), None)
         return True
 
     def restore(self) -> None:
