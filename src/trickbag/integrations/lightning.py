@@ -131,7 +131,7 @@ class TricksCallback(pl.Callback):
             from trickbag.audit import audit
 
             self._audit = audit(pl_module, s.optimizer, report=True)
-            self._audit.__enter__()
+            self.audit_report = self._audit.__enter__()
         s.fit_start()
 
     def _wrap_step(self, step: Any) -> Any:
@@ -187,7 +187,7 @@ class TricksCallback(pl.Callback):
         self.session.fit_end()
         if self._audit is not None:
             self._audit.__exit__(None, None, None)
-            self.audit_report, self._audit = self._audit, None
+            self._audit = None
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         for name in ("training_step", "trickbag_loss"):
