@@ -89,6 +89,7 @@ class TricksCallback(pl.Callback):
         self._loaded: dict[str, Any] | None = None
         self._loss_called = False
         self._checked_loss = False
+        self._trainer_loader: Any = None
 
     @property
     def state_key(self) -> str:
@@ -128,8 +129,10 @@ class TricksCallback(pl.Callback):
         pl_module.trickbag_loss = self._loss
         pl_module.training_step = self._wrap_step(pl_module.training_step)
         self._ready = True
+        self._trainer_loader = trainer.train_dataloader
         if self._loaded is not None:
             s.load_state_dict(self._loaded)
+            _loader_generators(trainer.train_dataloader, self._loaded.get("loader"))
             self._loaded = None
         if self.audit:
             from trickbag.audit import audit
@@ -207,7 +210,22 @@ class TricksCallback(pl.Callback):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        return self.session.state_dict() if self._ready else {}
+        if not self._ready:
+            return {}
+        return {**self.session.state_dict(), "loader": _loader_generators(self._trainer_loader, None)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._loaded = state_dict or None  # applied once the tricks are set up (on_train_start)
+
+
+def _loader_generators(loader: Any, states: list[Any] | None) -> list[Any]:
+    """The states of the training loader's own generators (the loader's, its sampler's), which Lightning's checkpoint
+    does not hold: read (``states`` None) or restored, so the next epoch draws the straight run's order and worker
+    seeds."""
+    found = [getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None)]
+    if states is None:
+        return [g.get_state() if isinstance(g, torch.Generator) else None for g in found]
+    for g, st in zip(found, states):
+        if isinstance(g, torch.Generator) and st is not None:
+            g.set_state(st)
+    return states
