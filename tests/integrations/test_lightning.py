@@ -52,6 +52,9 @@ SINGLE = {
     "mix": ({"mix": {"mixup_alpha": 0.4, "cutmix_alpha": 0.0}}, True),
     "focal": ({"focal": {"gamma": 2.0}}, True),
     "l1": ({"l1": {"weight": 1e-3}}, True),
+    "sam": ({"sam": {"rho": 0.05}}, False),
+    "sam+clip+mix": ({"sam": {"rho": 0.05}, "clip": {"max_norm": 0.5}, "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 0}},
+                     True),
 }
 
 
@@ -143,9 +146,11 @@ def test_bad_schedule_and_guard_settings() -> None:
         TricksCallback(nonfinite="maybe")
 
 
-def test_sam_is_refused() -> None:
+@pytest.mark.parametrize("setting", [{"accumulate_grad_batches": 2}])
+def test_sam_with_accumulation_is_refused(lit: Any, setting: dict) -> None:
     with pytest.raises(RecipeError, match="sam"):
-        TricksCallback(tricks={"sam": {}})
+        lightning_fit(lit(net(), sgd), loader(data()), callbacks=[TricksCallback(tricks={"sam": {"rho": 0.05}})],
+                      **setting)
 
 
 def test_gradient_clip_val_with_clip_is_refused(lit: Any) -> None:
@@ -181,6 +186,15 @@ def test_layer_decay_keeps_the_users_optimizer_class(lit: Any) -> None:
     opt = trainer.optimizers[0]
     assert type(opt) is torch.optim.AdamW and opt.defaults["betas"] == (0.8, 0.9)
     assert len({g["lr"] for g in opt.param_groups}) > 1
+
+
+def test_sam_under_16_mixed_is_refused(lit: Any) -> None:
+    """fp16 AMP needs a GPU; the refusal reads the Trainer's precision, so a stand-in Trainer shows it on the CPU."""
+    from types import SimpleNamespace
+
+    fake = SimpleNamespace(strategy=object(), gradient_clip_val=None, accumulate_grad_batches=1, precision="16-mixed")
+    with pytest.raises(RecipeError, match="16-mixed"):
+        TricksCallback(tricks={"sam": {"rho": 0.05}}).setup(fake, lit(net(), sgd), "fit")
 
 
 def test_manual_optimization_is_refused(lit: Any) -> None:

@@ -104,3 +104,16 @@ def test_resume_at_an_epoch_end_equals_the_straight_run(lit: Any, tmp_path: Path
                          callbacks=[TricksCallback(tricks=tricks, seed=3)])
     trainer.fit(resumed, loader(data()), ckpt_path=str(tmp_path / "last.ckpt"))
     assert torch.equal(flat(resumed.model), flat(straight.model))
+
+
+def test_sam_under_bf16_mixed_on_cpu(lit: Any) -> None:
+    """SAM through Lightning's closure under bf16-mixed: both passes run (two forwards per update), the weights move
+    and stay finite."""
+    model = net()
+    module = lit(clone(model), sgd)
+    forwards = []
+    module.model.register_forward_hook(lambda *a: forwards.append(1))
+    cb = TricksCallback(tricks={"sam": {"rho": 0.05}, "clip": {"max_norm": 0.5}}, num_classes=3)
+    lightning_fit(module, loader(data()), callbacks=[cb], precision="bf16-mixed", epochs=1)
+    assert cb.session.state.step == 5 and len(forwards) == 10
+    assert torch.isfinite(flat(module.model)).all() and not torch.equal(flat(module.model), flat(model))

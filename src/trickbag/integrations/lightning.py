@@ -14,7 +14,8 @@ Decided collisions (one line each):
 * the module's LR scheduler with ``schedule=``: refused (one schedule).
 * accumulation is Lightning's ``accumulate_grad_batches``, read, never set.
 
-SAM, DeepSpeed and manual optimization are refused in one line (see :data:`REFUSED_HERE`).
+SAM runs through Lightning's optimizer closure (32 and bf16-mixed); SAM under 16-mixed or with accumulation,
+DeepSpeed and manual optimization are refused in one line (see :data:`REFUSED_HERE`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ __all__ = ["TricksCallback", "REFUSED_HERE"]
 
 #: what this adapter refuses besides :data:`trickbag.integrations.core.REFUSED`, and why
 REFUSED_HERE: dict[str, str] = {
-    "sam": "Lightning's optimizer closure runs the first pass inside optimizer.step, after SAM would have "
-           "perturbed the weights; not supported by this adapter yet",
+    "sam": "under precision='16-mixed' Lightning's precision plugin runs the closure itself and steps without one, "
+           "which leaves SAM no second pass; and with accumulate_grad_batches > 1 Lightning's closure re-runs only the "
+           "last micro-batch; use 32, bf16-mixed or accumulate_grad_batches=1",
     "deepspeed": "DeepSpeed owns the optimizer step, gradient clipping and accumulation; use strategy='ddp' or 'fsdp'",
     "manual_optimization": "the tricks hook Lightning's automatic optimization; a module with "
                            "automatic_optimization=False steps its own optimizer",
@@ -79,8 +81,6 @@ class TricksCallback(pl.Callback):
                  seed: int | None = None, num_classes: int | None = None) -> None:
         self.session = TrickSession(tricks, schedule=schedule, nonfinite=nonfinite, max_nonfinite=max_nonfinite,
                                     framework="Lightning")
-        if self.session.enabled("sam"):
-            raise _refuse("sam")
         self.audit = audit
         self.audit_report: Any = None
         self._audit: Any = None
@@ -90,6 +90,7 @@ class TricksCallback(pl.Callback):
         self._loss_called = False
         self._checked_loss = False
         self._trainer_loader: Any = None
+        self._batch: Any = None
 
     @property
     def state_key(self) -> str:
@@ -105,6 +106,9 @@ class TricksCallback(pl.Callback):
             raise _refuse("manual_optimization")
         if trainer.gradient_clip_val and (self.session.enabled("clip")):
             raise _refuse("gradient_clip_val")
+        if self.session.enabled("sam") and (trainer.accumulate_grad_batches > 1 or "16" in str(trainer.precision)
+                                            and "bf16" not in str(trainer.precision)):
+            raise _refuse("sam")
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         s = self.session
@@ -126,6 +130,8 @@ class TricksCallback(pl.Callback):
             if has_sched:
                 raise _refuse("scheduler+groups")
             trainer.strategy.optimizers = [s.optimizer]
+        if getattr(s.optimizer, "takes_closure", False):
+            _first_pass_first(s.optimizer, s.state)
         pl_module.trickbag_loss = self._loss
         pl_module.training_step = self._wrap_step(pl_module.training_step)
         self._ready = True
@@ -147,7 +153,10 @@ class TricksCallback(pl.Callback):
             args = list(given)
             batch = args[0] if args else kwargs["batch"]
             batch_idx = args[1] if len(args) > 1 else kwargs["batch_idx"]
-            batch = self.session.batch_start(batch, batch_idx)
+            if self.session.state.closure_pass:  # SAM's second pass: the batch the first pass trained on
+                batch = self._batch
+            else:
+                batch = self._batch = self.session.batch_start(batch, batch_idx)
             if args:
                 args[0] = batch
             else:
@@ -229,3 +238,21 @@ def _loader_generators(loader: Any, states: list[Any] | None) -> list[Any]:
         if isinstance(g, torch.Generator) and st is not None:
             g.set_state(st)
     return states
+
+
+def _first_pass_first(optimizer: Any, state: Any) -> None:
+    """A two-pass optimizer (SAM) under Lightning: Lightning hands ``step`` a closure that runs forward + backward
+    (and ``on_before_optimizer_step``: the guard, clipping) without having run it; run it once for the first pass,
+    then the optimizer's own step with the same closure for the second pass at the perturbed weights, as trickbag's
+    Trainer does."""
+    own_step = type(optimizer).step
+
+    def step(closure: Any = None) -> Any:
+        closure()
+        state.closure_pass = True
+        try:
+            return own_step(optimizer, closure)
+        finally:
+            state.closure_pass = False
+
+    optimizer.step = step
