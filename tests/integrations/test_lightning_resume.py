@@ -26,9 +26,9 @@ def run_worker(*args: object, env_extra: dict[str, str]) -> subprocess.Completed
                           timeout=300, env=env)
 
 
-GAP = pytest.mark.xfail(strict=True, reason="not yet bit-identical with dropout (EMA alone too): at the resumed epoch "
-                        "'s first batch the weights, the batch and the global RNG equal the straight run's, yet the first "
-                        "update differs; the cause is not found yet")
+GAP = pytest.mark.xfail(strict=True, reason="not yet bit-identical with dropout (EMA alone too): at the first "
+                        "batch of the resumed epoch the weights, the batch and the global RNG equal the straight run's, "
+                        "yet the first update differs; the cause is not found yet")
 
 
 @pytest.mark.parametrize("workers", [0, 2])
