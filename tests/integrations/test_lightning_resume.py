@@ -27,8 +27,8 @@ def run_worker(*args: object, env_extra: dict[str, str]) -> subprocess.Completed
 
 
 GAP = pytest.mark.xfail(strict=True, reason="not yet bit-identical with dropout (EMA alone too): at the first "
-                        "batch of the resumed epoch the weights, the batch and the global RNG equal the straight run's, "
-                        "yet the first update differs; the cause is not found yet")
+                        "batch of the resumed epoch the weights, the batch and the global RNG equal the straight "
+                        "run's, yet the first update differs; the cause is not found yet")
 
 
 @pytest.mark.parametrize("workers", [0, 2])
