@@ -1,0 +1,1 @@
+"""Tricks inside other trainers (optional extras, imported on demand): ``trickbag.integrations.hf``."""
