@@ -12,11 +12,11 @@ LR = 0.01
 
 
 class Net(nn.Module):
-    """A small classifier on [C, L] signals, as trickbag's Trainer calls it: ``model(x) -> logits``."""
+    """A small classifier on [2, 4, 4] images, as trickbag's Trainer calls it: ``model(x) -> logits``."""
 
-    def __init__(self, channels: int = 2, length: int = 8, classes: int = 3) -> None:
+    def __init__(self, classes: int = 3) -> None:
         super().__init__()
-        self.blocks = nn.Sequential(nn.Flatten(), nn.Linear(channels * length, 16), nn.ReLU(), nn.Linear(16, 16),
+        self.blocks = nn.Sequential(nn.Flatten(), nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 16),
                                     nn.ReLU())
         self.head = nn.Linear(16, classes)
 
@@ -40,8 +40,8 @@ class HFNet(Net):
 
 def data(n: int = 44, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 2, 8, generator=g)
-    return x, (x[:, 0, :3].sum(1) > 0).long() + (x[:, 1, 0] > 1).long()
+    x = torch.randn(n, 2, 4, 4, generator=g)
+    return x, (x[:, 0, 0, :3].sum(1) > 0).long() + (x[:, 1, 0, 0] > 1).long()
 
 
 def hf_dataset(x: torch.Tensor, y: torch.Tensor) -> list[dict[str, torch.Tensor]]:
@@ -72,7 +72,7 @@ def run_hf(tricks: dict[str, Any], out: str, *, model: nn.Module | None = None, 
 
 
 def run_reference(tricks: dict[str, Any], *, n: int = 44, epochs: int = 2, accumulate: int = 1,
-                  clip: Any = None) -> nn.Module:
+                  clip: Any = None, weight_decay: float = 0.0) -> nn.Module:
     """trickbag's own Trainer on the same network, initial weights, data order and seed."""
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -82,7 +82,7 @@ def run_reference(tricks: dict[str, Any], *, n: int = 44, epochs: int = 2, accum
     hf = HFNet()
     model = Net()
     model.load_state_dict(copy.deepcopy(hf.state_dict()))
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay)
     x, y = data(n)
     Trainer(model, opt, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=False), tricks=tricks,
             max_epochs=epochs, accumulate=accumulate, device="cpu", seed=0, progress=False, clip=clip).fit()

@@ -28,6 +28,7 @@ the big batch's gradient (trickbag's exact count weighting; transformers #34191)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import sys
@@ -56,10 +57,13 @@ REFUSED = {
     "compile": "the HF Trainer compiles the model itself: TrainingArguments(torch_compile=True)",
     "channels_last": "the HF Trainer owns the model's memory format and device placement; call "
                      "model.to(memory_format=torch.channels_last) yourself",
-    "sam": "SAM's second forward/backward is not wired into the HF Trainer's step yet; use trickbag's Trainer",
     "profile": "the HF Trainer's loop is not trickbag's: time it with the HF profiler callbacks",
-    "multiscale": "the HF Trainer's collator owns the input size; resize in your collator",
-    "swa": "SWA's BatchNorm recalibration needs trickbag's evaluation loop; use tricks.ema",
+    "augment": "the HF Trainer's dataset and collator own the sample transforms; add them there",
+    "tta": "the HF Trainer's evaluation calls the model itself, not trickbag's predict; not available here",
+    "sam": "SAM's second forward/backward is not wired into the HF Trainer's step yet; use trickbag's Trainer",
+    "swa": "SWA's BatchNorm recalibration is not wired into the HF Trainer yet; use tricks.ema",
+    "multiscale": "resizing inside the HF Trainer's batches is not wired yet; resize in your collator",
+    "distillation": "the teacher's forward on HF batch dicts is not wired yet; use trickbag's Trainer",
 }
 #: the input keys batch tricks look for in an HF batch dict, in this order
 INPUT_KEYS = ("pixel_values", "input_values", "input_features", "input_ids", "inputs", "x")
@@ -169,10 +173,12 @@ class TricksCallback(TrainerCallback):
         dist = runtime.dist_info()
         ctx = bare_context(trainer.model, optimizer, loader, epochs=epochs, loss_fn=task.loss, seed=args.seed,
                            accumulate=args.gradient_accumulation_steps, task=task, dist=dist)
+        # the groups a trick rebuilds get HF's weight decay (torch's AdamW default is not the user's choice)
+        ctx.make_optimizer = functools.partial(ctx.make_optimizer, weight_decay=args.weight_decay)
         assemble(ctx, plugins, schedule=lambda opt: None, keep=optimizer)
         if ctx.model is not trainer.model:
             raise RecipeError("a trick replaced the model object, which the HF Trainer holds; turn that trick off")
-        changes_loss = ctx.loss_fn is not task.loss
+        changes_loss = ctx.loss_fn is not task.loss or any(p.handles(Event.LOSS) for p in plugins)
         if changes_loss and trainer.compute_loss_func is not None:
             raise ConflictError("a trick changes the loss and the Trainer already has compute_loss_func; keep one")
         if ctx.clip is not None and args.max_grad_norm > 0:
@@ -183,7 +189,8 @@ class TricksCallback(TrainerCallback):
         state = State(model=trainer.model, optimizer=ctx.optimizer, task=task, loss_fn=ctx.loss_fn,
                       train_loader=loader, val_loader=None, device=args.device,
                       precision="bf16" if args.bf16 else "32", accumulate=args.gradient_accumulation_steps,
-                      max_epochs=epochs, dist=dist, monitor="val/loss", mode="min")
+                      max_epochs=epochs, dist=dist, monitor="val/loss", mode="min",
+                      scaler=torch.amp.GradScaler(enabled=False))  # bf16/fp32: no loss scaling (fp16 is refused)
         self.run = _Run(plugins, state, ctx.clip, changes_loss, _dispatch(plugins))
         if self.nonfinite is not None:
             from trickbag.train.nonfinite import NonFiniteGuard

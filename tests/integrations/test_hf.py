@@ -1,0 +1,232 @@
+"""trickbag's tricks in the Hugging Face Trainer: each trick alone and a combination equal trickbag's own Trainer
+(same network, initial weights, data order and seed; fp32 CPU, 1e-5), the loss normalisation of transformers
+#34191, the collisions and refusals one by one, bf16, and the state in HF's checkpoints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from hf_models import HFNet, data, hf_args, hf_dataset, max_diff, run_hf, run_reference  # noqa: E402
+
+from trickbag.errors import ConflictError, RecipeError  # noqa: E402
+from trickbag.integrations import hf  # noqa: E402
+
+TOL = 1e-5
+ALONE = [  # (tricks, weight decay): a trick that rebuilds the groups runs with decay (its groups are the same
+    # in both trainers); the others without, as HF keeps biases out of decay and a plain AdamW does not
+    ({"ema": {"decay": 0.9}}, 0.0),
+    ({"label_smoothing": {"eps": 0.1}}, 0.0),
+    ({"focal": {}}, 0.0),
+    ({"clip": {"max_norm": 0.05}}, 0.0),
+    ({"clip": {"mode": "agc", "clip_factor": 0.01}}, 0.0),
+    ({"grad_norm": {}}, 0.0),
+    ({"layer_decay": {"decay": 0.5, "depth": 2}}, 0.05),
+    ({"param_groups": {}}, 0.05),
+    ({"freeze": {"patterns": ["blocks.1.*"]}}, 0.0),
+    ({"mix": {"mixup_alpha": 0.4, "cutmix_alpha": 1.0}}, 0.0),
+    ({"cutout": {"size": 2}}, 0.0),
+    ({"random_erasing": {}}, 0.0),
+]
+
+
+@pytest.fixture(scope="module")
+def plain() -> torch.nn.Module:
+    """trickbag's Trainer without tricks: every trick must move the weights away from it."""
+    return run_reference({}, accumulate=2)
+
+
+@pytest.mark.parametrize(("tricks", "wd"), ALONE, ids=[next(iter(t)) + "-" + str(i) for i, (t, _) in enumerate(ALONE)])
+def test_each_trick_alone_equals_trickbag_trainer(tricks: dict[str, Any], wd: float, plain: Any, tmp_path: Path
+                                                 ) -> None:
+    # 44 samples in batches of 8, accumulation 2: the last update has 12 samples (exact weighting matters)
+    ours = run_hf(tricks, str(tmp_path), gradient_accumulation_steps=2, weight_decay=wd)
+    ref = run_reference(tricks, accumulate=2, weight_decay=wd)
+    assert max_diff(ours, ref) < TOL
+    if wd == 0.0 and "grad_norm" not in tricks:  # grad_norm only logs
+        assert max_diff(ref, plain) > 1e-4  # the trick did something
+
+
+def test_combination_equals_trickbag_trainer(plain: Any, tmp_path: Path) -> None:
+    tricks = {"ema": {"decay": 0.9}, "clip": {"max_norm": 0.1}, "layer_decay": {"decay": 0.5, "depth": 2},
+              "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 1.0}, "label_smoothing": {"eps": 0.1}}
+    ours = run_hf(tricks, str(tmp_path), gradient_accumulation_steps=2, weight_decay=0.05, max_grad_norm=1.0)
+    ref = run_reference(tricks, accumulate=2, weight_decay=0.05)
+    assert max_diff(ours, ref) < TOL
+    assert max_diff(ref, plain) > 1e-3
+
+
+def test_clip_takes_over_hf_max_grad_norm(tmp_path: Path, capsys: Any) -> None:
+    """HF's default max_grad_norm=1.0 against tricks.clip: trickbag's rule takes over (one line), HF's is off."""
+    tricks = {"clip": {"max_norm": 0.05}}
+    from trickbag.integrations.hf import TricksCallback, TricksTrainer
+
+    x, y = data()
+    trainer = TricksTrainer(model=HFNet(), args=hf_args(str(tmp_path), max_grad_norm=1.0),
+                            train_dataset=hf_dataset(x, y), callbacks=[TricksCallback(tricks)])
+    torch.manual_seed(0)
+    trainer.model.load_state_dict(HFNet().state_dict())
+    trainer.train()
+    assert trainer.args.max_grad_norm == 0.0
+    assert "tricks.clip takes over gradient clipping (max_grad_norm=1.0 -> 0)" in capsys.readouterr().err
+    assert max_diff(trainer.model, run_reference(tricks)) < TOL
+
+
+# ---------------------------------------------------------------- transformers #34191: token-level loss, padding
+def _lm_data(n: int = 16, length: int = 12) -> list[dict[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(1)
+    rows = []
+    for i in range(n):
+        ids = torch.randint(1, 50, (length,), generator=g)
+        keep = 2 + (i * 7 + i * i) % (length - 2)  # very different lengths: padding varies a lot between micro-batches
+        labels = ids.clone()
+        labels[keep:] = -100
+        mask = (labels != -100).long()
+        rows.append({"input_ids": ids, "attention_mask": mask, "labels": labels})
+    return rows
+
+
+def _lm_run(tmp: Path, tricks: dict[str, Any], batch: int, accumulate: int) -> torch.nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from trickbag.integrations.hf import TricksCallback, TricksTrainer
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=50, n_positions=16, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(cfg)
+    args = hf_args(str(tmp), per_device_train_batch_size=batch, gradient_accumulation_steps=accumulate,
+                   num_train_epochs=2, learning_rate=0.5, optim="sgd")
+    # SGD: Adam turns the rounding noise of a gradient that is exactly zero in theory (GPT-2's key bias: softmax
+    # ignores it) into learning-rate-sized steps, whatever the weighting
+    TricksTrainer(model=model, args=args, train_dataset=_lm_data(), callbacks=[TricksCallback(tricks)]).train()
+    return model
+
+
+@pytest.mark.parametrize("tricks", [{"label_smoothing": {"eps": 0.1}}, {"ema": {"decay": 0.5}}],
+                         ids=["loss-trick", "model-loss"])
+def test_token_loss_with_padding_accumulation_equals_big_batch(tricks: dict[str, Any], tmp_path: Path) -> None:
+    """Micro-batches of 2 with 4 accumulated give the update of one batch of 8, though their label counts differ
+    (the naive mean of micro-batch means would not)."""
+    counts = [int((r["labels"][1:] != -100).sum()) for r in _lm_data()]
+    assert len({sum(counts[i:i + 2]) for i in range(0, 8, 2)}) > 1  # the micro-batches' counts really differ
+    small = _lm_run(tmp_path / "a", tricks, batch=2, accumulate=4)
+    big = _lm_run(tmp_path / "b", tricks, batch=8, accumulate=1)
+    assert max_diff(small, big) < TOL
+
+
+# ---------------------------------------------------------------- refusals, one by one
+REFUSED_CONFIG = {"multiscale": {"train_sizes": [8]}, "distillation": {"teacher": "pkg.mod:fn"}}
+
+
+@pytest.mark.parametrize("name", sorted(hf.REFUSED))
+def test_framework_owned_tricks_are_refused(name: str) -> None:
+    with pytest.raises(RecipeError, match=f"^tricks.{name} is refused in the HF Trainer: .+") as e:
+        hf.TricksCallback({name: REFUSED_CONFIG.get(name, {})})
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"tricks": {"ema": {"decay_typo": 1}}}, "decay_typo"),
+    ({"tricks": {"no_such_trick": {}}}, "no_such_trick"),
+    ({"schedule": {"name": "cosine"}}, "schedule= is not available"),
+    ({"audit": True}, "audit= is not available"),
+    ({"nonfinite": "explode"}, "allowed are 'skip', 'stop' or None"),
+])
+def test_bad_arguments_are_one_line(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(RecipeError, match=match) as e:
+        hf.TricksCallback(**kwargs)
+    assert "\n" not in str(e.value)
+
+
+def _args(**kw: Any) -> Any:
+    base = dict(deepspeed=None, fp16=False, label_smoothing_factor=0.0, world_size=1,
+                average_tokens_across_devices=True)
+    return SimpleNamespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize(("kw", "tricks", "match"), [
+    ({"deepspeed": "ds.json"}, {}, "^DeepSpeed owns the optimizer step"),
+    ({"fp16": True}, {}, "^fp16=True: "),
+    ({"label_smoothing_factor": 0.1}, {"label_smoothing": {}}, "^label_smoothing_factor and tricks.label_smoothing"),
+    ({"world_size": 2, "average_tokens_across_devices": False}, {}, "^average_tokens_across_devices=False"),
+])
+def test_colliding_training_arguments_are_refused(kw: dict[str, Any], tricks: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConflictError, match=match) as e:
+        hf.refuse_args(_args(**kw), hf.TricksCallback(tricks).section)
+    assert "\n" not in str(e.value)
+    hf.refuse_args(_args(), hf.TricksCallback(tricks).section)  # the same tricks with HF's defaults pass
+
+
+def test_plain_hf_trainer_is_refused_with_the_reason(tmp_path: Path) -> None:
+    from transformers import Trainer
+
+    x, y = data()
+    t = Trainer(model=HFNet(), args=hf_args(str(tmp_path)), train_dataset=hf_dataset(x, y),
+                callbacks=[hf.TricksCallback({"ema": {}})])
+    with pytest.raises(RecipeError, match="^TricksCallback needs trickbag.integrations.hf.TricksTrainer: "):
+        t.train()
+
+
+def test_a_trainer_that_ignores_the_handed_over_loss_is_refused(tmp_path: Path) -> None:
+    class OwnLoss(hf.TricksTrainer):
+        def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
+                         ) -> Any:
+            return model(**inputs)["loss"]  # the model's own loss: the mixed targets would be ignored
+
+    x, y = data()
+    t = OwnLoss(model=HFNet(), args=hf_args(str(tmp_path)), train_dataset=hf_dataset(x, y),
+                callbacks=[hf.TricksCallback({"label_smoothing": {}})])
+    with pytest.raises(RecipeError, match="^a loss trick is on but the Trainer never called its compute_loss_func"):
+        t.train()
+
+
+def test_a_loss_trick_and_a_users_compute_loss_func_collide(tmp_path: Path) -> None:
+    x, y = data()
+    t = hf.TricksTrainer(model=HFNet(), args=hf_args(str(tmp_path)), train_dataset=hf_dataset(x, y),
+                         callbacks=[hf.TricksCallback({"label_smoothing": {}})],
+                         compute_loss_func=lambda out, labels, num_items_in_batch=None: out["logits"].sum())
+    with pytest.raises(ConflictError, match="^a trick changes the loss and the Trainer already has compute_loss_func"):
+        t.train()
+
+
+def test_trainer_without_callback_is_refused(tmp_path: Path) -> None:
+    x, y = data()
+    with pytest.raises(RecipeError, match="exactly one TricksCallback"):
+        hf.TricksTrainer(model=HFNet(), args=hf_args(str(tmp_path)), train_dataset=hf_dataset(x, y))
+
+
+# ---------------------------------------------------------------- precision, non-finite guard
+def test_bf16_on_cpu_trains_close_to_fp32(tmp_path: Path) -> None:
+    tricks = {"ema": {"decay": 0.9}, "label_smoothing": {"eps": 0.1}}
+    bf16 = run_hf(tricks, str(tmp_path / "bf16"), bf16=True)
+    fp32 = run_hf(tricks, str(tmp_path / "fp32"))
+    diff = max_diff(bf16, fp32)
+    assert 0 < diff < 0.05  # autocast really ran in bfloat16, and the run is the same run
+    assert all(torch.isfinite(p).all() for p in bf16.parameters())
+
+
+def test_nonfinite_skip_leaves_the_weights_and_schedule(tmp_path: Path) -> None:
+    """A NaN batch: its update is vetoed (no weight moves, the schedule is put back), the rest trains."""
+    x, y = data(16)
+    x[0, 0, 0, 0] = float("nan")  # the first batch's loss is NaN
+    from trickbag.integrations.hf import TricksCallback, TricksTrainer
+
+    torch.manual_seed(0)
+    model = HFNet()
+    cb = TricksCallback({"label_smoothing": {"eps": 0.0}}, nonfinite="skip")
+    t = TricksTrainer(model=model, args=hf_args(str(tmp_path), num_train_epochs=1, lr_scheduler_type="linear"),
+                      train_dataset=hf_dataset(x, y), callbacks=[cb])
+    t.train()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert cb.run is not None and cb.run.state.skipped_steps == 1 and cb.run.state.step == 1
+    assert t.lr_scheduler.last_epoch == 1  # HF stepped its schedule twice; the vetoed step was taken back
