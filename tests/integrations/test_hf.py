@@ -230,3 +230,56 @@ def test_nonfinite_skip_leaves_the_weights_and_schedule(tmp_path: Path) -> None:
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert cb.run is not None and cb.run.state.skipped_steps == 1 and cb.run.state.step == 1
     assert t.lr_scheduler.last_epoch == 1  # HF stepped its schedule twice; the vetoed step was taken back
+
+
+# ---------------------------------------------------------------- state in HF's own checkpoints, exact resume
+SCRIPT = Path(__file__).parent / "hf_resume_script.py"
+
+
+def _script(out: Path, *argv: object) -> int:
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out), *map(str, argv)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    if done.returncode not in (0, -9):
+        raise AssertionError(done.stderr[-3000:])
+    return done.returncode
+
+
+def _final(folder: Path) -> dict[str, torch.Tensor]:
+    return torch.load(folder / "final.pt")
+
+
+@pytest.mark.parametrize(("step", "workers"), [(4, 0), (6, 2)], ids=["mid-epoch-workers0", "epoch-end-workers2"])
+def test_sigkill_after_a_checkpoint_then_resume_equals_the_straight_run(step: int, workers: int, tmp_path: Path,
+                                                                         monkeypatch: Any) -> None:
+    """EMA shadow, mix generator, clip, shuffled sampler: killed right after HF wrote checkpoint-<step> (6 updates
+    make an epoch), resumed with train(resume_from_checkpoint=True): the final weights are the straight run's;
+    resumed without trickbag's state (the negative control) they are not."""
+    import shutil
+
+    import hf_resume_script
+
+    hf_resume_script.main(str(tmp_path / "straight"), "straight", step, workers, step)
+    assert _script(tmp_path / "run", "kill", step, workers) == -9
+    assert (tmp_path / "run" / f"checkpoint-{step}" / "trickbag-rank0.pt").is_file()
+    assert not (tmp_path / "run" / "final.pt").exists()
+    if workers == 0:
+        shutil.copytree(tmp_path / "run", tmp_path / "control")
+        monkeypatch.setenv("TRICKBAG_TEST_IGNORE_STATE", "1")
+        assert _script(tmp_path / "control", "resume", step, workers, 100) == 0
+        monkeypatch.delenv("TRICKBAG_TEST_IGNORE_STATE")
+        control = _final(tmp_path / "control")
+        assert not all(torch.equal(v, control[k]) for k, v in _final(tmp_path / "straight").items())
+    assert _script(tmp_path / "run", "resume", step, workers, 100) == 0
+    straight, resumed = _final(tmp_path / "straight"), _final(tmp_path / "run")
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+
+def test_resume_from_a_checkpoint_without_trickbag_state_is_refused(tmp_path: Path) -> None:
+    assert _script(tmp_path, "kill", 2, 0) == -9
+    (tmp_path / "checkpoint-2" / "trickbag-rank0.pt").unlink()
+    with pytest.raises(AssertionError, match="checkpoint-2 holds no trickbag state"):
+        _script(tmp_path, "resume", 2, 0, 100)
