@@ -283,3 +283,22 @@ def test_resume_from_a_checkpoint_without_trickbag_state_is_refused(tmp_path: Pa
     (tmp_path / "checkpoint-2" / "trickbag-rank0.pt").unlink()
     with pytest.raises(AssertionError, match="checkpoint-2 holds no trickbag state"):
         _script(tmp_path, "resume", 2, 0, 100)
+
+
+# ---------------------------------------------------------------- several processes
+def test_torchrun_two_gloo_processes_equal_one_process_with_the_global_batch(tmp_path: Path) -> None:
+    """EMA + label smoothing + clip + layer decay under torchrun (2 CPU processes, gloo, 8 samples each) equal one
+    process with batches of 16 (the loss's count is the global one: average_tokens_across_devices)."""
+    import os
+    import subprocess
+
+    script = Path(__file__).parent / "hf_ddp_script.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "OMP_NUM_THREADS": "1"}
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script),
+                          str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    import hf_ddp_script
+
+    hf_ddp_script.main(str(tmp_path / "one"), single=True)
+    a, b = _final(tmp_path / "two"), _final(tmp_path / "one")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < TOL
