@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(1)
 
 from hf_models import HFNet, data, hf_args, hf_dataset  # noqa: E402
+
 from trickbag.integrations.hf import TricksCallback, TricksTrainer  # noqa: E402
 
 TRICKS = {"ema": {"decay": 0.9}, "label_smoothing": {"eps": 0.1}, "clip": {"max_norm": 0.5},

@@ -14,9 +14,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(1)
 
+from hf_models import HFNet, data, hf_args, hf_dataset  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
-from hf_models import HFNet, data, hf_args, hf_dataset  # noqa: E402
 from trickbag.integrations.hf import TricksCallback, TricksTrainer  # noqa: E402
 
 TRICKS = {"ema": {"decay": 0.9}, "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 1.0}, "clip": {"max_norm": 0.5}}

@@ -302,3 +302,35 @@ def test_torchrun_two_gloo_processes_equal_one_process_with_the_global_batch(tmp
     hf_ddp_script.main(str(tmp_path / "one"), single=True)
     a, b = _final(tmp_path / "two"), _final(tmp_path / "one")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < TOL
+
+
+# ---------------------------------------------------------------- evaluation on the averaged weights
+def test_evaluation_uses_the_ema_weights_and_training_goes_on_with_the_raw_ones(tmp_path: Path) -> None:
+    """eval_strategy="epoch": HF's evaluation runs on the EMA weights (its loss is theirs), then the raw weights
+    are back, so the run still equals trickbag's Trainer (which evaluates nothing)."""
+    from transformers import TrainerCallback
+
+    seen: list[tuple[float, float, float]] = []
+    x, y = data()
+    cb = hf.TricksCallback({"ema": {"decay": 0.9}})
+
+    class Look(TrainerCallback):
+        def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, model: Any = None,
+                        **kw: Any) -> None:
+            assert cb.run is not None
+            ema = next(p for p in cb.run.plugins if p.key == "ema").ema.module
+            with torch.no_grad():
+                ema_loss = float(torch.nn.functional.cross_entropy(ema(pixel_values=x)["logits"], y))
+                now = float(torch.nn.functional.cross_entropy(model(pixel_values=x)["logits"], y))
+            seen.append((metrics["eval_loss"], ema_loss, now))
+
+    torch.manual_seed(0)
+    model = HFNet()
+    t = hf.TricksTrainer(model=model, args=hf_args(str(tmp_path), eval_strategy="epoch",
+                                                   per_device_eval_batch_size=44, gradient_accumulation_steps=2),
+                         train_dataset=hf_dataset(x, y), eval_dataset=hf_dataset(x, y), callbacks=[cb, Look()])
+    t.train()
+    assert len(seen) == 2
+    for eval_loss, ema_loss, now in seen:
+        assert abs(eval_loss - ema_loss) < 1e-5 and abs(now - ema_loss) < 1e-6  # the model held the EMA weights
+    assert max_diff(model, run_reference({"ema": {"decay": 0.9}}, accumulate=2)) < TOL

@@ -33,7 +33,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -174,7 +174,7 @@ class TricksCallback(TrainerCallback):
         ctx = bare_context(trainer.model, optimizer, loader, epochs=epochs, loss_fn=task.loss, seed=args.seed,
                            accumulate=args.gradient_accumulation_steps, task=task, dist=dist)
         # the groups a trick rebuilds get HF's weight decay (torch's AdamW default is not the user's choice)
-        ctx.make_optimizer = functools.partial(ctx.make_optimizer, weight_decay=args.weight_decay)
+        ctx.make_optimizer = functools.partial(cast(Any, ctx.make_optimizer), weight_decay=args.weight_decay)
         assemble(ctx, plugins, schedule=lambda opt: None, keep=optimizer)
         if ctx.model is not trainer.model:
             raise RecipeError("a trick replaced the model object, which the HF Trainer holds; turn that trick off")
@@ -185,6 +185,7 @@ class TricksCallback(TrainerCallback):
             print(f"trickbag: tricks.clip takes over gradient clipping (max_grad_norm={args.max_grad_norm} -> 0)",
                   file=sys.stderr)
             args.max_grad_norm = 0.0
+        assert ctx.optimizer is not None
         trainer.optimizer = ctx.optimizer
         state = State(model=trainer.model, optimizer=ctx.optimizer, task=task, loss_fn=ctx.loss_fn,
                       train_loader=loader, val_loader=None, device=args.device,
@@ -393,14 +394,15 @@ class TricksTrainer(Trainer):
     def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         if self.tricks.run is None:
             return super().evaluate(*args, **kwargs)
-        was = self.model.training
+        model = cast(torch.nn.Module, self.model)
+        was = model.training
         self.tricks.emit(Event.EVAL_START)
         try:
             metrics = super().evaluate(*args, **kwargs)
             self.tricks.run.state.eval_metrics = dict(metrics)
         finally:
             self.tricks.emit(Event.EVAL_END)
-            self.model.train(was)
+            model.train(was)
         return metrics
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
