@@ -139,7 +139,7 @@ def test_framework_owned_tricks_are_refused(name: str) -> None:
     ({"tricks": {"ema": {"decay_typo": 1}}}, "decay_typo"),
     ({"tricks": {"no_such_trick": {}}}, "no_such_trick"),
     ({"schedule": {"name": "cosine"}}, "schedule= is not available"),
-    ({"audit": True}, "audit= is not available"),
+    ({"audit": "yes"}, "allowed are True"),
     ({"nonfinite": "explode"}, "allowed are 'skip', 'stop' or None"),
 ])
 def test_bad_arguments_are_one_line(kwargs: dict[str, Any], match: str) -> None:
@@ -334,3 +334,28 @@ def test_evaluation_uses_the_ema_weights_and_training_goes_on_with_the_raw_ones(
     for eval_loss, ema_loss, now in seen:
         assert abs(eval_loss - ema_loss) < 1e-5 and abs(now - ema_loss) < 1e-6  # the model held the EMA weights
     assert max_diff(model, run_reference({"ema": {"decay": 0.9}}, accumulate=2)) < TOL
+
+
+# ---------------------------------------------------------------- the runtime audit
+def _audited(tmp_path: Path, trainer_class: Any) -> Any:
+    x, y = data()
+    cb = hf.TricksCallback({"ema": {"decay": 0.9}}, audit=True)
+    torch.manual_seed(0)
+    trainer_class(model=HFNet(), args=hf_args(str(tmp_path), num_train_epochs=1), train_dataset=hf_dataset(x, y),
+                  callbacks=[cb]).train()
+    return cb.audit_report
+
+
+def test_audit_reports_a_planted_mistake_in_an_hf_run(tmp_path: Path) -> None:
+    """The planted mistake: a training_step that puts the model in eval mode before HF's forward."""
+    class EvalMode(hf.TricksTrainer):
+        def compute_loss(self, model: Any, inputs: Any, *a: Any, **kw: Any) -> Any:
+            model.eval()
+            return super().compute_loss(model, inputs, *a, **kw)
+
+    rules = {f.rule for f in _audited(tmp_path, EvalMode).findings}
+    assert any("eval" in r for r in rules), rules
+
+
+def test_a_clean_hf_run_has_no_audit_findings(tmp_path: Path) -> None:
+    assert [f.rule for f in _audited(tmp_path, hf.TricksTrainer).findings] == []

@@ -133,11 +133,13 @@ class TricksCallback(TrainerCallback):
         tricks: what a recipe's ``tricks:`` section takes, e.g. ``{"ema": {"decay": 0.999}, "label_smoothing": {}}``;
             validated here (a typo is one error naming the key).
         nonfinite: ``"skip"`` or ``"stop"`` updates with a NaN/Inf loss or gradient; None: off.
-        schedule, audit: not available in the HF adapter yet (refused when given).
+        audit: watch the run with trickbag's runtime audit (:func:`trickbag.audit.audit`) and print its report when
+            ``train()`` ends; the report is :attr:`audit_report`.
+        schedule: not available in the HF adapter yet (refused when given).
     """
 
     def __init__(self, tricks: Mapping[str, Any] | None = None, *, schedule: Any = None,
-                 nonfinite: str | None = None, audit: Any = None) -> None:
+                 nonfinite: str | None = None, audit: bool = False) -> None:
         from trickbag.train.setup import _tricks_section
 
         self.section = _tricks_section(dict(tricks or {}))
@@ -145,8 +147,9 @@ class TricksCallback(TrainerCallback):
         if schedule is not None:
             raise RecipeError("schedule= is not available in the HF adapter yet; use TrainingArguments("
                               "lr_scheduler_type=..., warmup_steps=...)")
-        if audit is not None:
-            raise RecipeError("audit= is not available in the HF adapter yet; run `trickbag audit` on your loop")
+        if not isinstance(audit, bool):
+            raise RecipeError(f"audit={audit!r}: allowed are True (watch the run, report when train() ends) or False")
+        self.audit, self.audit_report, self._audit = audit, None, None
         if nonfinite not in (None, "skip", "stop"):
             raise RecipeError(f"nonfinite={nonfinite!r}: allowed are 'skip', 'stop' or None")
         self.nonfinite = nonfinite
@@ -216,6 +219,11 @@ class TricksCallback(TrainerCallback):
         run.state.step = state.global_step
         if self.guard is not None:
             self.guard.start(run.state)
+        if self.audit:
+            from trickbag.audit import audit
+
+            self._audit = audit(run.state.model, run.state.optimizer, scheduler=kw.get("lr_scheduler"), report=True)
+            self.audit_report = self._audit.__enter__()
         self.emit(Event.FIT_START)
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
@@ -270,6 +278,9 @@ class TricksCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.emit(Event.FIT_END)
+        if self._audit is not None:
+            self._audit.__exit__(None, None, None)
+            self._audit = None
 
     # ------------------------------------------------------------------ the loss (compute_loss_func)
     def compute_loss(self, outputs: Any, labels: torch.Tensor, num_items_in_batch: Any = None) -> torch.Tensor:
