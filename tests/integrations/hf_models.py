@@ -72,7 +72,7 @@ def run_hf(tricks: dict[str, Any], out: str, *, model: nn.Module | None = None, 
 
 
 def run_reference(tricks: dict[str, Any], *, n: int = 44, epochs: int = 2, accumulate: int = 1,
-                  clip: Any = None, weight_decay: float = 0.0) -> nn.Module:
+                  clip: Any = None, weight_decay: float = 0.0, scheduler: Any = None) -> nn.Module:
     """trickbag's own Trainer on the same network, initial weights, data order and seed."""
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -85,7 +85,8 @@ def run_reference(tricks: dict[str, Any], *, n: int = 44, epochs: int = 2, accum
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay)
     x, y = data(n)
     Trainer(model, opt, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=False), tricks=tricks,
-            max_epochs=epochs, accumulate=accumulate, device="cpu", seed=0, progress=False, clip=clip).fit()
+            max_epochs=epochs, accumulate=accumulate, device="cpu", seed=0, progress=False, clip=clip,
+            scheduler=scheduler).fit()
     return model
 
 

@@ -138,7 +138,7 @@ def test_framework_owned_tricks_are_refused(name: str) -> None:
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"tricks": {"ema": {"decay_typo": 1}}}, "decay_typo"),
     ({"tricks": {"no_such_trick": {}}}, "no_such_trick"),
-    ({"schedule": {"name": "cosine"}}, "schedule= is not available"),
+    ({"schedule": {"name": "cosinus"}}, "schedule.name"),
     ({"audit": "yes"}, "allowed are True"),
     ({"nonfinite": "explode"}, "allowed are 'skip', 'stop' or None"),
 ])
@@ -149,7 +149,7 @@ def test_bad_arguments_are_one_line(kwargs: dict[str, Any], match: str) -> None:
 
 
 def _args(**kw: Any) -> Any:
-    base = dict(deepspeed=None, fp16=False, label_smoothing_factor=0.0, world_size=1,
+    base = dict(lr_scheduler_type="constant", warmup_steps=0, deepspeed=None, fp16=False, label_smoothing_factor=0.0, world_size=1,
                 average_tokens_across_devices=True)
     return SimpleNamespace(**{**base, **kw})
 
@@ -165,6 +165,34 @@ def test_colliding_training_arguments_are_refused(kw: dict[str, Any], tricks: di
         hf.refuse_args(_args(**kw), hf.TricksCallback(tricks).section)
     assert "\n" not in str(e.value)
     hf.refuse_args(_args(), hf.TricksCallback(tricks).section)  # the same tricks with HF's defaults pass
+
+
+@pytest.mark.parametrize("kw", [{"lr_scheduler_type": "linear"}, {"warmup_steps": 3}])
+def test_schedule_and_hf_lr_scheduler_collide(kw: dict[str, Any]) -> None:
+    cb = hf.TricksCallback({}, schedule={"name": "cosine"})
+    with pytest.raises(ConflictError, match="^schedule= and lr_scheduler_type=.* both set the learning rate") as e:
+        hf.refuse_args(_args(**kw), cb.section, cb.schedule)
+    assert "\n" not in str(e.value)
+    hf.refuse_args(_args(), cb.section, cb.schedule)
+
+
+def test_schedule_equals_trickbag_trainer_with_the_same_schedule(plain: Any, tmp_path: Path) -> None:
+    """schedule= (cosine with a warm-up epoch) is stepped once per update by HF: the run equals trickbag's Trainer
+    stepping the same schedule (3 updates an epoch)."""
+    from trickbag.train.parts import build_schedule
+
+    section = {"name": "cosine", "warmup_epochs": 1}
+    cb = hf.TricksCallback({"ema": {"decay": 0.9}}, schedule=section)
+    x, y = data()
+    torch.manual_seed(0)
+    model = HFNet()
+    hf.TricksTrainer(model=model, args=hf_args(str(tmp_path), gradient_accumulation_steps=2),
+                     train_dataset=hf_dataset(x, y), callbacks=[cb]).train()
+    recipe = SimpleNamespace(schedule=cb.schedule, optim=SimpleNamespace(name="sgd"), train=SimpleNamespace(epochs=2))
+    ref = run_reference({"ema": {"decay": 0.9}}, accumulate=2,
+                        scheduler=lambda opt: build_schedule(recipe, opt, 3, [], "min"))  # type: ignore[arg-type]
+    assert max_diff(model, ref) < TOL
+    assert max_diff(ref, run_reference({"ema": {"decay": 0.9}}, accumulate=2)) > 1e-4  # the schedule mattered
 
 
 def test_plain_hf_trainer_is_refused_with_the_reason(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any, cast
 
 import torch
@@ -77,8 +78,13 @@ def _refuse_tricks(section: Any) -> None:
             raise RecipeError(f"tricks.{name} is refused in the HF Trainer: {why}")
 
 
-def refuse_args(args: Any, section: Any) -> None:
+def refuse_args(args: Any, section: Any, schedule: Any = None) -> None:
     """The TrainingArguments that collide with trickbag, each refused in one line naming the fix."""
+    if schedule is not None and (getattr(args, "lr_scheduler_type", "constant") != "constant"
+                                 or getattr(args, "warmup_steps", 0) or getattr(args, "warmup_ratio", 0)):
+        raise ConflictError(f"schedule= and lr_scheduler_type={getattr(args, 'lr_scheduler_type', '?')!s} (with its "
+                            "warm-up) both set the learning rate; pass lr_scheduler_type='constant', warmup_steps=0 "
+                            "to let schedule= own it, or drop schedule=")
     if getattr(args, "deepspeed", None):
         raise ConflictError("DeepSpeed owns the optimizer step, gradients and weights (ZeRO shards them) where "
                             "trickbag's tricks act; train without deepspeed=")
@@ -122,6 +128,7 @@ class _Run:
     clip: Any
     changes_loss: bool
     dispatch: dict[Event, list[Any]]
+    updates: int = 1  # optimizer updates in one epoch
     losses_seen: int = 0
     vetoed: Any = None
 
@@ -135,7 +142,8 @@ class TricksCallback(TrainerCallback):
         nonfinite: ``"skip"`` or ``"stop"`` updates with a NaN/Inf loss or gradient; None: off.
         audit: watch the run with trickbag's runtime audit (:func:`trickbag.audit.audit`) and print its report when
             ``train()`` ends; the report is :attr:`audit_report`.
-        schedule: not available in the HF adapter yet (refused when given).
+        schedule: a recipe's ``schedule:`` section (``{"name": "cosine", "warmup_epochs": 1}``), stepped by HF once
+            per update; it needs ``lr_scheduler_type="constant"`` and no warm-up in the TrainingArguments.
     """
 
     def __init__(self, tricks: Mapping[str, Any] | None = None, *, schedule: Any = None,
@@ -144,9 +152,9 @@ class TricksCallback(TrainerCallback):
 
         self.section = _tricks_section(dict(tricks or {}))
         _refuse_tricks(self.section)
-        if schedule is not None:
-            raise RecipeError("schedule= is not available in the HF adapter yet; use TrainingArguments("
-                              "lr_scheduler_type=..., warmup_steps=...)")
+        from trickbag.integrations.core import _schedule_section
+
+        self.schedule = _schedule_section(schedule)
         if not isinstance(audit, bool):
             raise RecipeError(f"audit={audit!r}: allowed are True (watch the run, report when train() ends) or False")
         self.audit, self.audit_report, self._audit = audit, None, None
@@ -165,7 +173,7 @@ class TricksCallback(TrainerCallback):
         from trickbag.tricks import build_sections, check_interactions
 
         args = trainer.args
-        refuse_args(args, self.section)
+        refuse_args(args, self.section, self.schedule)
         epochs = max(1, math.ceil(args.num_train_epochs))
         optimizer = trainer.optimizer
         check_interactions(trainer_facts(self.section, task="classification", epochs=epochs, clip=None,
@@ -195,7 +203,7 @@ class TricksCallback(TrainerCallback):
                       precision="bf16" if args.bf16 else "32", accumulate=args.gradient_accumulation_steps,
                       max_epochs=epochs, dist=dist, monitor="val/loss", mode="min",
                       scaler=torch.amp.GradScaler(enabled=False))  # bf16/fp32: no loss scaling (fp16 is refused)
-        self.run = _Run(plugins, state, ctx.clip, changes_loss, _dispatch(plugins))
+        self.run = _Run(plugins, state, ctx.clip, changes_loss, _dispatch(plugins), updates=ctx.updates_per_epoch)
         if self.nonfinite is not None:
             from trickbag.train.nonfinite import NonFiniteGuard
 
@@ -386,6 +394,19 @@ class TricksTrainer(Trainer):
                 self.label_smoother = None
             return self.optimizer
         return optimizer
+
+    def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+        cb = self.tricks
+        if cb.schedule is None or self.lr_scheduler is not None:
+            return super().create_scheduler(num_training_steps, optimizer)
+        from trickbag.train.parts import build_schedule
+
+        run = cb._need()
+        recipe = SimpleNamespace(schedule=cb.schedule, optim=SimpleNamespace(name="sgd"),  # not schedule-free
+                                 train=SimpleNamespace(epochs=run.state.max_epochs))
+        self.lr_scheduler = build_schedule(recipe, run.state.optimizer, run.updates, [], "min")  # type: ignore[arg-type]
+        self._created_lr_scheduler = True
+        return self.lr_scheduler
 
     def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         run = self.tricks._need()
