@@ -27,6 +27,7 @@ ALONE = [  # (tricks, weight decay): a trick that rebuilds the groups runs with 
     ({"ema": {"decay": 0.9}}, 0.0),
     ({"label_smoothing": {"eps": 0.1}}, 0.0),
     ({"focal": {}}, 0.0),
+    ({"l1": {"weight": 1e-3}}, 0.0),
     ({"clip": {"max_norm": 0.05}}, 0.0),
     ({"clip": {"mode": "agc", "clip_factor": 0.01}}, 0.0),
     ({"grad_norm": {}}, 0.0),
