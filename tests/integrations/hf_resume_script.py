@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -26,7 +27,7 @@ class KillAfterSave(TrainerCallback):
     def __init__(self, step: int) -> None:
         self.step = step
 
-    def on_save(self, args, state, control, **kw):  # type: ignore[no-untyped-def]
+    def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if state.global_step == self.step:
             os.kill(os.getpid(), signal.SIGKILL)
 

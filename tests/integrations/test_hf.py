@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -22,8 +22,9 @@ from trickbag.errors import ConflictError, RecipeError  # noqa: E402
 from trickbag.integrations import hf  # noqa: E402
 
 TOL = 1e-5
-ALONE = [  # (tricks, weight decay): a trick that rebuilds the groups runs with decay (its groups are the same
-    # in both trainers); the others without, as HF keeps biases out of decay and a plain AdamW does not
+#: (tricks, weight decay): a trick that rebuilds the groups runs with decay (its groups are the same in both
+#: trainers); the others without, as HF keeps biases out of decay and a plain AdamW does not
+ALONE: list[tuple[dict[str, Any], float]] = [
     ({"ema": {"decay": 0.9}}, 0.0),
     ({"label_smoothing": {"eps": 0.1}}, 0.0),
     ({"focal": {}}, 0.0),
@@ -75,7 +76,7 @@ def test_clip_takes_over_hf_max_grad_norm(tmp_path: Path, capsys: Any) -> None:
     trainer = TricksTrainer(model=HFNet(), args=hf_args(str(tmp_path), max_grad_norm=1.0),
                             train_dataset=hf_dataset(x, y), callbacks=[TricksCallback(tricks)])
     torch.manual_seed(0)
-    trainer.model.load_state_dict(HFNet().state_dict())
+    cast(torch.nn.Module, trainer.model).load_state_dict(HFNet().state_dict())
     trainer.train()
     assert trainer.args.max_grad_norm == 0.0
     assert "tricks.clip takes over gradient clipping (max_grad_norm=1.0 -> 0)" in capsys.readouterr().err
@@ -150,8 +151,8 @@ def test_bad_arguments_are_one_line(kwargs: dict[str, Any], match: str) -> None:
 
 
 def _args(**kw: Any) -> Any:
-    base = dict(lr_scheduler_type="constant", warmup_steps=0, deepspeed=None, fp16=False, label_smoothing_factor=0.0, world_size=1,
-                average_tokens_across_devices=True)
+    base = dict(lr_scheduler_type="constant", warmup_steps=0, deepspeed=None, fp16=False, label_smoothing_factor=0.0,
+                world_size=1, average_tokens_across_devices=True)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -258,7 +259,7 @@ def test_nonfinite_skip_leaves_the_weights_and_schedule(tmp_path: Path) -> None:
     t.train()
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert cb.run is not None and cb.run.state.skipped_steps == 1 and cb.run.state.step == 1
-    assert t.lr_scheduler.last_epoch == 1  # HF stepped its schedule twice; the vetoed step was taken back
+    assert cast(Any, t.lr_scheduler).last_epoch == 1  # HF stepped its schedule twice; the vetoed step was taken back
 
 
 # ---------------------------------------------------------------- state in HF's own checkpoints, exact resume
@@ -347,7 +348,7 @@ def test_evaluation_uses_the_ema_weights_and_training_goes_on_with_the_raw_ones(
         def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, model: Any = None,
                         **kw: Any) -> None:
             assert cb.run is not None
-            ema = next(p for p in cb.run.plugins if p.key == "ema").ema.module
+            ema = cast(Any, next(p for p in cb.run.plugins if p.key == "ema")).ema.module
             with torch.no_grad():
                 ema_loss = float(torch.nn.functional.cross_entropy(ema(pixel_values=x)["logits"], y))
                 now = float(torch.nn.functional.cross_entropy(model(pixel_values=x)["logits"], y))

@@ -230,8 +230,8 @@ class TricksCallback(TrainerCallback):
         if self.audit:
             from trickbag.audit import audit
 
-            self._audit = audit(run.state.model, run.state.optimizer, scheduler=kw.get("lr_scheduler"), report=True)
-            self.audit_report = self._audit.__enter__()
+            watch = audit(run.state.model, run.state.optimizer, scheduler=kw.get("lr_scheduler"), report=True)
+            self._audit, self.audit_report = watch, watch.__enter__()
         self.emit(Event.FIT_START)
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
