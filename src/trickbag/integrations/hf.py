@@ -40,6 +40,7 @@ import torch
 
 from trickbag import runtime
 from trickbag.errors import ConflictError, RecipeError
+from trickbag.integrations.core import REFUSED as CORE_REFUSED
 from trickbag.plugin.events import REVERSED_EVENTS, Event
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State
@@ -51,21 +52,16 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
     raise MissingExtraError("trickbag.integrations.hf needs transformers: pip install 'trickbag[hf]'") from exc
 
-__all__ = ["TricksCallback", "TricksTrainer", "REFUSED"]
+__all__ = ["TricksCallback", "TricksTrainer", "REFUSED", "HF_REFUSED"]
 
-#: tricks the HF Trainer owns the function of, and why each is refused
-REFUSED = {
-    "compile": "the HF Trainer compiles the model itself: TrainingArguments(torch_compile=True)",
-    "channels_last": "the HF Trainer owns the model's memory format and device placement; call "
-                     "model.to(memory_format=torch.channels_last) yourself",
-    "profile": "the HF Trainer's loop is not trickbag's: time it with the HF profiler callbacks",
-    "augment": "the HF Trainer's dataset and collator own the sample transforms; add them there",
-    "tta": "the HF Trainer's evaluation calls the model itself, not trickbag's predict; not available here",
+#: tricks refused in the HF Trainer beyond the core's (what every framework owns), and why
+HF_REFUSED = {
     "sam": "SAM's second forward/backward is not wired into the HF Trainer's step yet; use trickbag's Trainer",
     "swa": "SWA's BatchNorm recalibration is not wired into the HF Trainer yet; use tricks.ema",
-    "multiscale": "resizing inside the HF Trainer's batches is not wired yet; resize in your collator",
     "distillation": "the teacher's forward on HF batch dicts is not wired yet; use trickbag's Trainer",
 }
+#: every trick refused in the HF Trainer, and why
+REFUSED = {**CORE_REFUSED, **HF_REFUSED}
 #: the input keys batch tricks look for in an HF batch dict, in this order
 INPUT_KEYS = ("pixel_values", "input_values", "input_features", "input_ids", "inputs", "x")
 #: the file trickbag's state is written to inside HF's checkpoint-N/ folder
@@ -73,7 +69,7 @@ STATE_FILE = "trickbag-rank{rank}.pt"
 
 
 def _refuse_tricks(section: Any) -> None:
-    for name, why in REFUSED.items():
+    for name, why in HF_REFUSED.items():
         if getattr(section, name).enabled:
             raise RecipeError(f"tricks.{name} is refused in the HF Trainer: {why}")
 
@@ -148,13 +144,12 @@ class TricksCallback(TrainerCallback):
 
     def __init__(self, tricks: Mapping[str, Any] | None = None, *, schedule: Any = None,
                  nonfinite: str | None = None, audit: bool = False) -> None:
-        from trickbag.train.setup import _tricks_section
+        from trickbag.integrations.core import TrickSession
 
-        self.section = _tricks_section(dict(tricks or {}))
+        # the core validates tricks= and schedule= as a recipe's sections and refuses what every framework owns
+        checked = TrickSession(dict(tricks or {}), schedule=schedule, framework="the HF Trainer")
+        self.section, self.schedule = checked.section, checked.schedule
         _refuse_tricks(self.section)
-        from trickbag.integrations.core import _schedule_section
-
-        self.schedule = _schedule_section(schedule)
         if not isinstance(audit, bool):
             raise RecipeError(f"audit={audit!r}: allowed are True (watch the run, report when train() ends) or False")
         self.audit, self.audit_report, self._audit = audit, None, None
