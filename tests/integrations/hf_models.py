@@ -38,6 +38,27 @@ class HFNet(Net):
         return {"loss": loss / n if n is not None else loss, "logits": logits}
 
 
+class Res(nn.Module):
+    """A residual block, ``x + branch(x)`` (what drop_path drops)."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.branch = nn.Sequential(nn.Linear(width, width), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.branch(x)
+
+
+class ResNet(Net):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(nn.Flatten(), nn.Linear(32, 16), nn.ReLU(), Res(), Res())
+
+
+class HFResNet(ResNet, HFNet):
+    """:class:`ResNet` as an HF model sees it."""
+
+
 def data(n: int = 44, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 2, 4, 4, generator=g)
@@ -72,15 +93,16 @@ def run_hf(tricks: dict[str, Any], out: str, *, model: nn.Module | None = None, 
 
 
 def run_reference(tricks: dict[str, Any], *, n: int = 44, epochs: int = 2, accumulate: int = 1,
-                  clip: Any = None, weight_decay: float = 0.0, scheduler: Any = None) -> nn.Module:
+                  clip: Any = None, weight_decay: float = 0.0, scheduler: Any = None, residual: bool = False
+                  ) -> nn.Module:
     """trickbag's own Trainer on the same network, initial weights, data order and seed."""
     from torch.utils.data import DataLoader, TensorDataset
 
     from trickbag.train.trainer import Trainer
 
     torch.manual_seed(0)
-    hf = HFNet()
-    model = Net()
+    hf = HFResNet() if residual else HFNet()
+    model = ResNet() if residual else Net()
     model.load_state_dict(copy.deepcopy(hf.state_dict()))
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay)
     x, y = data(n)

@@ -58,6 +58,17 @@ def test_each_trick_alone_equals_trickbag_trainer(tricks: dict[str, Any], wd: fl
         assert max_diff(ref, plain) > 1e-4  # the trick did something
 
 
+def test_drop_path_equals_trickbag_trainer(tmp_path: Path) -> None:
+    from hf_models import HFResNet
+
+    tricks = {"drop_path": {"rate": 0.5, "blocks": ["Res"]}}
+    torch.manual_seed(0)
+    ours = run_hf(tricks, str(tmp_path), model=HFResNet(), gradient_accumulation_steps=2)
+    ref = run_reference(tricks, accumulate=2, residual=True)
+    assert max_diff(ours, ref) < TOL
+    assert max_diff(ref, run_reference({}, accumulate=2, residual=True)) > 1e-4
+
+
 def test_combination_equals_trickbag_trainer(plain: Any, tmp_path: Path) -> None:
     tricks = {"ema": {"decay": 0.9}, "clip": {"max_norm": 0.1}, "layer_decay": {"decay": 0.5, "depth": 2},
               "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 1.0}, "label_smoothing": {"eps": 0.1}}
