@@ -28,6 +28,7 @@ ALONE: list[tuple[dict[str, Any], float]] = [
     ({"ema": {"decay": 0.9}}, 0.0),
     ({"label_smoothing": {"eps": 0.1}}, 0.0),
     ({"focal": {}}, 0.0),
+    ({"sam": {"rho": 0.05}}, 0.0),
     ({"l1": {"weight": 1e-3}}, 0.0),
     ({"clip": {"max_norm": 0.05}}, 0.0),
     ({"clip": {"mode": "agc", "clip_factor": 0.01}}, 0.0),
@@ -71,6 +72,7 @@ def test_drop_path_equals_trickbag_trainer(tmp_path: Path) -> None:
 
 def test_combination_equals_trickbag_trainer(plain: Any, tmp_path: Path) -> None:
     tricks = {"ema": {"decay": 0.9}, "clip": {"max_norm": 0.1}, "layer_decay": {"decay": 0.5, "depth": 2},
+              "sam": {"rho": 0.05},
               "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 1.0}, "label_smoothing": {"eps": 0.1}}
     ours = run_hf(tricks, str(tmp_path), gradient_accumulation_steps=2, weight_decay=0.05, max_grad_norm=1.0)
     ref = run_reference(tricks, accumulate=2, weight_decay=0.05)

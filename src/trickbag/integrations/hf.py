@@ -56,7 +56,6 @@ __all__ = ["TricksCallback", "TricksTrainer", "REFUSED", "HF_REFUSED"]
 
 #: tricks refused in the HF Trainer beyond the core's (what every framework owns), and why
 HF_REFUSED = {
-    "sam": "SAM's second forward/backward is not wired into the HF Trainer's step yet; use trickbag's Trainer",
     "swa": "SWA's BatchNorm recalibration is not wired into the HF Trainer yet; use tricks.ema",
     "distillation": "the teacher's forward on HF batch dicts is not wired yet; use trickbag's Trainer",
 }
@@ -218,7 +217,6 @@ class TricksCallback(TrainerCallback):
     # ------------------------------------------------------------------ HF hooks
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         run = self._need()
-        run.state.optimizer = kw.get("optimizer") or run.state.optimizer
         run.state.step = state.global_step
         if self.guard is not None:
             self.guard.start(run.state)
@@ -256,6 +254,7 @@ class TricksCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         run = self._need()
         s = run.state
+        run.losses_seen = 0  # a closure pass (SAM) counts for nothing
         if run.vetoed is not None:
             _undo_schedule(s, kw.get("lr_scheduler"), run.vetoed)
             run.vetoed = None
@@ -387,8 +386,58 @@ class TricksTrainer(Trainer):
             if run.changes_loss:
                 self.compute_loss_func = self.tricks.compute_loss
                 self.label_smoother = None
+            if getattr(run.state.optimizer, "takes_closure", False):
+                self._closure_step(run.state.optimizer)
             return self.optimizer
         return optimizer
+
+    def _closure_step(self, opt: Any) -> None:
+        """SAM: HF calls ``optimizer.step()`` with no closure; the step is given the closure that runs the
+        update's micro-batches again (a vetoed second pass leaves the update as a skipped one)."""
+        from trickbag.train.stepping import VetoedUpdate
+
+        self._group: list[Any] = []
+        own_step = type(opt).step
+
+        def step(closure: Any = None) -> Any:
+            group, self._group = self._group, []
+            try:
+                return own_step(opt, closure or self._closure(group))
+            except VetoedUpdate:
+                run = self.tricks._need()
+                run.vetoed = _veto(run.state, self.lr_scheduler)
+                return None
+
+        opt.step = step
+
+    def _closure(self, group: list[Any]) -> Any:
+        """Forward + backward over the update's micro-batches again (HF's own training_step, no batch tricks:
+        they ran already), then AFTER_BACKWARD, the guard and clipping on the gradients the update uses."""
+        import contextlib
+
+        from trickbag.train.stepping import VetoedUpdate, clip_gradients
+
+        cb = self.tricks
+        run = cb._need()
+
+        def closure() -> torch.Tensor:
+            s = run.state
+            s.closure_pass = True
+            try:
+                total = torch.zeros((), device=self.args.device)
+                for j, (model, inputs, n) in enumerate(group):
+                    quiet = j < len(group) - 1 and self.args.world_size > 1
+                    with self.accelerator.no_sync(model) if quiet else contextlib.nullcontext():
+                        total = total + Trainer.training_step(self, model, inputs, n)
+                cb.emit(Event.AFTER_BACKWARD)
+                if (cb.guard is not None and cb.guard.vetoes(s)) or s.step_skipped:
+                    raise VetoedUpdate
+                clip_gradients(s.optimizer, run.clip)
+                return total
+            finally:
+                s.closure_pass = False
+
+        return closure
 
     def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
         cb = self.tricks
@@ -416,6 +465,8 @@ class TricksTrainer(Trainer):
             inputs = {**inputs, key: run.state.batch[0], "labels": run.state.batch[1]}
         if self.tricks.guard is not None:
             self.tricks.guard.before_batch()
+        if getattr(run.state.optimizer, "takes_closure", False):  # SAM: the closure runs these again
+            self._group.append((model, inputs, num_items_in_batch))
         return super().training_step(model, inputs, num_items_in_batch)
 
     def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
