@@ -18,7 +18,7 @@ from hf_models import HFNet, data, hf_args, hf_dataset  # noqa: E402
 from trickbag.integrations.hf import TricksCallback, TricksTrainer  # noqa: E402
 
 TRICKS = {"ema": {"decay": 0.9}, "label_smoothing": {"eps": 0.1}, "clip": {"max_norm": 0.5},
-          "layer_decay": {"decay": 0.5, "depth": 2}}
+          "layer_decay": {"decay": 0.5, "depth": 2}, "sam": {"rho": 0.05}}
 
 
 def main(out: str, single: bool) -> None:

@@ -330,7 +330,7 @@ def test_resume_from_a_checkpoint_without_trickbag_state_is_refused(tmp_path: Pa
 
 # ---------------------------------------------------------------- several processes
 def test_torchrun_two_gloo_processes_equal_one_process_with_the_global_batch(tmp_path: Path) -> None:
-    """EMA + label smoothing + clip + layer decay under torchrun (2 CPU processes, gloo, 8 samples each) equal one
+    """EMA + label smoothing + clip + layer decay + SAM under torchrun (2 CPU processes, gloo, 8 samples each) equal one
     process with batches of 16 (the loss's count is the global one: average_tokens_across_devices)."""
     import os
     import subprocess
