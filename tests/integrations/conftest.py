@@ -34,8 +34,9 @@ def loader(ds: Any, batch_size: int = 8, seed: int | None = None, **kw: Any) -> 
 
 def net(seed: int = 0, dim: int = 6, classes: int = 3) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(dim, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
-                               torch.nn.Linear(16, classes))
+    nn = torch.nn
+    return nn.Sequential(nn.Flatten(), nn.Linear(dim, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                         nn.Linear(16, classes))
 
 
 @pytest.fixture

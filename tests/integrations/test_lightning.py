@@ -83,9 +83,10 @@ def test_ema_is_evaluated_on_the_average(lit: Any) -> None:
 
 
 def test_schedule_section_equals_trickbag_trainer(lit: Any) -> None:
-    from trickbag.train.parts import build_schedule
     from types import SimpleNamespace
+
     from trickbag.recipe import recipe_from_dict
+    from trickbag.train.parts import build_schedule
 
     section = {"name": "cosine", "warmup_epochs": 1}
     sc = recipe_from_dict({"schedule": section}).schedule
@@ -165,16 +166,18 @@ def test_user_scheduler_with_schedule_is_refused(lit: Any) -> None:
         lightning_fit(module, loader(data()), callbacks=[TricksCallback(schedule={"name": "cosine"})])
 
 
+LAYER_DECAY = {"layer_decay": {"decay": 0.5, "depth": 2}}
+
+
 def test_user_scheduler_with_rebuilt_groups_is_refused(lit: Any) -> None:
     module = lit(net(), sgd, sched_fn=lambda o: torch.optim.lr_scheduler.StepLR(o, 1))
     with pytest.raises(RecipeError, match="parameter groups"):
-        lightning_fit(module, loader(data()), callbacks=[TricksCallback(tricks={"layer_decay": {"decay": 0.5, "depth": 2}})])
+        lightning_fit(module, loader(data()), callbacks=[TricksCallback(tricks=LAYER_DECAY)])
 
 
 def test_layer_decay_keeps_the_users_optimizer_class(lit: Any) -> None:
     module = lit(net(), lambda p: torch.optim.AdamW(p, lr=1e-3, betas=(0.8, 0.9)))
-    trainer = lightning_fit(module, loader(data()), callbacks=[TricksCallback(tricks={"layer_decay": {"decay": 0.5, "depth": 2}})],
-                            epochs=1)
+    trainer = lightning_fit(module, loader(data()), callbacks=[TricksCallback(tricks=LAYER_DECAY)], epochs=1)
     opt = trainer.optimizers[0]
     assert type(opt) is torch.optim.AdamW and opt.defaults["betas"] == (0.8, 0.9)
     assert len({g["lr"] for g in opt.param_groups}) > 1

@@ -66,6 +66,7 @@ class TricksCallback(pl.Callback):
         loss_fn: the base training loss ``loss_fn(output, target)`` (default: cross-entropy, the classification
             task's), what ``self.trickbag_loss`` computes before the loss tricks change it.
         seed: the seed of the tricks' own generators (default: ``torch.initial_seed()``).
+        num_classes: the model's outputs (classes); None: the module's ``forward`` on a zero sample tells.
 
     >>> cb = TricksCallback(tricks={"ema": {"decay": 0.9}})
     >>> TricksCallback(tricks={"ema": {"decai": 0.9}})  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -75,7 +76,7 @@ class TricksCallback(pl.Callback):
 
     def __init__(self, tricks: dict[str, Any] | None = None, *, schedule: dict[str, Any] | None = None,
                  nonfinite: str | None = None, max_nonfinite: int = 5, audit: bool = False, loss_fn: Any = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, num_classes: int | None = None) -> None:
         self.session = TrickSession(tricks, schedule=schedule, nonfinite=nonfinite, max_nonfinite=max_nonfinite,
                                     framework="Lightning")
         if self.session.enabled("sam"):
@@ -83,11 +84,12 @@ class TricksCallback(pl.Callback):
         self.audit = audit
         self.audit_report: Any = None
         self._audit: Any = None
-        self.loss_fn, self.seed = loss_fn, seed
+        self.loss_fn, self.seed, self.num_classes = loss_fn, seed, num_classes
         self._ready = False
         self._loaded: dict[str, Any] | None = None
         self._loss_called = False
         self._checked_loss = False
+        self._trainer_loader: Any = None
 
     @property
     def state_key(self) -> str:
@@ -114,8 +116,11 @@ class TricksCallback(pl.Callback):
 
         dist = DistInfo(rank=trainer.global_rank, world_size=trainer.world_size,
                         local_rank=trainer.local_rank) if trainer.world_size > 1 else DistInfo()
+        from trickbag.train.tasks import Classification
+
         s.set_up(pl_module, user_opt, trainer.train_dataloader, epochs=trainer.max_epochs,
                  accumulate=trainer.accumulate_grad_batches, loss_fn=self.loss_fn, seed=self.seed,
+                 task=Classification(num_classes=self.num_classes),
                  clip=None, dist=dist, device=pl_module.device)
         if s.optimizer is not user_opt:
             if has_sched:
@@ -124,8 +129,10 @@ class TricksCallback(pl.Callback):
         pl_module.trickbag_loss = self._loss
         pl_module.training_step = self._wrap_step(pl_module.training_step)
         self._ready = True
+        self._trainer_loader = trainer.train_dataloader
         if self._loaded is not None:
             s.load_state_dict(self._loaded)
+            _loader_generators(trainer.train_dataloader, self._loaded.get("loader"))
             self._loaded = None
         if self.audit:
             from trickbag.audit import audit
@@ -136,10 +143,17 @@ class TricksCallback(pl.Callback):
 
     def _wrap_step(self, step: Any) -> Any:
         @functools.wraps(step)
-        def training_step(batch: Any, batch_idx: int, *args: Any, **kwargs: Any) -> Any:
+        def training_step(*given: Any, **kwargs: Any) -> Any:  # Lightning passes them by position or (DDP) name
+            args = list(given)
+            batch = args[0] if args else kwargs["batch"]
+            batch_idx = args[1] if len(args) > 1 else kwargs["batch_idx"]
             batch = self.session.batch_start(batch, batch_idx)
+            if args:
+                args[0] = batch
+            else:
+                kwargs["batch"] = batch
             self._loss_called = False
-            out = step(batch, batch_idx, *args, **kwargs)
+            out = step(*args, **kwargs)
             if self.session.loss_tricks and not self._checked_loss:
                 if not self._loss_called:
                     raise _refuse("ignored_loss")
@@ -196,7 +210,22 @@ class TricksCallback(pl.Callback):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        return self.session.state_dict() if self._ready else {}
+        if not self._ready:
+            return {}
+        return {**self.session.state_dict(), "loader": _loader_generators(self._trainer_loader, None)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._loaded = state_dict or None  # applied once the tricks are set up (on_train_start)
+
+
+def _loader_generators(loader: Any, states: list[Any] | None) -> list[Any]:
+    """The states of the training loader's own generators (the loader's, its sampler's), which Lightning's checkpoint
+    does not hold: read (``states`` None) or restored, so the next epoch draws the straight run's order and worker
+    seeds."""
+    found = [getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None)]
+    if states is None:
+        return [g.get_state() if isinstance(g, torch.Generator) else None for g in found]
+    for g, st in zip(found, states):
+        if isinstance(g, torch.Generator) and st is not None:
+            g.set_state(st)
+    return states
