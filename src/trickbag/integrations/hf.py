@@ -184,6 +184,10 @@ class TricksCallback(TrainerCallback):
         if ctx.model is not trainer.model:
             raise RecipeError("a trick replaced the model object, which the HF Trainer holds; turn that trick off")
         changes_loss = ctx.loss_fn is not task.loss or any(p.handles(Event.LOSS) for p in plugins)
+        problem = getattr(getattr(trainer.model, "config", None), "problem_type", None)
+        if changes_loss and problem in ("regression", "multi_label_classification"):
+            raise RecipeError(f"the loss tricks here replace a single-label classification (or token) loss; the "
+                              f"model's problem_type={problem} is not one: turn the loss tricks off")
         if changes_loss and trainer.compute_loss_func is not None:
             raise ConflictError("a trick changes the loss and the Trainer already has compute_loss_func; keep one")
         if ctx.clip is not None and args.max_grad_norm > 0:
