@@ -31,7 +31,8 @@ def _model() -> Any:
 
     torch.manual_seed(0)
     cfg = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-                     vocab_size=200, max_position_embeddings=64, num_labels=3)
+                     vocab_size=200, max_position_embeddings=64)
+    cfg.num_labels = 3
     return BertForSequenceClassification(cfg)
 
 
@@ -53,7 +54,7 @@ def _run(variant: str, steps: int, warmup: int, state: dict[str, Any]) -> float:
     times: list[float] = []
 
     class Clock(TrainerCallback):
-        def on_step_end(self, args: Any, st: Any, control: Any, **kw: Any) -> None:
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
             times.append(time.perf_counter())
 
     model = _model()

@@ -245,8 +245,8 @@ def test_a_loss_trick_and_a_users_compute_loss_func_collide(tmp_path: Path) -> N
 def test_a_loss_trick_on_a_regression_model_is_refused(tmp_path: Path) -> None:
     from transformers import BertConfig, BertForSequenceClassification
 
-    cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100,
-                     num_labels=1, problem_type="regression")
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    cfg.num_labels, cfg.problem_type = 1, "regression"
     rows = [{"input_ids": torch.arange(1, 9), "labels": torch.tensor(0.5)} for _ in range(4)]
     t = hf.TricksTrainer(model=BertForSequenceClassification(cfg), args=hf_args(str(tmp_path)), train_dataset=rows,
                          callbacks=[hf.TricksCallback({"label_smoothing": {}})])
