@@ -414,3 +414,17 @@ def test_audit_reports_a_planted_mistake_in_an_hf_run(tmp_path: Path) -> None:
 
 def test_a_clean_hf_run_has_no_audit_findings(tmp_path: Path) -> None:
     assert [f.rule for f in _audited(tmp_path, hf.TricksTrainer).findings] == []
+
+
+def test_nonfinite_stop_ends_the_run_at_the_bad_update(tmp_path: Path) -> None:
+    x, y = data(16)
+    x[8, 0, 0, 0] = float("nan")  # the second batch's loss is NaN
+    torch.manual_seed(0)
+    model = HFNet()
+    cb = hf.TricksCallback({}, nonfinite="stop")
+    t = hf.TricksTrainer(model=model, args=hf_args(str(tmp_path), num_train_epochs=3), train_dataset=hf_dataset(x, y),
+                         callbacks=[cb])
+    t.train()
+    assert cb.run is not None and cb.run.state.should_stop and cb.run.state.step == 1
+    assert t.state.global_step == 2  # HF counted the vetoed update and stopped there, not after 6
+    assert all(torch.isfinite(p).all() for p in model.parameters())

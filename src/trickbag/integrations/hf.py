@@ -473,6 +473,14 @@ class TricksTrainer(Trainer):
             self._group.append((model, inputs, num_items_in_batch))
         return super().training_step(model, inputs, num_items_in_batch)
 
+    def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
+                     ) -> Any:
+        out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+        guard = self.tricks.guard
+        if guard is not None and model.training and self.compute_loss_func != self.tricks.compute_loss:
+            guard.watch_loss(out[0] if return_outputs else out)  # the model's own loss (a loss trick's is watched)
+        return out
+
     def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         if self.tricks.run is None:
             return super().evaluate(*args, **kwargs)
