@@ -1,0 +1,506 @@
+"""trickbag's tricks inside the Hugging Face ``transformers.Trainer``.
+
+``TricksCallback(tricks=..., nonfinite=...)`` holds the tricks (validated as a recipe's ``tricks:`` section when it is
+made) and maps HF's hooks to trickbag's events; ``TricksTrainer`` is the ``Trainer`` with the few hooks HF lacks
+(the batch before the forward, the loss, evaluation on averaged weights, trickbag's state in HF's checkpoints).
+
+Hook map (trickbag event <- HF)::
+
+    set-up          TricksTrainer.create_optimizer (after HF made its optimizer, before accelerate wraps it)
+    FIT_START       on_train_begin
+    EPOCH_START     on_epoch_begin
+    BATCH_START     TricksTrainer.training_step, per micro-batch, on the prepared input dict
+    LOSS            compute_loss_func (installed by TricksTrainer when a trick changes the loss)
+    AFTER_BACKWARD  on_pre_optimizer_step; then the non-finite guard, then trickbag's clipping rule
+    STEP            on_step_end (after HF's optimizer and schedule step)
+    EVAL_START/END  around TricksTrainer.evaluate
+    EPOCH_END       on_epoch_end
+    CHECKPOINT      on_save: trickbag-rank<r>.pt written into checkpoint-N/
+    FIT_END         on_train_end
+
+Loss normalisation: HF's ``num_items_in_batch`` wins. It is the count of labels that enter the loss (``!= -100``,
+shifted for causal LMs) over the update's micro-batches, and over the processes when
+``average_tokens_across_devices`` (required under several processes); a trick's loss is the mean over one
+micro-batch's counted items times ``n_i / num_items_in_batch``, so any split of a batch into micro-batches gives
+the big batch's gradient (trickbag's exact count weighting; transformers #34191).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import sys
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any, cast
+
+import torch
+
+from trickbag import runtime
+from trickbag.errors import ConflictError, RecipeError
+from trickbag.integrations.core import REFUSED as CORE_REFUSED
+from trickbag.plugin.events import REVERSED_EVENTS, Event
+from trickbag.plugin.interface import Plugin
+from trickbag.plugin.state import State
+
+try:
+    from transformers import Trainer, TrainerCallback
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    from trickbag.errors import MissingExtraError
+
+    raise MissingExtraError("trickbag.integrations.hf needs transformers: pip install 'trickbag[hf]'") from exc
+
+__all__ = ["TricksCallback", "TricksTrainer", "REFUSED", "HF_REFUSED"]
+
+#: tricks refused in the HF Trainer beyond the core's (what every framework owns), and why
+HF_REFUSED = {
+    "swa": "SWA's BatchNorm recalibration is not wired into the HF Trainer yet; use tricks.ema",
+    "distillation": "the teacher's forward on HF batch dicts is not wired yet; use trickbag's Trainer",
+}
+#: every trick refused in the HF Trainer, and why
+REFUSED = {**CORE_REFUSED, **HF_REFUSED}
+#: the input keys batch tricks look for in an HF batch dict, in this order
+INPUT_KEYS = ("pixel_values", "input_values", "input_features", "input_ids", "inputs", "x")
+#: the file trickbag's state is written to inside HF's checkpoint-N/ folder
+STATE_FILE = "trickbag-rank{rank}.pt"
+
+
+def _refuse_tricks(section: Any) -> None:
+    for name, why in HF_REFUSED.items():
+        if getattr(section, name).enabled:
+            raise RecipeError(f"tricks.{name} is refused in the HF Trainer: {why}")
+
+
+def refuse_args(args: Any, section: Any, schedule: Any = None) -> None:
+    """The TrainingArguments that collide with trickbag, each refused in one line naming the fix."""
+    if schedule is not None and (getattr(args, "lr_scheduler_type", "constant") != "constant"
+                                 or getattr(args, "warmup_steps", 0) or getattr(args, "warmup_ratio", 0)):
+        raise ConflictError(f"schedule= and lr_scheduler_type={getattr(args, 'lr_scheduler_type', '?')!s} (with its "
+                            "warm-up) both set the learning rate; pass lr_scheduler_type='constant', warmup_steps=0 "
+                            "to let schedule= own it, or drop schedule=")
+    if getattr(args, "deepspeed", None):
+        raise ConflictError("DeepSpeed owns the optimizer step, gradients and weights (ZeRO shards them) where "
+                            "trickbag's tricks act; train without deepspeed=")
+    if getattr(args, "fp16", False):
+        raise ConflictError("fp16=True: the HF/accelerate GradScaler hands trickbag scaled gradients; use bf16=True "
+                            "(or fp32)")
+    if getattr(args, "label_smoothing_factor", 0) and (section.label_smoothing.enabled or section.mix.enabled):
+        raise ConflictError("label_smoothing_factor and tricks.label_smoothing/mix both smooth the targets; set "
+                            "label_smoothing_factor=0")
+    if getattr(args, "world_size", 1) > 1 and not getattr(args, "average_tokens_across_devices", True):
+        raise ConflictError("average_tokens_across_devices=False gives each process its own count, so the loss is "
+                            "not the big batch's; set it True")
+
+
+def _logits(outputs: Any) -> torch.Tensor:
+    if isinstance(outputs, Mapping):
+        if "logits" not in outputs:
+            raise RecipeError(f"the model's output has no 'logits' (keys: {sorted(outputs)}); a loss trick needs them")
+        return outputs["logits"]
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+
+
+def counted(logits: torch.Tensor, labels: torch.Tensor, shift: bool) -> tuple[torch.Tensor, torch.Tensor, int | Any]:
+    """The outputs and targets that enter the loss, and their count: hard labels flattened with the ``-100``
+    ones left out (shifted by one for a causal LM); soft (mixed) targets ``[N, C]`` as they are."""
+    if labels.is_floating_point():
+        return logits, labels, labels.shape[0]
+    if shift:
+        logits, labels = logits[..., :-1, :], labels[..., 1:]
+    keep = labels.reshape(-1) != -100
+    out = logits.reshape(-1, logits.shape[-1])[keep]
+    return out, labels.reshape(-1)[keep], keep.sum()
+
+
+@dataclasses.dataclass
+class _Run:
+    """What one ``train()`` set up: the plug-ins, the state they see, the clipping rule, the handlers."""
+
+    plugins: list[Plugin]
+    state: State
+    clip: Any
+    changes_loss: bool
+    dispatch: dict[Event, list[Any]]
+    updates: int = 1  # optimizer updates in one epoch
+    losses_seen: int = 0
+    vetoed: Any = None
+
+
+class TricksCallback(TrainerCallback):
+    """trickbag's tricks in an HF ``Trainer``; pass it in ``callbacks=[...]`` of a :class:`TricksTrainer`.
+
+    Args:
+        tricks: what a recipe's ``tricks:`` section takes, e.g. ``{"ema": {"decay": 0.999}, "label_smoothing": {}}``;
+            validated here (a typo is one error naming the key).
+        nonfinite: ``"skip"`` or ``"stop"`` updates with a NaN/Inf loss or gradient; None: off.
+        audit: watch the run with trickbag's runtime audit (:func:`trickbag.audit.audit`) and print its report when
+            ``train()`` ends; the report is :attr:`audit_report`.
+        schedule: a recipe's ``schedule:`` section (``{"name": "cosine", "warmup_epochs": 1}``), stepped by HF once
+            per update; it needs ``lr_scheduler_type="constant"`` and no warm-up in the TrainingArguments.
+    """
+
+    def __init__(self, tricks: Mapping[str, Any] | None = None, *, schedule: Any = None,
+                 nonfinite: str | None = None, audit: bool = False) -> None:
+        from trickbag.integrations.core import TrickSession
+
+        # the core validates tricks= and schedule= as a recipe's sections and refuses what every framework owns
+        checked = TrickSession(dict(tricks or {}), schedule=schedule, framework="the HF Trainer")
+        self.section, self.schedule = checked.section, checked.schedule
+        _refuse_tricks(self.section)
+        if not isinstance(audit, bool):
+            raise RecipeError(f"audit={audit!r}: allowed are True (watch the run, report when train() ends) or False")
+        self.audit, self.audit_report, self._audit = audit, None, None
+        if nonfinite not in (None, "skip", "stop"):
+            raise RecipeError(f"nonfinite={nonfinite!r}: allowed are 'skip', 'stop' or None")
+        self.nonfinite = nonfinite
+        self.run: _Run | None = None
+        self.guard: Any = None
+
+    # ------------------------------------------------------------------ set-up
+    def set_up(self, trainer: Any) -> None:
+        """Set the tricks up on the trainer's model and optimizer (TricksTrainer.create_optimizer calls it)."""
+        from trickbag.plugin.assemble import assemble
+        from trickbag.train.setup import bare_context, trainer_facts
+        from trickbag.train.tasks import Classification
+        from trickbag.tricks import build_sections, check_interactions
+
+        args = trainer.args
+        refuse_args(args, self.section, self.schedule)
+        epochs = max(1, math.ceil(args.num_train_epochs))
+        optimizer = trainer.optimizer
+        check_interactions(trainer_facts(self.section, task="classification", epochs=epochs, clip=None,
+                                         monitor="val/loss", optimizer=optimizer, world_size=args.world_size))
+        plugins = build_sections(self.section)
+        loader = torch.utils.data.DataLoader(trainer.train_dataset, batch_size=args.per_device_train_batch_size)
+        task = Classification(num_classes=_num_outputs(trainer))
+        dist = runtime.dist_info()
+        ctx = bare_context(trainer.model, optimizer, loader, epochs=epochs, loss_fn=task.loss, seed=args.seed,
+                           accumulate=args.gradient_accumulation_steps, task=task, dist=dist)
+        # the groups a trick rebuilds get HF's weight decay (torch's AdamW default is not the user's choice)
+        ctx.make_optimizer = functools.partial(cast(Any, ctx.make_optimizer), weight_decay=args.weight_decay)
+        assemble(ctx, plugins, schedule=lambda opt: None, keep=optimizer)
+        if ctx.model is not trainer.model:
+            raise RecipeError("a trick replaced the model object, which the HF Trainer holds; turn that trick off")
+        changes_loss = ctx.loss_fn is not task.loss or any(p.handles(Event.LOSS) for p in plugins)
+        problem = getattr(getattr(trainer.model, "config", None), "problem_type", None)
+        if changes_loss and problem in ("regression", "multi_label_classification"):
+            raise RecipeError(f"the loss tricks here replace a single-label classification (or token) loss; the "
+                              f"model's problem_type={problem} is not one: turn the loss tricks off")
+        if changes_loss and trainer.compute_loss_func is not None:
+            raise ConflictError("a trick changes the loss and the Trainer already has compute_loss_func; keep one")
+        if ctx.clip is not None and args.max_grad_norm > 0:
+            print(f"trickbag: tricks.clip takes over gradient clipping (max_grad_norm={args.max_grad_norm} -> 0)",
+                  file=sys.stderr)
+            args.max_grad_norm = 0.0
+        assert ctx.optimizer is not None
+        trainer.optimizer = ctx.optimizer
+        state = State(model=trainer.model, optimizer=ctx.optimizer, task=task, loss_fn=ctx.loss_fn,
+                      train_loader=loader, val_loader=None, device=args.device,
+                      precision="bf16" if args.bf16 else "32", accumulate=args.gradient_accumulation_steps,
+                      max_epochs=epochs, dist=dist, monitor="val/loss", mode="min",
+                      scaler=torch.amp.GradScaler(enabled=False))  # bf16/fp32: no loss scaling (fp16 is refused)
+        self.run = _Run(plugins, state, ctx.clip, changes_loss, _dispatch(plugins), updates=ctx.updates_per_epoch)
+        if self.nonfinite is not None:
+            from trickbag.train.nonfinite import NonFiniteGuard
+
+            self.guard = NonFiniteGuard(self.nonfinite, out=sys.stderr if dist.is_main else None)  # type: ignore[arg-type]
+
+    def _need(self) -> _Run:
+        if self.run is None:
+            raise RecipeError("TricksCallback needs trickbag.integrations.hf.TricksTrainer: the HF Trainer has no hook "
+                              "for the batch, the loss, evaluation on averaged weights or trickbag's checkpoint state")
+        return self.run
+
+    def emit(self, event: Event) -> None:
+        run = self._need()
+        for fn in run.dispatch[event]:
+            fn(run.state)
+
+    # ------------------------------------------------------------------ HF hooks
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        run = self._need()
+        run.state.step = state.global_step
+        if self.guard is not None:
+            self.guard.start(run.state)
+        if self.audit:
+            from trickbag.audit import audit
+
+            watch = audit(run.state.model, run.state.optimizer, scheduler=kw.get("lr_scheduler"), report=True)
+            self._audit, self.audit_report = watch, watch.__enter__()
+        self.emit(Event.FIT_START)
+
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self._need().state.epoch = int(state.epoch or 0)
+        self.emit(Event.EPOCH_START)
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        run = self._need()
+        if run.changes_loss and run.losses_seen == 0:
+            raise RecipeError("a loss trick is on but the Trainer never called its compute_loss_func (a compute_loss "
+                              "that ignores it): the update would be silently unmixed/unsmoothed")
+        run.losses_seen = 0
+        s = run.state
+        s.step_skipped, s.veto_reason = False, ""
+        self.emit(Event.AFTER_BACKWARD)
+        if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
+            run.vetoed = _veto(s, kw.get("lr_scheduler"))
+            if s.should_stop:
+                control.should_training_stop = True
+            return
+        from trickbag.train.stepping import clip_gradients
+
+        norm = clip_gradients(s.optimizer, run.clip)
+        if norm is not None:
+            s.grad_norm = norm
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        run = self._need()
+        s = run.state
+        run.losses_seen = 0  # a closure pass (SAM) counts for nothing
+        if run.vetoed is not None:
+            _undo_schedule(s, kw.get("lr_scheduler"), run.vetoed)
+            run.vetoed = None
+            s.skipped_steps += 1
+        else:
+            s.step += 1
+        self.emit(Event.STEP)
+        if s.should_stop:
+            control.should_training_stop = True
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.emit(Event.EPOCH_END)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        self.emit(Event.CHECKPOINT)
+        from pathlib import Path
+
+        from trickbag._files import write_atomically
+
+        sd = self.state_dict()
+        write_atomically(Path(folder) / STATE_FILE.format(rank=args.process_index), lambda f: torch.save(sd, f))
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.emit(Event.FIT_END)
+        if self._audit is not None:
+            self._audit.__exit__(None, None, None)
+            self._audit = None
+
+    # ------------------------------------------------------------------ the loss (compute_loss_func)
+    def compute_loss(self, outputs: Any, labels: torch.Tensor, num_items_in_batch: Any = None) -> torch.Tensor:
+        """HF's ``compute_loss_func``: the tricks' loss over the counted labels, weighted by their share of the
+        update's ``num_items_in_batch`` (see the module's docstring)."""
+        run = self._need()
+        s = run.state
+        out, target, n = counted(_logits(outputs), labels, getattr(self, "shift_labels", False))
+        s.output = out
+        s.batch = (s.batch[0] if s.batch is not None else None, target)
+        s.loss = s.loss_fn(out, target)
+        self.emit(Event.LOSS)
+        run.losses_seen += 1
+        if self.guard is not None:
+            self.guard.watch_loss(s.loss)
+        return s.loss if num_items_in_batch is None else s.loss * (n / num_items_in_batch)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        run = self._need()
+        plugins = {p.key: sd for p in run.plugins if (sd := p.state_dict()) is not None}
+        s = run.state
+        return {"plugins": plugins, "step": s.step, "skipped_steps": s.skipped_steps,
+                "guard": self.guard.state_dict() if self.guard is not None else None}
+
+    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
+        run = self._need()
+        for p in run.plugins:
+            if p.key in sd["plugins"]:
+                p.load_state_dict(sd["plugins"][p.key])
+        run.state.step, run.state.skipped_steps = sd["step"], sd["skipped_steps"]
+        if self.guard is not None and sd.get("guard") is not None:
+            self.guard.load_state_dict(sd["guard"])
+
+
+def _dispatch(plugins: list[Plugin]) -> dict[Event, list[Any]]:
+    table = {}
+    for event in Event:
+        order = list(reversed(plugins)) if event in REVERSED_EVENTS else plugins
+        table[event] = [getattr(p, "on_" + event.value) for p in order if p.handles(event)]
+    return table
+
+
+def _veto(s: State, scheduler: Any) -> Any:
+    """A vetoed update: HF steps the optimizer anyway, so the gradients go (a parameter without one is not
+    stepped) and the schedule's position is kept to be put back after HF steps it."""
+    s.optimizer.zero_grad(set_to_none=True)
+    s.step_skipped = True
+    return (scheduler.state_dict() if scheduler is not None else None, s.lrs())
+
+
+def _undo_schedule(s: State, scheduler: Any, saved: Any) -> None:
+    sd, lrs = saved
+    if scheduler is not None and sd is not None:
+        scheduler.load_state_dict(sd)
+    for g, lr in zip(s.optimizer.param_groups, lrs, strict=True):
+        g["lr"] = lr
+
+
+def _num_outputs(trainer: Any) -> int:
+    """The width of the model's logits, from one forward on the first training sample (RNG put back)."""
+    if _is_causal(trainer.model):
+        return int(trainer.model.config.vocab_size)
+    batch = trainer.data_collator([trainer.train_dataset[0]])
+    batch = {k: v.to(trainer.args.device) if hasattr(v, "to") else v for k, v in batch.items() if k != "labels"}
+    rng, was = runtime.get_rng_state(), trainer.model.training
+    try:
+        with torch.no_grad():
+            out = trainer.model.eval()(**batch)
+    finally:
+        trainer.model.train(was)
+        runtime.set_rng_state(rng)
+    return int(_logits(out).shape[-1])
+
+
+def _is_causal(model: Any) -> bool:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return type(model).__name__ in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+
+
+class TricksTrainer(Trainer):
+    """``transformers.Trainer`` with trickbag's tricks: the hooks HF lacks, driven by the :class:`TricksCallback`
+    in ``callbacks=``. Everything else is HF's own: model, data, optimizer class, schedule, precision, DDP."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        found = [c for c in self.callback_handler.callbacks if isinstance(c, TricksCallback)]
+        if len(found) != 1:
+            raise RecipeError(f"TricksTrainer needs exactly one TricksCallback in callbacks=, got {len(found)}")
+        self.tricks = found[0]
+        self.tricks.shift_labels = _is_causal(self.model)  # type: ignore[attr-defined]
+
+    def create_optimizer(self, model: Any = None) -> Any:
+        fresh = self.optimizer is None
+        optimizer = super().create_optimizer(model) if model is not None else super().create_optimizer()
+        if fresh:
+            self.tricks.set_up(self)
+            run = self.tricks.run
+            assert run is not None
+            if run.changes_loss:
+                self.compute_loss_func = self.tricks.compute_loss
+                self.label_smoother = None
+            if getattr(run.state.optimizer, "takes_closure", False):
+                self._closure_step(run.state.optimizer)
+            return self.optimizer
+        return optimizer
+
+    def _closure_step(self, opt: Any) -> None:
+        """SAM: HF calls ``optimizer.step()`` with no closure; the step is given the closure that runs the
+        update's micro-batches again (a vetoed second pass leaves the update as a skipped one)."""
+        from trickbag.train.stepping import VetoedUpdate
+
+        self._group: list[Any] = []
+        own_step = type(opt).step
+
+        def step(closure: Any = None) -> Any:
+            group, self._group = self._group, []
+            try:
+                return own_step(opt, closure or self._closure(group))
+            except VetoedUpdate:
+                run = self.tricks._need()
+                run.vetoed = _veto(run.state, self.lr_scheduler)
+                return None
+
+        opt.step = step
+
+    def _closure(self, group: list[Any]) -> Any:
+        """Forward + backward over the update's micro-batches again (HF's own training_step, no batch tricks:
+        they ran already), then AFTER_BACKWARD, the guard and clipping on the gradients the update uses."""
+        import contextlib
+
+        from trickbag.train.stepping import VetoedUpdate, clip_gradients
+
+        cb = self.tricks
+        run = cb._need()
+
+        def closure() -> torch.Tensor:
+            s = run.state
+            s.closure_pass = True
+            try:
+                total = torch.zeros((), device=self.args.device)
+                for j, (model, inputs, n) in enumerate(group):
+                    quiet = j < len(group) - 1 and self.args.world_size > 1
+                    with self.accelerator.no_sync(model) if quiet else contextlib.nullcontext():
+                        total = total + Trainer.training_step(self, model, inputs, n)
+                cb.emit(Event.AFTER_BACKWARD)
+                if (cb.guard is not None and cb.guard.vetoes(s)) or s.step_skipped:
+                    raise VetoedUpdate
+                clip_gradients(s.optimizer, run.clip)
+                return total
+            finally:
+                s.closure_pass = False
+
+        return closure
+
+    def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+        cb = self.tricks
+        if cb.schedule is None or self.lr_scheduler is not None:
+            return super().create_scheduler(num_training_steps, optimizer)
+        from trickbag.train.parts import build_schedule
+
+        run = cb._need()
+        recipe = SimpleNamespace(schedule=cb.schedule, optim=SimpleNamespace(name="sgd"),  # not schedule-free
+                                 train=SimpleNamespace(epochs=run.state.max_epochs))
+        self.lr_scheduler = build_schedule(recipe, run.state.optimizer, run.updates, [], "min")  # type: ignore[arg-type]
+        self._created_lr_scheduler = True
+        return self.lr_scheduler
+
+    def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
+        run = self.tricks._need()
+        if run.dispatch[Event.BATCH_START]:
+            inputs = self._prepare_inputs(inputs)
+            key = next((k for k in INPUT_KEYS if k in inputs), None)
+            if key is None or "labels" not in inputs:
+                raise RecipeError(f"a batch trick needs the inputs under one of {INPUT_KEYS} and 'labels'; the batch "
+                                  f"has {sorted(inputs)}")
+            run.state.batch = (inputs[key], inputs["labels"])
+            self.tricks.emit(Event.BATCH_START)
+            inputs = {**inputs, key: run.state.batch[0], "labels": run.state.batch[1]}
+        if self.tricks.guard is not None:
+            self.tricks.guard.before_batch()
+        if getattr(run.state.optimizer, "takes_closure", False):  # SAM: the closure runs these again
+            self._group.append((model, inputs, num_items_in_batch))
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
+                     ) -> Any:
+        out = super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+        guard = self.tricks.guard
+        if guard is not None and model.training and self.compute_loss_func != self.tricks.compute_loss:
+            guard.watch_loss(out[0] if return_outputs else out)  # the model's own loss (a loss trick's is watched)
+        return out
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        if self.tricks.run is None:
+            return super().evaluate(*args, **kwargs)
+        model = cast(torch.nn.Module, self.model)
+        was = model.training
+        self.tricks.emit(Event.EVAL_START)
+        try:
+            metrics = super().evaluate(*args, **kwargs)
+            self.tricks.run.state.eval_metrics = dict(metrics)
+        finally:
+            self.tricks.emit(Event.EVAL_END)
+            model.train(was)
+        return metrics
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, STATE_FILE.format(rank=self.args.process_index))
+        if not os.path.isfile(path):
+            raise RecipeError(f"{checkpoint} holds no trickbag state ({os.path.basename(path)}): it was not written "
+                              "by a TricksTrainer with these tricks")
+        self.tricks.load_state_dict(torch.load(path, map_location="cpu", weights_only=False))
