@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from trickbag.plugin.assemble import LegacyContext, assemble
 from trickbag.plugin.context import TrickContext, sample_shape
 from trickbag.plugin.interface import Plugin
-from trickbag.train.setup import _tricks_section, bare_context
+from trickbag.train.setup import bare_context, tricks_section
 from trickbag.tricks import TRICKS, build_sections
 
 
@@ -54,7 +54,7 @@ def test_a_bare_loop_sets_up_ema_agc_layer_decay_drop_path_and_mix_through_the_c
     model, opt, loader = _bare()
     ctx = bare_context(model, opt, loader, epochs=3, loss_fn=torch.nn.functional.cross_entropy, seed=7)
     assert (ctx.num_outputs, sample_shape(ctx.train_set), ctx.updates_per_epoch) == (5, (3, 8, 8), 3)
-    section = _tricks_section({"ema": {"decay": 0.9}, "clip": {"mode": "agc"}, "layer_decay": {"decay": 0.5},
+    section = tricks_section({"ema": {"decay": 0.9}, "clip": {"mode": "agc"}, "layer_decay": {"decay": 0.5},
                                "drop_path": {"rate": 0.2, "blocks": ["_Block"]}, "mix": {"mixup_alpha": 0.4}})
     plugins = build_sections(section)
     done = assemble(ctx, plugins, schedule=lambda optimizer: None, keep=opt)
@@ -264,7 +264,7 @@ def test_a_recipe_plugin_written_for_the_former_build_context_reads_the_recipe_w
 def test_what_a_trick_did_is_a_log_record_collected_into_the_run_notes_or_left_to_logging(caplog):
     """A recipe build collects the tricks' records into its notes (and nowhere else); without a notes list
     they go where the program's logging sends them (a hand-built Trainer, an adapter)."""
-    section = _tricks_section({"clip": {"mode": "agc"}})
+    section = tricks_section({"clip": {"mode": "agc"}})
     model, opt, loader = _bare()
     ctx = bare_context(model, opt, loader, epochs=2, loss_fn=torch.nn.functional.cross_entropy, seed=0)
     notes: list[str] = []

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 from trickbag.audit._ast import dotted, walk
-from trickbag.audit._project import _module_file, _parsed
+from trickbag.audit._project import module_file, parsed_module
 
 __all__ = ["constructed_class", "sets_value_ahead"]
 
@@ -26,8 +26,8 @@ def _definition(tree: ast.Module, path: str, name: str) -> tuple[_Def, ast.Modul
         if isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 if (a.asname or a.name) == name:
-                    found = _module_file(str(Path(path).parent), tuple(node.module.split(".")), node.level)
-                    other = _parsed(found) if found is not None else None
+                    found = module_file(str(Path(path).parent), tuple(node.module.split(".")), node.level)
+                    other = parsed_module(found) if found is not None else None
                     if other is None:
                         return None
                     d = next((d for d in other.body if isinstance(d, (ast.ClassDef, ast.FunctionDef,

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 __all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH", "imported_definition",
-           "project_root", "project_mode_free", "torch_pinned_below"]
+           "project_root", "project_mode_free", "torch_pinned_below", "module_file", "parsed_module"]
 
 #: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
 OLD_TORCH = "old"
@@ -208,13 +208,13 @@ def imported_definition(tree: ast.Module, path: str, name: str) -> ast.ClassDef 
         if isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 if (a.asname or a.name) == name:
-                    found = _module_file(str(Path(path).parent), tuple(node.module.split(".")), node.level)
+                    found = module_file(str(Path(path).parent), tuple(node.module.split(".")), node.level)
                     return _top_definition(found, a.name) if found is not None else None
     return None
 
 
 @functools.lru_cache(maxsize=4096)
-def _module_file(folder: str, parts: tuple[str, ...], level: int) -> str | None:
+def module_file(folder: str, parts: tuple[str, ...], level: int) -> str | None:
     here = Path(folder)
     if level:
         ups = [here, *here.parents]
@@ -231,13 +231,13 @@ def _module_file(folder: str, parts: tuple[str, ...], level: int) -> str | None:
 
 
 def _top_definition(path: str, name: str) -> ast.ClassDef | ast.FunctionDef | None:
-    tree = _parsed(path)
+    tree = parsed_module(path)
     return next((n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name), None) \
         if tree is not None else None
 
 
 @functools.lru_cache(maxsize=64)
-def _parsed(path: str) -> ast.Module | None:
+def parsed_module(path: str) -> ast.Module | None:
     try:
         return ast.parse(Path(path).read_bytes(), filename=path)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):

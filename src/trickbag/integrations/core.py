@@ -34,7 +34,7 @@ import torch
 from trickbag import runtime
 from trickbag.errors import RecipeError
 
-__all__ = ["REFUSED", "TrickSession", "split_batch", "assembled", "NONFINITE"]
+__all__ = ["REFUSED", "TrickSession", "split_batch", "NONFINITE"]
 
 #: tricks an adapter refuses, and why: the framework owns what they change
 REFUSED: dict[str, str] = {
@@ -74,11 +74,6 @@ def split_batch(batch: Any) -> tuple[Any, Callable[[Any], Any]]:
     raise RecipeError(f"the batch tricks need (inputs, labels, ...) or a dict batch; got {type(batch).__name__}")
 
 
-def assembled(ctx: Any) -> tuple[Any, Any]:
-    """(optimizer, scheduler) after :func:`~trickbag.plugin.assemble.assemble`: the one place that reads them."""
-    return ctx.optimizer, ctx.scheduler
-
-
 def _schedule_section(schedule: Any) -> Any:
     if schedule is None:
         return None
@@ -115,10 +110,10 @@ class TrickSession:
 
     def __init__(self, tricks: dict[str, Any] | None = None, *, schedule: dict[str, Any] | None = None,
                  nonfinite: str | None = None, max_nonfinite: int = 5, framework: str = "the framework") -> None:
-        from trickbag.train.setup import _tricks_section
+        from trickbag.train.setup import tricks_section
 
         self.framework = framework
-        self.section = _tricks_section(dict(tricks or {}))
+        self.section = tricks_section(dict(tricks or {}))
         for name, why in REFUSED.items():
             if getattr(self.section, name).enabled:
                 raise RecipeError(f"tricks.{name} is refused under {framework}: {why}")
@@ -141,6 +136,7 @@ class TrickSession:
                device: torch.device | None = None) -> None:
         """Check and build the tricks on the framework's model, optimizer and training loader; afterwards read
         :attr:`optimizer`, :attr:`scheduler` (None unless ``schedule=`` was given), :attr:`clip`."""
+        from trickbag.nn import device_of
         from trickbag.plugin.assemble import assemble
         from trickbag.plugin.events import Event
         from trickbag.plugin.state import State
@@ -157,17 +153,18 @@ class TrickSession:
         ctx = bare_context(model, optimizer, train_loader, epochs=epochs, loss_fn=given_loss, seed=seed,
                            accumulate=accumulate, task=task, clip=clip, device=device, dist=dist)
         built = build_sections(self.section)
-        self.plugins = assemble(ctx, built, schedule=self._make_schedule(ctx, epochs, mode), keep=optimizer)
-        new_opt, scheduler = assembled(ctx)
+        done = assemble(ctx, built, schedule=self._make_schedule(ctx, epochs, mode), keep=optimizer)
+        self.plugins, new_opt, scheduler = done.plugins, done.optimizer, done.scheduler
+        device = device or device_of(model)
         if ctx.model is not model:
             raise RecipeError(f"a trick replaced the model object, which {self.framework} holds; turn it off")
         self.loss_tricks = ctx.loss_fn is not given_loss or self.enabled("mix") or any(
             p.handles(Event.LOSS) for p in self.plugins)
         self.clip = ctx.clip
         self.state = State(model=model, optimizer=new_opt, task=task, loss_fn=ctx.loss_fn,
-                           train_loader=train_loader, val_loader=None, device=ctx.device, precision="32",
+                           train_loader=train_loader, val_loader=None, device=device, precision="32",
                            accumulate=accumulate, max_epochs=epochs, scheduler=scheduler,
-                           scaler=torch.amp.GradScaler(ctx.device.type, enabled=False), dist=dist,
+                           scaler=torch.amp.GradScaler(device.type, enabled=False), dist=dist,
                            monitor=monitor, mode=mode)
         self.counts = ExactAccumulation(self.state)
 

@@ -180,7 +180,7 @@ class TricksCallback(TrainerCallback):
                            accumulate=args.gradient_accumulation_steps, task=task, dist=dist)
         # the groups a trick rebuilds get HF's weight decay (torch's AdamW default is not the user's choice)
         ctx.make_optimizer = functools.partial(cast(Any, ctx.make_optimizer), weight_decay=args.weight_decay)
-        assemble(ctx, plugins, schedule=lambda opt: None, keep=optimizer)
+        done = assemble(ctx, plugins, schedule=lambda opt: None, keep=optimizer)
         if ctx.model is not trainer.model:
             raise RecipeError("a trick replaced the model object, which the HF Trainer holds; turn that trick off")
         changes_loss = ctx.loss_fn is not task.loss or any(p.handles(Event.LOSS) for p in plugins)
@@ -194,9 +194,8 @@ class TricksCallback(TrainerCallback):
             print(f"trickbag: tricks.clip takes over gradient clipping (max_grad_norm={args.max_grad_norm} -> 0)",
                   file=sys.stderr)
             args.max_grad_norm = 0.0
-        assert ctx.optimizer is not None
-        trainer.optimizer = ctx.optimizer
-        state = State(model=trainer.model, optimizer=ctx.optimizer, task=task, loss_fn=ctx.loss_fn,
+        trainer.optimizer = done.optimizer
+        state = State(model=trainer.model, optimizer=done.optimizer, task=task, loss_fn=ctx.loss_fn,
                       train_loader=loader, val_loader=None, device=args.device,
                       precision="bf16" if args.bf16 else "32", accumulate=args.gradient_accumulation_steps,
                       max_epochs=epochs, dist=dist, monitor="val/loss", mode="min",

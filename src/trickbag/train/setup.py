@@ -29,10 +29,10 @@ from trickbag.tricks import TRICKS, build_sections, check_interactions
 if TYPE_CHECKING:
     from trickbag.plugin.state import State
 
-__all__ = ["set_up_plugins", "trainer_facts", "bare_context"]
+__all__ = ["set_up_plugins", "trainer_facts", "bare_context", "tricks_section"]
 
 
-def _tricks_section(tricks: Any) -> Any:
+def tricks_section(tricks: Any) -> Any:
     """The ``tricks`` argument validated as a recipe's ``tricks`` section (a trick named is switched on)."""
     if isinstance(tricks, dict):
         section = {k: ({"enabled": True, **v} if isinstance(v, dict) else v) for k, v in tricks.items()}
@@ -158,7 +158,7 @@ def set_up_plugins(state: State, tricks: Any, plugins: list[Plugin], *, clip: An
     recipe's (one-line :class:`RecipeError` s), its plug-ins built, then with the ``plugins`` that need set-up
     :func:`~trickbag.plugin.assemble.assemble` d. Updates ``state`` (model, optimizer, scheduler, loss); returns
     (plug-ins, clip)."""
-    section = _tricks_section(tricks or {})
+    section = tricks_section(tricks or {})
     facts = trainer_facts(section, task=state.task.name, epochs=state.max_epochs, clip=clip, monitor=monitor,
                           optimizer=state.optimizer, world_size=state.dist.world_size)
     check_interactions(facts)
