@@ -32,6 +32,9 @@ def main(out: str, single: bool) -> None:
     trainer.train()
     if args.process_index == 0:
         torch.save(model.state_dict(), os.path.join(out, "final.pt"))
+    if torch.distributed.is_initialized():  # close the group before exit: a gloo thread still running when the
+        torch.distributed.barrier()  # interpreter ends aborts the process ("terminate called ...", SIGABRT)
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
