@@ -71,10 +71,12 @@ class Checkpointer:
         self.leading = False  # rank 0 inside CHECKPOINT under FSDP: its saves call the other ranks in
 
     # ------------------------------------------------------------------ what a checkpoint holds
+    def _mid_epoch(self) -> bool:
+        return self.meter() is not None and not self.state.epoch_done  # the meter lives while an epoch runs
+
     def counters(self) -> dict[str, Any]:
         s = self.state
-        meter = self.meter()
-        mid_epoch = meter is not None and not s.epoch_done  # the meter lives while an epoch runs
+        meter, mid_epoch = self.meter(), self._mid_epoch()
         return {
             "epoch": s.epoch + (1 if s.epoch_done else 0),
             "step": s.step,
@@ -103,11 +105,9 @@ class Checkpointer:
         """A resume checkpoint of the weights as they are (no mode switch, no copy)."""
         s = self.state
         sampler = find_sampler(s.train_loader)
-        meter = self.meter()
-        mid_epoch = meter is not None and not s.epoch_done
         return {
             **self.weights_state(),
-            "loader": loader_state.position(s.train_loader, self.cursor.epoch_start, mid_epoch),
+            "loader": loader_state.position(s.train_loader, self.cursor.epoch_start, self._mid_epoch()),
             "optimizer": s.optimizer.state_dict(),
             "scheduler": s.scheduler.state_dict() if s.scheduler is not None else None,
             "scaler": s.scaler.state_dict() if s.scaler.is_enabled() else None,
