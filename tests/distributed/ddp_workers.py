@@ -402,6 +402,54 @@ def exact_accumulation(rank: int, out: Path) -> dict[str, Any]:
     return {"weights": weights(model), "init": init, "x": x, "y": y}
 
 
+@scenario
+def micro_auto_oom_on_rank1(rank: int, out: Path) -> dict[str, Any]:
+    """micro_batch_size=auto with an out-of-memory error on rank 1 only (BatchNorm, dropout): both ranks must halve
+    together (no hang), then the same run with micro_batch_size at the size auto ended at, for comparison."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from tests.reliability.oom_models import net
+    from trickbag.train.trainer import Trainer
+
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(64, 2, 4, generator=g), torch.randint(0, 3, (64,), generator=g)
+    shard = [(x[a:a + 8], y[a:a + 8]) for a in range(rank * 32, rank * 32 + 32, 8)]
+    result: dict[str, Any] = {}
+    for micro in ("auto", 2):
+        torch.manual_seed(0)
+        model = net(3, "backward", first=2, ranks=(1,))
+        wrapped = DDP(model)
+        torch.manual_seed(1 + rank)
+        t = Trainer(wrapped, torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9), shard, max_epochs=2,
+                    accumulate=2, device="cpu", progress=False, micro_batch_size=micro)
+        t.fit()
+        result[str(micro)] = {"weights": weights(model), "size": t.micro.size, "raised": list(model[5].raised)}
+    return result
+
+
+@scenario
+def spike_on_rank1(rank: int, out: Path) -> dict[str, Any]:
+    """train.spike=skip with the spikes planted on rank 1's batches only: every rank must skip the same updates."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from tests.reliability.test_spike import Spikes
+    from trickbag.train.trainer import Trainer
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(640, 10, generator=g)
+    y = (x[:, :3].sum(1) > 0).long()
+    shard = [(x[a:a + 16], y[a:a + 16]) for a in range(rank * 320, rank * 320 + 320, 16)]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.Tanh(), nn.Linear(32, 2))
+    wrapped = DDP(model)
+    at = {(2, 3), (3, 7)} if rank == 1 else set()
+    t = Trainer(wrapped, torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9), shard, max_epochs=4,
+                device="cpu", progress=False, spike="skip", plugins=[Spikes(at)])
+    t.fit()
+    assert t.spike is not None
+    return {"weights": weights(model), "spikes": t.spike.spikes, "skipped": t.state.skipped_steps}
+
+
 # --------------------------------------------------------------------------- harness
 def _entry(rank: int, names: list[str], out_dir: str) -> None:
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD))  # as torchrun sets them

@@ -291,3 +291,24 @@ def test_muon_under_ddp_matches_one_process_with_the_global_batch(ddp):
     assert_same_weights(r0["weights"], ref["weights"])
     assert_same_weights(r1["weights"], r0["weights"], atol=0.0)
 
+
+
+def test_micro_batch_auto_halves_on_every_rank_when_one_runs_out_of_memory(ddp: dict[str, Any]) -> None:
+    """Rank 1 alone raises the out-of-memory error (8 > 3, then 4 > 3): no hang, both ranks end at 2, the same
+    weights on both, equal to explicit micro-batches of 2 under DDP."""
+    r0, r1 = ranks(ddp, "micro_auto_oom_on_rank1")
+    assert r0["auto"]["raised"] == [] and r1["auto"]["raised"] == [8, 4]
+    assert r0["auto"]["size"] == r1["auto"]["size"] == 2
+    params = [k for k in r0["auto"]["weights"] if "running" not in k and "tracked" not in k]  # buffers are per rank
+    assert_same_weights({k: r0["auto"]["weights"][k] for k in params}, {k: r1["auto"]["weights"][k] for k in params},
+                        atol=0)
+    assert r1["2"]["raised"] == []
+    assert_same_weights(r0["auto"]["weights"], r0["2"]["weights"])
+
+
+def test_spike_planted_on_one_rank_is_skipped_by_every_rank(ddp: dict[str, Any]) -> None:
+    """train.spike=skip judges the loss averaged over the processes: a spike in rank 1's batch alone makes both
+    ranks skip that update, so the weights stay the same on both."""
+    r0, r1 = ranks(ddp, "spike_on_rank1")
+    assert r0["spikes"] == r1["spikes"] == 2 and r0["skipped"] == r1["skipped"] == 2
+    assert_same_weights(r0["weights"], r1["weights"], atol=0)

@@ -225,7 +225,8 @@ class TrainConfig(Section):
 
     epochs: int = Field(10, ge=1)  # passes over the training data
     precision: Literal["32", "bf16", "16"] = "32"  # "16" = fp16 autocast + GradScaler (CUDA)
-    accumulate: int = Field(1, ge=1)  # micro-batches per optimizer update
+    accumulate: int = Field(1, ge=1)  # loader batches (of data.batch_size) per optimizer update
+    micro_batch_size: Literal["auto"] | int | None = None  # split each loader batch into micro-batches of at most this many samples (the update's gradient stays the whole batch's); auto: the whole batch until it runs out of GPU memory, then halved and the update redone; null: off  # noqa: E501 (a key's help is the comment on its line)
     clip: float | None = Field(None, gt=0.0)  # max global grad norm (None: off)
     seed: int = Field(0, ge=0, le=2**32 - 1)  # seeds weights, order, augmentation and tricks
     deterministic: bool = False  # deterministic algorithms (torch + cuDNN): bit-identical reruns, slower on GPUs
@@ -242,6 +243,19 @@ class TrainConfig(Section):
     plugins: list[str] = Field(default_factory=list)  # your own plug-ins: package.module:Name (a Plugin class or a function returning plug-ins), run after all others  # noqa: E501 (a key's help is the comment on its line)
     nonfinite: Literal["skip", "stop"] = "skip"  # what a NaN/Inf loss or gradient does
     max_nonfinite: int = Field(5, ge=1)  # stop after this many skipped updates in a row
+    spike: Literal["off", "skip", "rollback"] = "off"  # an update whose loss is far above the recent ones: skip it; rollback: also go back to a snapshot after repeated spikes and lower the LR for a while (docs/reliability.md)  # noqa: E501 (a key's help is the comment on its line)
+    spike_window: int = Field(100, ge=2)  # accepted updates whose losses the spike test compares against
+    spike_warmup: int = Field(20, ge=2)  # accepted updates before anything is judged (their median is the task's loss scale)  # noqa: E501 (a key's help is the comment on its line)
+    spike_ratio: float = Field(3.0, gt=1.0)  # a spike is above ratio x the window's median ...
+    spike_sigmas: float = Field(6.0, gt=0.0)  # ... and above median + sigmas x 1.4826 MAD ...
+    spike_floor: float = Field(0.1, ge=0.0)  # ... and above median + floor x the task's loss scale
+    spike_rollback_after: int = Field(3, ge=1)  # rollback: this many spikes ...
+    spike_rollback_within: int = Field(20, ge=1)  # ... within this many updates go back to the snapshot
+    spike_snapshot_every: int = Field(50, ge=1)  # rollback: updates between snapshots
+    spike_lr_factor: float = Field(0.5, gt=0.0, le=1.0)  # rollback: learning-rate factor after going back ...
+    spike_lr_updates: int = Field(100, ge=0)  # ... for this many updates
+    spike_snapshot_on: Literal["cpu", "device"] = "cpu"  # where snapshots live (cpu: pinned memory on CUDA)
+    spike_max_snapshot_gb: float = Field(8.0, gt=0.0)  # refuse rollback when a snapshot would be larger
     activation_checkpointing: Literal["none", "blocks", "every_k"] = "none"  # recompute the model's repeated blocks in backward instead of keeping their activations: less memory, more time, the same result; every_k: one block in activation_checkpointing_every  # noqa: E501 (a key's help is the comment on its line)
     activation_checkpointing_every: int = Field(2, ge=1)  # with every_k: checkpoint the 1st block of every this many
 
@@ -249,6 +263,13 @@ class TrainConfig(Section):
     @classmethod
     def _precision_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("micro_batch_size")
+    @classmethod
+    def _micro_batch_size_positive(cls, v: Any) -> Any:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("must be auto, null or a number >= 1")
+        return v
 
     @field_validator("threads")
     @classmethod

@@ -64,6 +64,8 @@ def preflight(trainer: Any, ctx: Any) -> None:
     """Run :meth:`~trickbag.train.trainer.Trainer.try_batch` on the first training batch; raise one
     :class:`PreflightError` naming the model, the input shape, the error and the fix (an output the
     loss cannot take is named as such, before the loss's own error)."""
+    import torch
+
     from trickbag.nn import unwrap
     from trickbag.train.parts import resolve_model_name
 
@@ -90,6 +92,9 @@ def preflight(trainer: Any, ctx: Any) -> None:
         problem = _output_problem(seen[0], ctx.num_outputs, ctx.task.name) if seen else None
         if problem:
             raise PreflightError(f"{where} {problem}") from None
+        if isinstance(exc, torch.OutOfMemoryError):
+            hint = ("set train.micro_batch_size=auto (the batch split until it fits, the same updates), a number of "
+                    "samples, or a smaller data.batch_size")
         raise PreflightError(f"{where} fails on the first training batch: {type(exc).__name__}: "
                              f"{_first_line(exc)}; {hint}") from None
     finally:

@@ -62,6 +62,8 @@ SAFE: dict[str, str] = {
                   "unless data.batch_size does too)",
     "train.activation_checkpointing": "memory and time only, never the result (e.g. after running out of memory)",
     "train.activation_checkpointing_every": "memory and time only",
+    "train.micro_batch_size": "memory and time (e.g. after running out of memory): the updates' gradients stay the "
+                              "whole batches' (BatchNorm sees micro-batches)",
     "description": "the description",
 }
 _IGNORED = ("run.name", "run.dir", "name")

@@ -304,12 +304,17 @@ class _Session:
                          f"the data splits)")
 
     def _failure(self, exc: Exception) -> TrainingError:
+        import torch
+
         s = self.trainer.state
         where = f"epoch {s.epoch + 1}, update {s.step}"
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         log = self._write_error_log(exc)
         more = f"; the traceback is in {log}" if log else ""
         cont = f"; continue with: trickbag train --resume {self.run_dir}" if self.run_dir else ""
+        if isinstance(exc, torch.OutOfMemoryError) and self.run_dir:  # a resume may change the micro-batch size
+            cont += (" train.micro_batch_size=auto (halves the micro-batch on an out-of-memory error, the same "
+                     "updates) or a number of samples")
         return TrainingError(f"training failed at {where}: {type(exc).__name__}: {first}{more}{cont}")
 
     def test(self) -> dict[str, Any]:

@@ -82,6 +82,7 @@ class EpochMeter:
         # views: one in-place op per value and batch (indexing `upd[0] += v` costs three)
         self._loss, self._stat, self._n = self.update[0], self.update[1], self.update[2]
         self.seen = 0
+        self._update_seen = 0  # samples of the current update (a redo takes them back)
         self.t0 = time.perf_counter()
 
     @torch.no_grad()
@@ -94,12 +95,24 @@ class EpochMeter:
             self._stat.add_(stat)
         self._n.add_(batch_size)
         self.seen += batch_size
+        self._update_seen += batch_size
 
     def close_update(self, vetoed: bool) -> None:
         """The update ended: keep its share, or drop it when it was vetoed (non-finite)."""
         if not vetoed:
             self.sums += self.update
         self.update.zero_()
+        self._update_seen = 0
+
+    def update_loss(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current update's loss x samples and samples so far (views on the device: no sync)."""
+        return self._loss, self._n
+
+    def drop_update(self) -> None:
+        """Forget the current update's share: it is being redone (``train.micro_batch_size=auto``)."""
+        self.update.zero_()
+        self.seen -= self._update_seen
+        self._update_seen = 0
 
     def totals(self) -> list[float]:
         """The sums so far and whether the statistic is defined, 1.0 or 0.0 (a mid-epoch checkpoint stores them:

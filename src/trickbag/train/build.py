@@ -7,6 +7,7 @@ directory behind.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,22 @@ def _distribute(recipe: Recipe, ctx: TrickContext, parts: RunParts) -> None:
         seed_rank(recipe.train.seed, ctx.rank)
 
 
+def _spike_guard(recipe: Recipe) -> Any:
+    """``train.spike`` and its keys as a :class:`~trickbag.train.spike.SpikeGuard` (None when off)."""
+    t = recipe.train
+    if t.spike == "off":
+        return None
+    from trickbag.train.spike import SpikeGuard
+
+    if t.spike_warmup > t.spike_window:
+        raise RecipeError(f"train.spike_warmup={t.spike_warmup} must not exceed train.spike_window={t.spike_window}")
+    return SpikeGuard(t.spike, window=t.spike_window, warmup=t.spike_warmup, ratio=t.spike_ratio,
+                      sigmas=t.spike_sigmas, floor=t.spike_floor, rollback_after=t.spike_rollback_after,
+                      rollback_within=t.spike_rollback_within, snapshot_every=t.spike_snapshot_every,
+                      lr_factor=t.spike_lr_factor, lr_updates=t.spike_lr_updates, snapshot_on=t.spike_snapshot_on,
+                      max_snapshot_gb=t.spike_max_snapshot_gb, out=sys.stderr if runtime.dist_info().is_main else None)
+
+
 def _check_sharding(recipe: Recipe) -> None:
     """``dist.strategy=fsdp``: the optimizers that cannot run on shards (their :mod:`trickbag.optim.optimizers`
     entry's ``no_fsdp``), refused before anything is built."""
@@ -82,6 +99,10 @@ def _check_sharding(recipe: Recipe) -> None:
         raise RecipeError("optim.lookahead_k is refused with dist.strategy=fsdp: Lookahead copies its slow weights "
                           "with an operation sharded tensors do not support; set optim.lookahead_k=0, or use "
                           "dist.strategy=ddp")
+    if recipe.train.micro_batch_size == "auto":
+        raise RecipeError("train.micro_batch_size=auto is refused with dist.strategy=fsdp: FSDP's forward gathers "
+                          "weights, a collective an out-of-memory error on one process would leave the others "
+                          "waiting in; give a number of samples, or use dist.strategy=ddp")
 
 
 def _shard(recipe: Recipe, ctx: TrickContext, parts: RunParts) -> None:
@@ -169,6 +190,7 @@ def build(recipe: Recipe, *, run_dir: Path | None = None, device: str | None = N
         precision=recipe.train.precision, accumulate=recipe.train.accumulate, clip=ctx.clip, device=dev,
         monitor=ctx.monitor, mode=ctx.mode, eval_every=recipe.train.eval_every,
         nonfinite=recipe.train.nonfinite, max_nonfinite=recipe.train.max_nonfinite,
+        micro_batch_size=recipe.train.micro_batch_size, spike=_spike_guard(recipe),
     )
     trainer.state.run_dir = run_dir  # the run path adds the run folder's plug-ins itself
     return trainer, ctx

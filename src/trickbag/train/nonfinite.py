@@ -134,6 +134,10 @@ class NonFiniteGuard:
         bad = ~torch.isfinite(loss.detach()).all()
         self._loss_bad = bad if self._loss_bad is None else (self._loss_bad | bad)
 
+    def forget_losses(self) -> None:
+        """The update is being redone (``train.micro_batch_size=auto``): its losses so far no longer count."""
+        self._loss_bad = None
+
     def _flags(self, state: State) -> tuple[bool, bool]:
         device = state.device
         loss_bad = self._loss_bad if self._loss_bad is not None else torch.zeros((), dtype=torch.bool, device=device)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import secrets
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +61,16 @@ class Checkpointer:
         meter: the running epoch's meter (None between epochs): a checkpoint inside an epoch holds its sums.
         modes: the schedule-free optimizer's modes: checkpoints hold the evaluated weights.
         sharded: the model is sharded with FSDP2 (a save and a weight check are collectives).
+        parts: the loop's own stateful parts by checkpoint key (``micro_batch``: the size ``auto`` found), each
+            with ``state_dict()`` / ``load_state_dict()``.
     """
 
     def __init__(self, state: State, *, plugins: Sequence[Plugin], guard: NonFiniteGuard | None,
                  cursor: ResumeCursor, meter: Callable[[], EpochMeter | None], modes: ScheduleFreeModes,
-                 sharded: bool) -> None:
+                 sharded: bool, parts: Mapping[str, Any] | None = None) -> None:
         self.state, self.plugins, self.guard, self.cursor = state, plugins, guard, cursor
         self.meter, self.modes, self.sharded = meter, modes, sharded
+        self.parts = dict(parts or {})
         self.leading = False  # rank 0 inside CHECKPOINT under FSDP: its saves call the other ranks in
 
     # ------------------------------------------------------------------ what a checkpoint holds
@@ -115,6 +118,7 @@ class Checkpointer:
             "rng": runtime.get_rng_state(),
             "sampler": sampler.state_dict() if hasattr(sampler, "state_dict") else None,
             **({"nonfinite": self.guard.state_dict()} if self.guard is not None else {}),
+            **{key: part.state_dict() for key, part in self.parts.items()},
         }
 
     # ------------------------------------------------------------------ reading
@@ -169,6 +173,9 @@ class Checkpointer:
             s.scaler.load_state_dict(checkpoint["scaler"])
         if self.guard is not None and checkpoint.get("nonfinite"):
             self.guard.load_state_dict(checkpoint["nonfinite"])
+        for key, part in self.parts.items():
+            if isinstance(checkpoint.get(key), dict):
+                part.load_state_dict(checkpoint[key])
 
     def pick_up(self, run_dir: Path, *, resume: bool, report: bool) -> None:
         """At fit start in a run folder: continue from its newest readable checkpoint when ``resume``; refuse a

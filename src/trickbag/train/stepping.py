@@ -89,18 +89,19 @@ class ExactAccumulation:
         self.equal_shards = isinstance(sampler, EpochSampler) and sampler.pad
         self.counted: int | torch.Tensor = 0
 
-    def weighted(self, loss: torch.Tensor, size: int) -> torch.Tensor:
+    def weighted(self, loss: torch.Tensor, size: int, *, whole: bool = True) -> torch.Tensor:
         """This micro-batch's (mean) loss weighted by its count over the update's nominal count (``size``
-        micro-batches of the nominal count); :meth:`normalise` corrects the update when the counts were not
-        nominal, so that any split of a batch into micro-batches gives the big batch's gradient."""
+        loader batches of the nominal count); :meth:`normalise` corrects the update when the counts were not
+        nominal, so that any split of a batch into micro-batches gives the big batch's gradient. ``whole``: the
+        micro-batch is its whole loader batch (``train.micro_batch_size`` did not split it)."""
         s = self.state
-        if size == 1 and not s.dist.distributed:
+        if size == 1 and whole and not s.dist.distributed:
             return loss  # one micro-batch in one process: its mean loss is the update's (no count needed)
         n = s.task.loss_count(s.output, s.batch[1])
-        if size == 1 and self.equal_shards and isinstance(n, int):
+        if size == 1 and whole and self.equal_shards and isinstance(n, int):
             return loss  # one micro-batch, the same count on every rank
         self.counted = self.counted + n
-        if isinstance(n, int) and n == self.nominal:
+        if whole and isinstance(n, int) and n == self.nominal:
             return loss / size  # the usual case: a plain loss / accumulate
         return loss * (n / (self.nominal * size))
 

@@ -18,6 +18,7 @@ The loss and the metrics come from a :class:`~trickbag.train.tasks.Task`; the lo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import sys
@@ -37,10 +38,19 @@ from trickbag.train import distributed as _dist
 from trickbag.train import stepping
 from trickbag.train.averaged import ScheduleFreeModes
 from trickbag.train.bookkeeping import EpochMeter, ResumeCursor, check_added_plugin, check_trainer_args, update_size
+from trickbag.train.micro import (
+    MicroBatches,
+    MicroBatchSize,
+    UpdateRedo,
+    batch_length,
+    check_micro_batch_size,
+    split_batch,
+)
 from trickbag.train.nonfinite import NonFiniteGuard
 from trickbag.train.persistence import Checkpointer
 from trickbag.train.plugins.run_folder import RunFolder, open_run_folder
 from trickbag.train.sharded import broadcast_buffers, eval_batches_missing, is_sharded
+from trickbag.train.spike import SpikeGuard
 from trickbag.train.stepping import ExactAccumulation
 from trickbag.train.tasks import Classification, Task
 
@@ -75,7 +85,11 @@ class Trainer:
         max_epochs: epochs to train.
         precision: ``"32"``; ``"bf16"`` (autocast to bfloat16, CPU or CUDA); ``"16"`` (fp16 autocast
             with a ``GradScaler``).
-        accumulate: micro-batches per optimizer update.
+        accumulate: loader batches per optimizer update.
+        micro_batch_size: split each loader batch into micro-batches of at most this many samples (exact
+            accumulation keeps the update's gradient the whole batch's; :mod:`trickbag.train.micro` says what
+            differs); ``"auto"``: the whole batch until the forward or backward runs out of memory, then halved and
+            the update redone from its start (the size is checkpointed); None: off.
         clip: max global gradient norm, or a function ``clip(params) -> norm or None`` (e.g.
             :func:`trickbag.optim.clip_gradients` with ``value=``); applied once per update, after
             unscaling; ``None`` for no clipping.
@@ -91,6 +105,9 @@ class Trainer:
         nonfinite: ``"skip"`` or ``"stop"`` updates with a NaN/Inf loss, gradient or buffer
             (:class:`~trickbag.train.nonfinite.NonFiniteGuard`, ``max_nonfinite`` in a row), or a
             configured guard; None: off.
+        spike: ``"skip"`` updates whose loss spikes far above the recent ones, or ``"rollback"`` (skip, and after
+            repeated spikes go back to a snapshot and lower the LR for a while), or a configured
+            :class:`~trickbag.train.spike.SpikeGuard`; None: off.
         seed: seed of the tricks' own random generators (mix, cutout, multiscale); default
             ``torch.initial_seed()``, what ``torch.manual_seed`` set.
 
@@ -116,8 +133,10 @@ class Trainer:
                  progress: bool | str | None = None,
                  monitor: str | None = None, mode: Literal["max", "min"] | None = None, eval_every: int = 1,
                  nonfinite: Literal["skip", "stop"] | NonFiniteGuard | None = None, max_nonfinite: int = 5,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, micro_batch_size: MicroBatchSize = None,
+                 spike: Literal["skip", "rollback"] | SpikeGuard | None = None) -> None:
         check_trainer_args(precision, accumulate, max_epochs, clip, mode, plugins)
+        check_micro_batch_size(micro_batch_size)
         dist = runtime.dist_info()
         self.device = device if isinstance(device, torch.device) else runtime.select_device(
             device, local_rank=dist.local_rank)
@@ -128,8 +147,7 @@ class Trainer:
         self.clip, self.eval_every = clip, eval_every
         self.plugins: list[Plugin] = list(plugins)
         out = sys.stderr if dist.is_main else None
-        self.guard = (nonfinite if isinstance(nonfinite, NonFiniteGuard) or nonfinite is None
-                      else NonFiniteGuard(nonfinite, max_nonfinite, out=out))
+        self.guard, self.spike = _guards(nonfinite, max_nonfinite, spike, out)
         self.cursor = ResumeCursor()
         self.meter: EpochMeter | None = None
         self.state = State(
@@ -140,6 +158,7 @@ class Trainer:
             monitor=self.monitor, mode=self.mode,
         )
         self._sharded = is_sharded(unwrap(model))  # FSDP2: evaluation and checkpoints involve every rank
+        self.micro = MicroBatches(micro_batch_size, sharded=self._sharded)
         if tricks or any(p.needs_setup() for p in self.plugins):
             from trickbag.train.setup import set_up_plugins  # imports the recipe schema: only when there are tricks
 
@@ -155,12 +174,18 @@ class Trainer:
             self.state.run_dir = self.folder.path
         self.modes = ScheduleFreeModes(self.state)  # schedule-free: train at one set of weights, evaluate at another
         self.checkpointer = Checkpointer(self.state, plugins=self.plugins, guard=self.guard, cursor=self.cursor,
-                                         meter=lambda: self.meter, modes=self.modes, sharded=self._sharded)
+                                         meter=lambda: self.meter, modes=self.modes, sharded=self._sharded,
+                                         parts={**({"micro_batch": self.micro} if self.micro.auto else {}),
+                                                **({"spike": self.spike} if self.spike is not None else {})})
         self.state.services = Services(save_checkpoint=self.checkpointer.save,
                                        weights_finite=self.checkpointer.weights_finite, eval_loop=self._eval_loop)
+        if self.spike is not None:
+            self.spike.bind(self.state, self.plugins)
         self.counts: ExactAccumulation  # made at fit start
         self._takes_closure = bool(getattr(self.state.optimizer, "takes_closure", False))
         self._build_dispatch()
+
+    redo: UpdateRedo | None = None  # micro_batch_size="auto": made at fit start
 
     # ------------------------------------------------------------------ plumbing
     def _build_dispatch(self) -> None:
@@ -212,9 +237,15 @@ class Trainer:
     def _fit(self) -> State:
         s = self.state
         self.counts = ExactAccumulation(s)  # exact accumulation: the micro-batches' loss weights
+        out = sys.stderr if s.dist.is_main else None
+        self.redo = UpdateRedo(s, self.micro, self.plugins, self.guard, out=out) if self.micro.auto else None
+        for note in self.micro.notes(s, getattr(s.train_loader, "batch_size", None)) if out is not None else ():
+            print(f"trickbag: {note}", file=out, flush=True)
         self.modes.start()  # schedule-free: train at the training weights
         if self.guard is not None:
             self.guard.start(s)
+        if self.spike is not None:
+            self.spike.start(s)
         self._emit(Event.FIT_START)
         _dist.agree_stop(s)  # DDP: every rank stops when one rank asks to (no-op in one process)
         while s.epoch < s.max_epochs and not s.should_stop:
@@ -232,34 +263,84 @@ class Trainer:
         batches, s.batches_per_epoch = self.cursor.start_epoch(s.train_loader, s.epoch)
         self.meter = meter = EpochMeter(self.device, self.cursor.take_sums())
         s.epoch_metrics = {}
+        if self.spike is not None:
+            self.spike.begin_epoch()
         self._emit(Event.EPOCH_START)
         s.model.train()
         s.optimizer.zero_grad(set_to_none=True)
         group: list[Any] = []  # the update's micro-batches, for a closure optimizer (SAM)
         non_blocking = bool(getattr(s.train_loader, "pin_memory", False))
         for i, batch in batches:
-            s.batch_idx, s.batch = i, runtime.move_to(batch, self.device, non_blocking)
-            self._emit(Event.BATCH_START)
-            if self.guard is not None:
-                self.guard.before_batch()  # buffers as they were before the update's first forward
+            batch = runtime.move_to(batch, self.device, non_blocking)
             size, last = update_size(i, s.accumulate, s.batches_per_epoch)
-            with stepping.no_sync(s.model, last):
-                loss = self._forward_loss()
-                s.scaler.scale(self.counts.weighted(loss, size)).backward()
-            meter.add(loss, s.task.train_stat(s.output, s.batch[1]), int(s.batch[1].shape[0]))
-            group += [s.batch] if self._takes_closure else []
+            if self.redo is not None:
+                self.redo.keep(i, batch)  # auto: what a redo of the update starts from
+            group = self._loader_batch(i, batch, size, last, group)
             if not last:
                 continue
+            group = self._redo_if_needed(group, size)
             meter.close_update(vetoed=self._update(group, size))
             group = []
             self._emit(Event.STEP)
+            if self.spike is not None and not s.step_skipped:
+                self.spike.after_step()  # after STEP: a snapshot holds this update's EMA too
             stopping = _dist.agree_stop(s)  # DDP: all ranks leave at the same update, or none does
             self._checkpoint(epoch_done=False)
             if stopping:
                 return False
         s.metrics = {"epoch": float(s.epoch), "step": float(s.step), **meter.finish(s.task.train_stat_name)}
+        if self.spike is not None:
+            s.epoch_metrics.update(self.spike.epoch_metrics())
         self._end_epoch()
         return True
+
+    def _loader_batch(self, i: int, batch: Any, size: int, last: bool, group: list[Any]) -> list[Any]:
+        """BATCH_START on one loader batch, then forward + backward on each of its micro-batches; returns the
+        update's micro-batches so far (kept for a closure optimizer). Under ``auto`` an out-of-memory error is
+        caught here (and the update's later batches wait) until the update's end decides on a redo."""
+        if self.redo is None:
+            return self._micro_batches(i, batch, size, last, group)
+        if self.redo.failed:
+            return group  # this update ran out of memory already: its redo runs it at the update's end
+        try:
+            return self._micro_batches(i, batch, size, last, group)
+        except torch.OutOfMemoryError:
+            self.redo.failed = True
+        return group  # outside the except: its frames (holding the activations) are gone
+
+    def _micro_batches(self, i: int, batch: Any, size: int, last: bool, group: list[Any]) -> list[Any]:
+        s, meter = self.state, cast(EpochMeter, self.meter)
+        s.batch_idx, s.batch = i, batch
+        self._emit(Event.BATCH_START)
+        if self.guard is not None:
+            self.guard.before_batch()  # buffers as they were before the update's first forward
+        if self.spike is not None:
+            self.spike.before_batch(first=i % s.accumulate == 0)
+        pieces = self.micro.split(s.batch)
+        sync = last and not (self.redo is not None and self.redo.distributed)  # auto + DDP reduces by hand
+        for k, piece in enumerate(pieces):
+            s.batch = piece
+            with stepping.no_sync(s.model, sync and k == len(pieces) - 1):
+                loss = self._forward_loss()
+                s.scaler.scale(self.counts.weighted(loss, size, whole=len(pieces) == 1)).backward()
+            meter.add(loss, s.task.train_stat(s.output, s.batch[1]), int(s.batch[1].shape[0]))
+            if self._takes_closure:
+                group.append(piece)
+        return group
+
+    def _redo_if_needed(self, group: list[Any], size: int) -> list[Any]:
+        """``auto``: redo the update at half the micro-batch size while it runs out of memory on any process
+        (agreed); then average the gradients under DDP. Returns the update's micro-batches."""
+        redo = self.redo
+        if redo is None:
+            return group
+        while redo.again(cast(EpochMeter, self.meter), self.counts):
+            group = []
+            pending = list(redo.pending)
+            for k, (j, batch) in enumerate(pending):
+                group = self._loader_batch(j, batch, size, k == len(pending) - 1, group)
+        redo.reduce_grads()
+        return group
 
     def _end_epoch(self) -> None:
         """Per-epoch metrics, validation, history, EPOCH_END and the epoch's checkpoint."""
@@ -302,7 +383,23 @@ class Trainer:
         self._emit(Event.AFTER_BACKWARD)  # a plug-in may veto the update here (state.veto_update)
         if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
             return self._skip(vetoed=True)
+        if self.spike is not None and self.spike.vetoes(s, *cast(EpochMeter, self.meter).update_loss()):
+            return self._skip(vetoed=True)
         self._clip_gradients()
+        with self.spike.stepping(s.optimizer) if self.spike is not None else contextlib.nullcontext():
+            skipped = self._step(group, size)
+        if skipped is not None:
+            return skipped
+        s.optimizer.zero_grad(set_to_none=True)
+        s.step += 1
+        if s.scheduler is not None and not self._is_plateau():
+            s.scheduler.step()
+        return False
+
+    def _step(self, group: list[Any], size: int) -> bool | None:
+        """The optimizer step (through the GradScaler, SAM's closure, both or neither); None when it was taken,
+        else what :meth:`_skip` says."""
+        s = self.state
         if s.scaler.is_enabled() and self._takes_closure:
             try:
                 if not self._scaled_closure_step(group, size):
@@ -322,11 +419,7 @@ class Trainer:
                 return self._skip(vetoed=True)
         else:
             s.optimizer.step()
-        s.optimizer.zero_grad(set_to_none=True)
-        s.step += 1
-        if s.scheduler is not None and not self._is_plateau():
-            s.scheduler.step()
-        return False
+        return None
 
     def _scaled_closure_step(self, group: list[Any], size: int) -> bool:
         """fp16 with a two-pass optimizer (SAM): the first pass's gradients are unscaled already; an overflow
@@ -371,7 +464,7 @@ class Trainer:
                 for j, batch in enumerate(group):
                     s.batch = batch  # LOSS plug-ins (distillation) see this micro-batch, not the last one
                     with stepping.no_sync(s.model, j == len(group) - 1):
-                        weighted = self.counts.weighted(self._forward_loss(), size)
+                        weighted = self.counts.weighted(self._forward_loss(), size, whole=len(group) == size)
                         s.scaler.scale(weighted).backward()  # fp16: scaled like the first pass
                     total = total + weighted.detach()
                 if s.scaler.is_enabled():  # unscale by hand (the GradScaler unscales once per update)
@@ -396,8 +489,20 @@ class Trainer:
         buffers, gradients, plug-in states and RNG are put back, as if it had not happened.
 
         The run path calls it before a run directory exists, so a model that does not fit the data
-        fails in one line instead of mid-epoch. Returns the model's output.
+        fails in one line instead of mid-epoch. Returns the model's output. With ``micro_batch_size`` it runs the
+        first micro-batch (``auto``: the largest that fits, found by halving, without deciding training's size).
         """
+        size = self.micro.size
+        while True:
+            tried = size if size is not None else (batch_length(batch) or 1)
+            try:
+                return self._try_batch(batch, size)
+            except torch.OutOfMemoryError:
+                if not self.micro.auto or tried <= 1:
+                    raise
+            size = tried // 2  # outside the except: the failed attempt's frames are gone
+
+    def _try_batch(self, batch: Any, size: int | None) -> torch.Tensor:
         s = self.state
         weights = copy.deepcopy(unwrap(s.model).state_dict())
         plugins = {p.key: copy.deepcopy(sd) for p in self.plugins if (sd := p.state_dict()) is not None}
@@ -406,6 +511,7 @@ class Trainer:
             s.model.train()
             s.batch = runtime.move_to(batch, self.device)
             self._emit(Event.BATCH_START)
+            s.batch = split_batch(s.batch, size)[0]
             s.scaler.scale(self._forward_loss(watch=False)).backward()
             assert s.output is not None
             return s.output.detach()
@@ -495,3 +601,11 @@ class Trainer:
     def weights_finite(self) -> bool:
         """Whether every floating weight and buffer is finite (under FSDP: every process's shards)."""
         return self.checkpointer.weights_finite()
+
+
+def _guards(nonfinite: Any, max_nonfinite: int, spike: Any, out: Any) -> tuple[NonFiniteGuard | None,
+                                                                               SpikeGuard | None]:
+    """The non-finite and spike guards the Trainer's arguments name (a policy, a configured guard, or None)."""
+    guard = (nonfinite if isinstance(nonfinite, NonFiniteGuard) or nonfinite is None
+             else NonFiniteGuard(nonfinite, max_nonfinite, out=out))
+    return guard, spike if isinstance(spike, SpikeGuard) or spike is None else SpikeGuard(spike, out=out)
