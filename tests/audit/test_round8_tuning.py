@@ -58,3 +58,38 @@ class Trainer:
 '''
     # the --resume branch is the trainer's own checkpoint; the fine-tuning branch loads a user's file
     assert found(src, "TB403", torch="old") == [17]
+
+
+def test_tb204_a_dict_of_loss_tensors_and_a_conditional_running_sum():
+    src = '''
+def train_epoch(model, optimizer, dataset, epoch_loss):
+    total = None
+    for data in dataset:
+        optimizer.zero_grad()
+        loss = model.compute_loss(model(data), data)
+        loss["total"].backward()
+        optimizer.step()
+        for key in loss:
+            epoch_loss[key] += loss[key]{item}
+        total = loss["total"]{item} if total is None else total + loss["total"]{item}
+    return epoch_loss, total
+'''
+    assert found(src.format(item=""), "TB204") == [10, 11]
+    assert found(src.format(item=".item()"), "TB204") == []
+
+
+def test_tb115_onecycle_total_steps_counted_in_epochs():
+    src = '''
+def train(model, loss_fn, loader, max_epoch, lr):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps={total})
+    for epoch in range(max_epoch):
+        for batch in loader:
+            optimizer.zero_grad()
+            loss_fn(model(batch)).backward()
+            optimizer.step()
+            scheduler.step()
+'''
+    assert found(src.format(total="max_epoch"), "TB115") == [10]
+    assert found(src.format(total="max_epoch * len(loader)"), "TB115") == []
+    assert found(src.format(total="total_steps"), "TB115") == []
