@@ -430,7 +430,9 @@ class _Cfg:
     warmup_steps, max_steps = 5, 30
 
 
-def _warmup_cosine_from_config(opt, cfg=_Cfg()):
+def _warmup_cosine_from_config(opt):
+    cfg = _Cfg()
+
     def lr_lambda(step):  # the horizon read from a config object: cfg.warmup_steps, cfg.max_steps
         if step < cfg.warmup_steps:
             return (step + 1) / cfg.warmup_steps
