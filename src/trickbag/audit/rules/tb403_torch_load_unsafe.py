@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, const_value, dotted, walk
-from trickbag.audit._eval_facts import file_trains
+from trickbag.audit._eval_facts import bound_args, file_trains
 from trickbag.audit._flow import BACKWARD, STEP, FileModel, FunctionModel
 from trickbag.audit._project import OLD_TORCH
 from trickbag.audit.registry import Hit, rule
@@ -300,6 +300,64 @@ def _from_parameters(fm: FunctionModel, path: ast.AST) -> bool:
     return bool(names) and names <= params
 
 
+def _passed_to_a_save(fm: FunctionModel, path: ast.AST) -> bool:
+    """``evaluate(model, opt, model_save_dir)`` loads its path parameter, and the function calling it passes the
+    same name to a function of this file that saves to it (``train(model, ..., model_save_dir)``)."""
+    if not isinstance(path, ast.Name) or not _from_parameters(fm, path) \
+            or not isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for site in fm.call_sites():
+        call = site.node
+        if not isinstance(call, ast.Call):
+            continue
+        arg = next((dotted(a) for p, a in bound_args(fm, call) if p == path.id), None)
+        if not arg:
+            continue
+        for n in site.fm.nodes:
+            if not isinstance(n, ast.Call) or n is call:
+                continue
+            helper = fm.file.resolve(n, site.fm)
+            if helper is None or helper is fm or not isinstance(helper.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            saved = {p.id for p in _save_paths(helper) if isinstance(p, ast.Name)}
+            if any(p in saved and dotted(a) == arg for p, a in bound_args(helper, n)):
+                return True
+    return False
+
+
+_LISTINGS = {"walk", "glob", "iglob", "listdir", "scandir", "rglob", "iterdir"}
+
+
+def _walked_own_folder(fm: FunctionModel, path: ast.AST) -> bool:
+    """The path is made from the loop variables of ``for root, _, files in os.walk("checkpoints")`` (or
+    ``glob.glob("runs/*.pt")``): files found in a folder the program names itself."""
+    names = _names(path)
+    for a in fm.assigns:  # ``model_path = os.path.join(root, name)``
+        if a.op is None and a.value is not None and set(a.names) & names:
+            names |= _names(a.value)
+    for n in fm.nodes:
+        if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.iter, ast.Call) \
+                and call_name(n.iter) in _LISTINGS and _names(n.target) & names:
+            args = [*n.iter.args, *(k.value for k in n.iter.keywords)]
+            if args and all(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in args[:1]) \
+                    and not _from_outside(n.iter):
+                return True
+    return False
+
+
+def _restores_optimizer(fm: FunctionModel, node: ast.AST) -> bool:
+    """The loaded object is an optimizer state (``full_osd = torch.load(p)`` handed to
+    ``FSDP.scatter_full_optim_state_dict(full_osd, model)`` or ``optimizer.load_state_dict(...)``): a file only a
+    training run writes, a resume of the program's own training."""
+    holders = {n for a in fm.assigns if a.value is node for n in a.names}
+    for n in fm.nodes:
+        if isinstance(n, ast.Call) and holders & {dotted(x) for x in n.args}:
+            name = (dotted(n.func) or call_name(n)).lower()
+            if "optim" in name and ("load_state_dict" in name or "optim_state_dict" in name):
+                return True
+    return False
+
+
 def _under_resume_test(fm: FunctionModel, node: ast.AST) -> bool:
     """The load runs only under ``if ...resume...:`` (``if self.args.resume:``)."""
     for n in fm.nodes:
@@ -318,6 +376,12 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
         return why
     if _paired_save(fm, path):
         return " (uncertain: a method of a class whose save method writes the same path: the object's own file)"
+    if _passed_to_a_save(fm, path):
+        return " (uncertain: its caller passes the same path to a function of this file that saves to it)"
+    if _walked_own_folder(fm, path):
+        return " (uncertain: a file found in a folder the program names itself)"
+    if _restores_optimizer(fm, node):
+        return " (uncertain: restores an optimizer state, which only a training run writes: a resume)"
     pieces = _pieces(fm, path)
     outside = _outside_pieces(pieces)
     if outside and _resumes(fm, node) and _under_resume_test(fm, node):
@@ -382,6 +446,10 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     ``classmethod`` loader, a package's API for a caller's file).  A resume under ``if ...resume...:`` that
     restores the optimizer state or step count is low even when ``--ckpt`` may name the file.  In
     ``torch.load(net.state_dict(), "model.pth")`` (a save mistyped as a load) the path is the second argument.
+    Also low: a path parameter whose caller passes the same name to a function of the file that saves to it
+    (``train(..., model_save_dir)`` and ``evaluate(..., model_save_dir)``), a file found by ``os.walk`` / ``glob``
+    in a folder the program names itself, and an optimizer state handed to ``optimizer.load_state_dict`` or
+    ``scatter_full_optim_state_dict`` (a resume).
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
