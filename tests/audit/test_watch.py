@@ -6,6 +6,7 @@ evaluation loop; each mistake reported at the user's line; everything restored a
 
 import copy
 import io
+import math
 from pathlib import Path
 
 import pytest
@@ -425,10 +426,39 @@ def _warmup_lambda(opt, num_warmup_steps=5, num_training_steps=30):
     return torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
 
 
+class _Cfg:
+    warmup_steps, max_steps = 5, 30
+
+
+def _warmup_cosine_from_config(opt):
+    cfg = _Cfg()
+
+    def lr_lambda(step):  # the horizon read from a config object: cfg.warmup_steps, cfg.max_steps
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        return 0.5 * (1 + math.cos(math.pi * (step - cfg.warmup_steps) / (cfg.max_steps - cfg.warmup_steps)))
+    return torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+
+
+WARMUP_ITERS = 5
+
+
+def _global_warmup(step):
+    return min(1.0, (step + 1) / WARMUP_ITERS)
+
+
+def _warmup_then_cosine(opt):
+    warm = torch.optim.lr_scheduler.LambdaLR(opt, _global_warmup)
+    cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=25)
+    return torch.optim.lr_scheduler.SequentialLR(opt, [warm, cos], milestones=[5])
+
+
 @pytest.mark.parametrize("build", [
     lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=30),
     _warmup_lambda,
-], ids=["one-cycle", "warmup-lambda"])
+    _warmup_cosine_from_config,
+    _warmup_then_cosine,
+], ids=["one-cycle", "warmup-lambda", "warmup-cosine-config", "sequential-global-warmup"])
 def test_a_per_iteration_schedule_stepped_per_epoch_is_a_finding(build):
     model, opt = make()
     with audit(model, opt, report=False) as wrong:
@@ -441,8 +471,14 @@ def test_a_per_iteration_schedule_stepped_per_epoch_is_a_finding(build):
     assert where(right, "scheduler-unit-mismatch") == []
 
 
-def test_an_epoch_schedule_stepped_per_epoch_is_not_a_finding():
+@pytest.mark.parametrize("build", [
+    lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=2),
+    lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.9 ** epoch),
+    lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1 - epoch / _Cfg.max_epochs),
+], ids=["step-lr", "lambda-of-epoch", "lambda-over-max-epochs"])
+def test_an_epoch_schedule_stepped_per_epoch_is_not_a_finding(build):
+    _Cfg.max_epochs = 10
     model, opt = make()
     with audit(model, opt, report=False) as report:
-        _epochs(model, opt, torch.optim.lr_scheduler.StepLR(opt, step_size=2), per_batch=False)
+        _epochs(model, opt, build(opt), per_batch=False)
     assert report.findings == []

@@ -119,7 +119,8 @@ def _forwards(fm: FunctionModel) -> list[Event]:
         out = []
         for e in fm.events:
             if e.kind == FORWARD:
-                out.append(e)
+                if not _plain_object(fm, e.recv):
+                    out.append(e)
             elif e.kind == CALL and dotted(getattr(e.node, "func", None) or e.node) is not None \
                     and (dotted(cast(ast.Call, e.node).func) or "").startswith("self.") \
                     and not e.kinds() & {BACKWARD, STEP}:
@@ -130,6 +131,17 @@ def _forwards(fm: FunctionModel) -> list[Event]:
                     out.append(dataclasses.replace(e, kind=FORWARD, recv=inner[0].recv))
         table[id(fm)] = out
     return table[id(fm)]
+
+
+def _plain_object(fm: FunctionModel, recv: str | None) -> bool:
+    """``recv`` holds an instance, made in this function, of a class of this file that is no module (``class
+    MscEval(object)`` with a ``__call__``: an evaluator called with the network, not a network)."""
+    if not recv:
+        return False
+    made = [a.value for a in fm.assigns if a.names == [recv] and a.op is None and isinstance(a.value, ast.Call)]
+    classes = [fm.file.classes.get((dotted(v.func) or "").split(".")[-1]) for v in made]
+    return bool(classes) and all(c is not None and all(dotted(b) in ("object", None) for b in c.bases)
+                                 and not c.keywords for c in classes)
 
 
 def eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
@@ -201,8 +213,23 @@ def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
     if not fwds:
         return False
     first_fwd = min(fwds, key=lambda e: e.order)
-    return is_valish(loop) or mode_before(fm, first_fwd) == EVAL or \
+    return is_valish(loop) or (mode_before(fm, first_fwd) == EVAL and not _kept_in_eval(fm, loop, first_fwd)) or \
         (is_data_loop(loop) and first_fwd.grad_disabled and not fm.kind_events(BACKWARD))
+
+
+def _kept_in_eval(fm: FunctionModel, loop: Loop, fwd: Event) -> bool:
+    """The loop runs inside a loop that back-propagates, and the module was put in eval mode before that training
+    loop began (a frozen module kept in eval through training, run in a per-sample helper loop of each iteration),
+    not by an evaluation block inside the training iteration (``if it % 100 == 0: model.eval(); for p in probes:
+    ...``)."""
+    trainer = loop.parent
+    while trainer is not None and not has_kind(trainer, BACKWARD):
+        trainer = trainer.parent
+    if trainer is None:
+        return False
+    events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
+    switches = [e for e, kind in mode_events(fm, events) if same_model(e, fwd)]
+    return bool(switches) and trainer not in switches[-1].loops
 
 
 _RANDOM = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randn_like", "rand_like", "zeros_like",

@@ -159,6 +159,9 @@ def same_model(mode: Event, fwd: Event) -> bool:
         return True
     if a == "self":
         return target.startswith("self.")
+    base = a[:-2] if a.endswith("[]") else a  # ``[model[k].eval() for k in model]`` switches every part of model
+    if target.startswith((base + ".", base + "[")):
+        return True  # ``model.eval()`` puts its submodules in eval mode too (``model.encoder(x)``)
     return short_name(a) == short_name(target)
 
 

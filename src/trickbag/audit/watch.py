@@ -145,19 +145,30 @@ _STEP_CELLS = ("num_training_steps", "num_warmup_steps", "warmup_steps", "total_
                "warmup_iters", "total_iters", "max_iters", "num_steps")
 
 
+def _counted_in_steps(name: str) -> bool:
+    """A name of a number of steps or iterations (``warmup_steps``, ``max_iter``, ``WARMUP_ITERS``), not of
+    epochs."""
+    low = name.lower()
+    return "epoch" not in low and any(w in low for w in ("step", "iter")) and low not in ("step", "steps", "iter")
+
+
 def _per_iteration(sched: Any) -> bool:
     """The schedule is meant to advance every iteration: OneCycleLR / CyclicLR (documented so), or a LambdaLR
-    whose function closes over a number of steps (``num_warmup_steps``, ``num_training_steps`` ...)."""
+    whose function reads a number of steps: closes over one (``num_warmup_steps``, ``num_training_steps`` ...),
+    reads one as an attribute or a global (``cfg.warmup_steps``, ``WARMUP_ITERS``) or gets one from a
+    ``functools.partial``; a SequentialLR / ChainedScheduler when one of its parts is."""
     if isinstance(sched, (torch.optim.lr_scheduler.OneCycleLR, torch.optim.lr_scheduler.CyclicLR)):
+        return True
+    if any(_per_iteration(s) for s in getattr(sched, "_schedulers", []) or []):
         return True
     for fn in getattr(sched, "lr_lambdas", []) or []:
         code = getattr(fn, "__code__", None)
         inner = getattr(fn, "func", None)  # functools.partial(lr_lambda, num_warmup_steps=...)
-        names = set(code.co_freevars) if code is not None else set()
+        names = set(code.co_freevars) | set(code.co_names) if code is not None else set()
         names |= set(getattr(fn, "keywords", {}) or {})
         if inner is not None and getattr(inner, "__code__", None) is not None:
-            names |= set(inner.__code__.co_varnames)
-        if names & set(_STEP_CELLS):
+            names |= set(inner.__code__.co_varnames) | set(inner.__code__.co_names)
+        if names & set(_STEP_CELLS) or any(_counted_in_steps(n) for n in names):
             return True
     return False
 

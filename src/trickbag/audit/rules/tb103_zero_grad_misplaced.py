@@ -5,9 +5,11 @@ right example."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
+from trickbag.audit._ast import call_name, dotted
 from trickbag.audit._flow import (
     BACKWARD,
     STEP,
@@ -51,6 +53,9 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
     == 0: optimizer.step()`` after a backward run on every micro-batch (the same test twice) zero the window's
     gradients in the very iteration that steps: the update sees one micro-batch.
 
+    Under ``accelerator.accumulate`` the prepared optimizer skips its ``zero_grad()`` until the gradients sync, but
+    the model's own ``model.zero_grad()`` runs on every micro-batch: reported too.
+
     A local helper that only zeroes the gradients (``self._reset()`` setting ``p.grad = None`` in a loop over
     the parameters) counts where it is called, and is reported at that call when it runs on every micro-batch.
 
@@ -74,6 +79,10 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
     """
     for z in micro_batch_events(file, ZERO):
         if framework_accumulates(z):
+            if _model_zero_grad_in_accumulate(z):
+                yield Hit(z.node, f"{z.recv}.zero_grad() inside accelerator.accumulate runs on every micro-batch (only "
+                                  "the prepared optimizer's zero_grad is skipped until the gradients sync): it "
+                                  "discards the gradients being accumulated; call optimizer.zero_grad()")
             continue
         if z.kind == ZERO:
             yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
@@ -89,6 +98,22 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
             for z in _zero_between(fm, s):
                 yield Hit(z.node, "zero_grad() between backward() and step() zeroes the gradients the step uses")
 
+
+
+def _model_zero_grad_in_accumulate(z: Event) -> bool:
+    """``model.zero_grad()`` (not the optimizer's) in a loop whose accumulation ``accelerator.accumulate`` runs,
+    outside an ``if accelerator.sync_gradients:`` test."""
+    fm = z.fm
+    if z.kind != ZERO or not z.recv:
+        return False
+    accumulated = {dotted(a) for n in fm.nodes if isinstance(n, (ast.With, ast.AsyncWith)) for i in n.items
+                   if isinstance(i.context_expr, ast.Call) and call_name(i.context_expr) == "accumulate"
+                   for a in i.context_expr.args}  # ``with accelerator.accumulate(policy):``
+    if fm.role(z.recv) != R.MODEL and z.recv not in accumulated:
+        return False
+    if z.recv in {x.recv for x in fm.kind_events(STEP)}:
+        return False
+    return not any("sync_gradients" in ast.unparse(g.node.test) for g in z.guards if hasattr(g.node, "test"))
 
 
 def _zeroes_window_start(fm: FunctionModel, z: Event) -> bool:

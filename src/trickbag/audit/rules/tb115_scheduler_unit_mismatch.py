@@ -45,7 +45,13 @@ def _unit(call: ast.Call) -> str:
     name = (dotted(call.func) or "").split(".")[-1]
     kw = {k.arg: k.value for k in call.keywords if k.arg}
     if name == "OneCycleLR":
-        return "step" if "total_steps" in kw or "steps_per_epoch" in kw else ""
+        if "steps_per_epoch" in kw:
+            return "step"
+        total = kw.get("total_steps", call.args[2] if len(call.args) > 2 else None)
+        if total is None:
+            return ""
+        words, calls = _words(total)  # ``total_steps=max_epoch``: a horizon in epochs under a step-named keyword
+        return "epoch" if words & _EPOCH_WORDS and not (words & _STEP_WORDS or "len" in calls) else "step"
     key, index = _LENGTH_ARGS[name]
     value = kw.get(key)
     if value is None and len(call.args) > index + 1:
@@ -95,8 +101,9 @@ def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
     batches and then oscillates; ``MultiStepLR(milestones=[30, 60])`` stepped per batch decays in the first
     epoch.  The mirror case, ``get_cosine_schedule_with_warmup(opt, warmup, epochs * len(loader))`` or
     ``OneCycleLR(..., steps_per_epoch=len(loader))`` stepped once per epoch, never leaves the warm-up.  The
-    unit of the length is read from its expression (``epochs`` vs ``len(loader)``, ``total_steps``); a length
-    with no unit in its names (a bare number) is not judged.
+    unit of the length is read from its expression (``epochs`` vs ``len(loader)``, ``total_steps``; a
+    ``OneCycleLR(total_steps=max_epoch)`` is counted in epochs whatever its keyword says); a length with no unit
+    in its names (a bare number) is not judged.
 
     Wrong::
 

@@ -99,7 +99,10 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     dropout, no BatchNorm and never reads ``self.training`` is not reported, nor one that holds no module at all
     (a numpy computation from given weights); where no module of the project uses such a layer nor loads a model
     from a zoo (torchvision.models, timm, transformers, the hub), the finding is low confidence.  A function
-    imported from the project (``add_prompt_to_generator(example, ...)``) is not a model, whatever its name.
+    imported from the project (``add_prompt_to_generator(example, ...)``) is not a model, whatever its name, nor an
+    instance of a class of the file that is no module (an evaluator object with ``__call__``, called with the
+    network).  ``model.eval()`` puts the submodules in eval mode too (``model.encoder(x)`` after it is in eval
+    mode), and ``[model[k].eval() for k in model]`` every part of ``model``.
 
     Wrong::
 

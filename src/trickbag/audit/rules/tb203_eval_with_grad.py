@@ -90,7 +90,9 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     eval switch like ``module.eval()``.  The forward of a wrapper whose own ``forward`` runs under ``no_grad`` /
     ``inference_mode`` (a class of the file, or one imported from a module of the same project) is not reported,
     nor a function that wraps its inputs in ``Variable(x, volatile=True)`` (the no-grad of torch <= 0.3 that the
-    code is written for).
+    code is written for).  A loop inside a training iteration that runs a module put in eval mode
+    before the training loop began (a frozen module kept in eval through training, run per sample) is part of the
+    training step, not an evaluation.
 
     Wrong::
 

@@ -58,6 +58,9 @@ def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int
         if isinstance(n, ast.BinOp):
             todo += [n.right, n.left]
             continue
+        if isinstance(n, ast.Subscript) and isinstance(n.value, (ast.Name, ast.Attribute)):
+            todo.append(n.value)  # ``loss[key]`` of a dict of loss tensors
+            continue
         if isinstance(n, ast.Call) and call_name(n) not in _DETACHING and R.is_loss_value(n, fm.role):
             return "the loss"
         if isinstance(n, (ast.Name, ast.Attribute)):
@@ -100,12 +103,16 @@ def _added(a) -> ast.AST | None:
         return None
     if a.op is not None and isinstance(a.op, ast.Add):
         return a.value
-    if a.op is None and isinstance(a.value, ast.BinOp) and isinstance(a.value.op, ast.Add):
-        left = a.value.left
+    value = a.value
+    if a.op is None and isinstance(value, ast.IfExp):  # ``total = loss if total is None else total + loss``
+        value = next((v for v in (value.orelse, value.body) if isinstance(v, ast.BinOp)
+                      and isinstance(v.op, ast.Add) and dotted(v.left) == target), value)
+    if a.op is None and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        left = value.left
         if dotted(left) == target or (isinstance(left, ast.Call) and call_name(left) == "get"
                                       and isinstance(left.func, ast.Attribute)
                                       and f"{dotted(left.func.value)}[]" == target):
-            return a.value.right
+            return value.right
     return None
 
 
@@ -121,7 +128,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     output dict appended to a list (``outputs.append(output)``) after ``output["loss"].backward()``, its loss not
     replaced by ``output["loss"].detach()`` first, keeps every step's graph too.
     The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,
-    ``self.total = self.total + loss``.
+    ``self.total = self.total + loss``, ``total = loss if total is None else total + loss``, and so is a dict of
+    loss tensors summed key by key (``epoch_loss[k] += loss[k]``).
 
     So is ``sums[k] = sums.get(k, 0.0) + loss``, and a loss handed to a local helper or a method of a class of
     the file (``tracker.update("loss", loss)``) that adds it to an attribute, a container passed in or a

@@ -166,10 +166,18 @@ def _keys_read_back(file: FileModel) -> set[str]:
     return file.memo("tb301_read_back", find)
 
 
+def _literal(value: ast.AST) -> bool:
+    """A constant, or a list / tuple holding a string (``["complexity.params", "params (M)", fn]``): no tensors."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return any(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts)
+    return isinstance(value, ast.Constant)
+
+
 def _looks_like_group(d: ast.Dict | ast.Call) -> bool:
     keys = {k for k, _, _ in _keys(d)}
     if "params" in keys and len(keys) > 1:
-        return True
+        # a table of labels that happens to have a 'params' entry (a sweep's metric names) holds no tensors
+        return not any(k == "params" and _literal(v) for k, _, v in _keys(d))
     return bool(keys & {"lr", "weight_decay"}) and any(_holds_parameters(v) for _, _, v in _keys(d))
 
 

@@ -121,6 +121,21 @@ def _env_copy_keys(file: FileModel) -> Iterator[tuple[str, ast.AST, bool]]:
                 yield key, node, isinstance(node.ctx, ast.Store)
 
 
+def _guarded(file: FileModel, node: ast.AST) -> bool:
+    """``node`` sits in the body of a ``try`` that has an ``except`` (a platform check: ``os.lchmod`` exists on
+    macOS and BSD only)."""
+    table = file.memo("tb401_try_bodies", lambda: {
+        id(n) for t in file.nodes if isinstance(t, ast.Try) and t.handlers for st in t.body for n in ast.walk(st)})
+    return id(node) in table
+
+
+def _documented(file: FileModel, key: str, node: ast.AST) -> bool:
+    """The file's own text (a docstring, a message) names the variable it reads: its own, chosen on purpose
+    (``CUDAHOME`` in the docstring of a setup script that reads it)."""
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value != key and key in n.value.split()
+               for n in file.nodes)
+
+
 def _os_typos(file: FileModel) -> Iterator[Hit]:
     for node in file.nodes:
         if not isinstance(node, ast.Attribute):
@@ -131,8 +146,11 @@ def _os_typos(file: FileModel) -> Iterator[Hit]:
             continue
         near = sorted((edit_distance(node.attr, a), a) for a in dir(module) if not a.startswith("_"))
         if near and near[0][0] <= 2:
-            yield Hit(node, f"{base}.{node.attr} does not exist (AttributeError): did you mean {base}.{near[0][1]}?",
-                      fix=f"use {base}.{near[0][1]}")
+            guarded = _guarded(file, node)
+            yield Hit(node, f"{base}.{node.attr} does not exist (AttributeError): did you mean {base}.{near[0][1]}?"
+                            + (" (uncertain: inside try/except, a check for an attribute some platforms have)"
+                               if guarded else ""),
+                      fix=f"use {base}.{near[0][1]}", confidence="low" if guarded else "high")
 
 
 @rule("TB401", "env-var-typo", fix="spell the variable exactly, e.g. CUDA_VISIBLE_DEVICES", quiet_in_tests=False)
@@ -144,7 +162,9 @@ def env_var_typo(file: FileModel) -> Iterator[Hit]:
     hours of training when it sits in the evaluation code.
 
     Keys set in a copy of the environment (``env = os.environ.copy()``, ``{**os.environ, ...}``) or in a
-    dict literal passed as ``env=`` (``subprocess.run``) count too.
+    dict literal passed as ``env=`` (``subprocess.run``) count too.  Low confidence (``--all``): a variable the
+    file reads and names in its own text (a docstring saying it looks for ``CUDAHOME``: its own variable), and a
+    missing ``os`` attribute used inside ``try``/``except`` (``os.lchmod`` exists on macOS and BSD only).
 
     Wrong::
 
@@ -158,12 +178,14 @@ def env_var_typo(file: FileModel) -> Iterator[Hit]:
                or (isinstance(n, ast.keyword) and n.arg == "env") for n in file.nodes):
         return  # nothing in the file reads or sets the environment
     seen = set()
-    for key, node, _ in [*env_keys(file), *_env_copy_keys(file)]:
+    for key, node, write in [*env_keys(file), *_env_copy_keys(file)]:
         meant = meant_env(key)
         if id(node) in seen:
             continue
         seen.add(id(node))
         if meant:
-            yield Hit(node, f"environment variable {key!r} is not read by anything: did you mean {meant!r}?",
-                      fix=f"use {meant!r}")
+            own = not write and _documented(file, key, node)
+            yield Hit(node, f"environment variable {key!r} is not read by anything: did you mean {meant!r}?"
+                            + (f" (uncertain: the file's own text names {key}: a variable of its own)" if own else ""),
+                      fix=f"use {meant!r}", confidence="low" if own else "high")
     yield from _os_typos(file)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, const_value, dotted, walk
-from trickbag.audit._eval_facts import file_trains
+from trickbag.audit._eval_facts import bound_args, file_trains
 from trickbag.audit._flow import BACKWARD, STEP, FileModel, FunctionModel
 from trickbag.audit._project import OLD_TORCH
 from trickbag.audit.registry import Hit, rule
@@ -267,6 +267,106 @@ def _resumes(fm: FunctionModel, node: ast.AST) -> bool:
     return False
 
 
+def _plain_method(fm: FunctionModel) -> bool:
+    """A method called on an instance (not a ``classmethod`` / ``staticmethod``: ``Model.load(path)`` builds a
+    new object from a caller's file, the library API of a package)."""
+    return fm.cls is not None and isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not any(
+        dotted(d) in ("classmethod", "staticmethod") for d in fm.node.decorator_list)
+
+
+def _paired_save(fm: FunctionModel, path: ast.AST) -> bool:
+    """``def load(self, path): ...torch.load(path)`` beside ``def save(self, path): torch.save(..., path)`` in the
+    same class: the object reloads the weights it wrote itself (an RL agent's save/load pair)."""
+    if not _plain_method(fm) or not _from_parameters(fm, path):
+        return False
+    pieces = _unscoped(_pieces(fm, path))
+    if not pieces or _outside_pieces(pieces):
+        return False
+    for other in fm.file.functions:
+        if other is fm or other.cls is not fm.cls or not _plain_method(other):
+            continue
+        if any(_from_parameters(other, p) and _unscoped(_pieces(other, p)) == pieces for p in _save_paths(other)):
+            return True
+    return False
+
+
+def _from_parameters(fm: FunctionModel, path: ast.AST) -> bool:
+    """Every name in the path is a parameter of the function (``path``, ``model_path + id``), none a local such
+    as the ``f`` of ``with fs.open(path) as f``."""
+    args = getattr(fm.node, "args", None)
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} if isinstance(args, ast.arguments) \
+        else set()
+    names = _names(path)
+    return bool(names) and names <= params
+
+
+def _passed_to_a_save(fm: FunctionModel, path: ast.AST) -> bool:
+    """``evaluate(model, opt, model_save_dir)`` loads its path parameter, and the function calling it passes the
+    same name to a function of this file that saves to it (``train(model, ..., model_save_dir)``)."""
+    if not isinstance(path, ast.Name) or not _from_parameters(fm, path) \
+            or not isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for site in fm.call_sites():
+        call = site.node
+        if not isinstance(call, ast.Call):
+            continue
+        arg = next((dotted(a) for p, a in bound_args(fm, call) if p == path.id), None)
+        if not arg:
+            continue
+        for n in site.fm.nodes:
+            if not isinstance(n, ast.Call) or n is call:
+                continue
+            helper = fm.file.resolve(n, site.fm)
+            if helper is None or helper is fm or not isinstance(helper.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            saved = {p.id for p in _save_paths(helper) if isinstance(p, ast.Name)}
+            if any(p in saved and dotted(a) == arg for p, a in bound_args(helper, n)):
+                return True
+    return False
+
+
+_LISTINGS = {"walk", "glob", "iglob", "listdir", "scandir", "rglob", "iterdir"}
+
+
+def _walked_own_folder(fm: FunctionModel, path: ast.AST) -> bool:
+    """The path is made from the loop variables of ``for root, _, files in os.walk("checkpoints")`` (or
+    ``glob.glob("runs/*.pt")``): files found in a folder the program names itself."""
+    names = _names(path)
+    for a in fm.assigns:  # ``model_path = os.path.join(root, name)``
+        if a.op is None and a.value is not None and set(a.names) & names:
+            names |= _names(a.value)
+    for n in fm.nodes:
+        if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.iter, ast.Call) \
+                and call_name(n.iter) in _LISTINGS and _names(n.target) & names:
+            args = [*n.iter.args, *(k.value for k in n.iter.keywords)]
+            if args and all(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in args[:1]) \
+                    and not _from_outside(n.iter):
+                return True
+    return False
+
+
+def _restores_optimizer(fm: FunctionModel, node: ast.AST) -> bool:
+    """The loaded object is an optimizer state (``full_osd = torch.load(p)`` handed to
+    ``FSDP.scatter_full_optim_state_dict(full_osd, model)`` or ``optimizer.load_state_dict(...)``): a file only a
+    training run writes, a resume of the program's own training."""
+    holders = {n for a in fm.assigns if a.value is node for n in a.names}
+    for n in fm.nodes:
+        if isinstance(n, ast.Call) and holders & {dotted(x) for x in n.args}:
+            name = (dotted(n.func) or call_name(n)).lower()
+            if "optim" in name and ("load_state_dict" in name or "optim_state_dict" in name):
+                return True
+    return False
+
+
+def _under_resume_test(fm: FunctionModel, node: ast.AST) -> bool:
+    """The load runs only under ``if ...resume...:`` (``if self.args.resume:``)."""
+    for n in fm.nodes:
+        if isinstance(n, ast.If) and "resume" in ast.unparse(n.test).lower() \
+                and any(c is node for st in n.body for c in walk(st)):
+            return True
+    return False
+
+
 def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path: ast.AST | None) -> str:
     """Why the loaded file is probably the program's own, or '' (see :func:`torch_load_unsafe`)."""
     if fm is None or path is None:
@@ -274,8 +374,18 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
     why = _own_save(fm, path)
     if why:
         return why
+    if _paired_save(fm, path):
+        return " (uncertain: a method of a class whose save method writes the same path: the object's own file)"
+    if _passed_to_a_save(fm, path):
+        return " (uncertain: its caller passes the same path to a function of this file that saves to it)"
+    if _walked_own_folder(fm, path):
+        return " (uncertain: a file found in a folder the program names itself)"
+    if _restores_optimizer(fm, node):
+        return " (uncertain: restores an optimizer state, which only a training run writes: a resume)"
     pieces = _pieces(fm, path)
     outside = _outside_pieces(pieces)
+    if outside and _resumes(fm, node) and _under_resume_test(fm, node):
+        return " (uncertain: a --resume that restores the optimizer state or step count the program saved)"
     if pieces and not outside and any(pieces <= saved for saved in file.memo("tb403_saves",
                                                                              lambda: _file_saves(file))):
         return " (uncertain: the path is made like a path this file saves to: the program's own file)"
@@ -331,7 +441,15 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     weights after training in the same function, and the same path reloaded elsewhere in the file.  A tool that
     loads a file and saves it back (``strip_optimizer``) is not a save of the program's own results.  A path
     returned by a function of this file that saves to it (``f = preprocess(...)``, ``torch.save(data, f); return
-    f``) is the program's own file.
+    f``) is the program's own file, and so is the path a method loads when a sibling method of the same
+    class saves to a path made the same way (``def save(self, path)`` / ``def load(self, path)``; not a
+    ``classmethod`` loader, a package's API for a caller's file).  A resume under ``if ...resume...:`` that
+    restores the optimizer state or step count is low even when ``--ckpt`` may name the file.  In
+    ``torch.load(net.state_dict(), "model.pth")`` (a save mistyped as a load) the path is the second argument.
+    Also low: a path parameter whose caller passes the same name to a function of the file that saves to it
+    (``train(..., model_save_dir)`` and ``evaluate(..., model_save_dir)``), a file found by ``os.walk`` / ``glob``
+    in a folder the program names itself, and an optimizer state handed to ``optimizer.load_state_dict`` or
+    ``scatter_full_optim_state_dict`` (a resume).
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
@@ -360,6 +478,8 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
         if None in kw:
             continue
         path = path if path is not None else kw.get("f")
+        if isinstance(path, ast.Call) and "state_dict" in call_name(path) and len(node.args) > 1:
+            path = node.args[1]  # ``torch.load(net.state_dict(), "./model/net.pth")``: a save mistyped as a load
         if "weights_only" not in kw:
             sure = "high" if file.torch_support == OLD_TORCH and not _own_file(path) else "low"
             why = _own_reason(file, owners.get(id(node)), node, path) if sure == "high" else ""
