@@ -43,13 +43,16 @@ class PlantSpikes(Plugin):
 
     def __init__(self, at: set[int], factor: float) -> None:
         self.at, self.factor, self.seen = at, factor, 0
+        self.ratios: list[float] = []  # each planted loss over the batch's own loss
 
     def on_batch_start(self, state: Any) -> None:
         self.seen += 1
 
     def on_loss(self, state: Any) -> None:
         if self.seen - 1 in self.at:
+            own = float(state.loss.detach())
             state.loss = state.loss_fn(state.output * self.factor, state.batch[1])
+            self.ratios.append(float(state.loss.detach()) / max(own, 1e-12))
 
 
 class Threshold(Plugin):
@@ -85,13 +88,14 @@ def _run(recipe: str, overrides: list[str], plugins: list[Plugin] = ()) -> tuple
 def inject(args: argparse.Namespace) -> None:
     epochs, per_epoch = 30, 41  # digits: 1293 training images in batches of 32
     at = {per_epoch * e + b for e in (12, 20) for b in range(0, 8)}  # two bursts of 8 updates, mid-run
-    rows, acc = [], {}
+    rows, acc, ratios = [], {}, []
     arms = {"clean": [], "unguarded": [], "skip": ["train.spike=skip"], "rollback": ["train.spike=rollback"]}
     for seed in range(args.seeds):
         for arm, extra in arms.items():
             plant = [] if arm == "clean" else [PlantSpikes(at, args.factor)]
             t0 = time.perf_counter()
             trainer, ctx = _run("digits", [f"train.seed={seed}", f"train.epochs={epochs}", *extra], plant)
+            ratios += plant[0].ratios if plant else []
             acc.setdefault(arm, []).append(_test_acc(trainer, ctx))
             g = trainer.spike
             print(f"  seed {seed} {arm:9s} test acc {acc[arm][-1]:.4f}  spikes {g.spikes if g else '-'}  rollbacks "
@@ -99,7 +103,8 @@ def inject(args: argparse.Namespace) -> None:
     for arm, values in acc.items():
         gap = 100 * (statistics.mean(acc["clean"]) - statistics.mean(values))
         rows.append([arm, f"{statistics.mean(values):.4f}", f"{min(values):.4f}", f"{gap:+.2f}"])
-    print(f"\nspikes planted at {len(at)} updates (logits x{args.factor:g}); digits, {epochs} epochs, "
+    print(f"\nspikes planted at {len(at)} updates (logits x{args.factor:g}: each planted loss {min(ratios):.0f}x to "
+          f"{max(ratios):.0f}x its batch's own, median {statistics.median(ratios):.0f}x); digits, {epochs} epochs, "
           f"seeds 0-{args.seeds - 1}\n")
     print(C.markdown_table(["arm", "mean test acc", "worst", "points below clean"], rows))
 
