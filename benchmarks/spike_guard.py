@@ -56,21 +56,15 @@ class PlantSpikes(Plugin):
 
 
 class Threshold(Plugin):
-    """The largest ratio of an update's loss to the spike threshold (1.0 = it would fire) seen in a run."""
+    """The largest ratio of a micro-batch's loss to the spike level (1.0 = it would fire) seen in a run."""
 
     def __init__(self, guard: Any) -> None:
         self.guard, self.worst = guard, 0.0
 
     def on_after_backward(self, state: Any) -> None:
-        g = self.guard
-        if g is None or len(g.window) < g.warmup or g.start_scale is None:
-            return
-        w = list(g.window)
-        med = statistics.median(w)
-        mad = statistics.median(abs(v - med) for v in w)
-        bar = max(med * g.ratio, med + g.sigmas * 1.4826 * mad, med + g.floor * g.start_scale)
-        loss = state.loss.detach().float().item()
-        self.worst = max(self.worst, loss / bar)
+        level = self.guard.level()
+        if level is not None and state.loss is not None:
+            self.worst = max(self.worst, float(state.loss.detach()) / level)
 
 
 def _test_acc(trainer: Any, ctx: Any) -> float:
@@ -127,6 +121,44 @@ def overhead(args: argparse.Namespace) -> None:
     print(C.markdown_table(["spike", "ms per update (median)", "ratio to off (median of rounds)"], rows))
 
 
+def _data_for(recipe: str, work: Path) -> list[str]:
+    """What a recipe needs besides itself: a CSV (scikit-learn's wine), a teacher, an image folder."""
+    if recipe == "tabular":
+        from sklearn.datasets import load_wine
+
+        path = work / "wine.csv"
+        if not path.exists():
+            wine = load_wine()
+            rows = [",".join([*wine.feature_names, "target"])]
+            rows += [",".join([*(f"{v:g}" for v in x), str(int(y))]) for x, y in zip(wine.data, wine.target)]
+            path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        return [f"data.root={path}", "data.label_column=target"]
+    if recipe == "distill":
+        teacher = work / "teacher" / "checkpoints" / "best.pt"
+        if not teacher.exists():
+            from trickbag.runs.run import run_recipe
+
+            run_recipe(load_recipe("digits", [*QUIET, f"run.dir={work}", "run.name=teacher"]), quiet=True)
+        return [f"tricks.distillation.teacher={teacher}"]
+    if recipe == "imagefolder-finetune":
+        import numpy as np
+        from PIL import Image
+
+        root = work / "images"
+        if not root.exists():  # 4 classes of 48x48 images: a coloured square on noise, its place by class
+            rng = np.random.default_rng(0)
+            for c in range(4):
+                (root / f"class{c}").mkdir(parents=True)
+                for i in range(60):
+                    img = rng.integers(0, 120, (48, 48, 3), dtype=np.uint8)
+                    y, x = (c // 2) * 24 + rng.integers(0, 8), (c % 2) * 24 + rng.integers(0, 8)
+                    img[y:y + 16, x:x + 16, c % 3] = 250
+                    Image.fromarray(img).save(root / f"class{c}" / f"{i:03d}.png")
+        return [f"data.root={root}", "data.image_size=32", "data.eval_image_size=32",
+                "tricks.freeze.allow_untrained=true"]
+    return []
+
+
 def clean(args: argparse.Namespace) -> None:
     rows = []
     seeds = [int(s) for s in args.clean_seeds.split(",")]
@@ -134,7 +166,7 @@ def clean(args: argparse.Namespace) -> None:
         for recipe in args.recipes.split(","):
             for seed in seeds:
                 trainer, ctx = build(load_recipe(recipe, [*QUIET, f"train.seed={seed}", "train.spike=skip",
-                                                          f"run.dir={work}"]))
+                                                          *_data_for(recipe, Path(work))]))
                 probe = Threshold(trainer.spike)
                 trainer.add_plugin(probe)
                 t0 = time.perf_counter()

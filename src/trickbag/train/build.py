@@ -78,7 +78,7 @@ def _spike_guard(recipe: Recipe) -> Any:
     if t.spike_warmup > t.spike_window:
         raise RecipeError(f"train.spike_warmup={t.spike_warmup} must not exceed train.spike_window={t.spike_window}")
     return SpikeGuard(t.spike, window=t.spike_window, warmup=t.spike_warmup, ratio=t.spike_ratio,
-                      sigmas=t.spike_sigmas, floor=t.spike_floor, rollback_after=t.spike_rollback_after,
+                      quantile=t.spike_quantile, floor=t.spike_floor, rollback_after=t.spike_rollback_after,
                       rollback_within=t.spike_rollback_within, snapshot_every=t.spike_snapshot_every,
                       lr_factor=t.spike_lr_factor, lr_updates=t.spike_lr_updates, snapshot_on=t.spike_snapshot_on,
                       max_snapshot_gb=t.spike_max_snapshot_gb, out=sys.stderr if runtime.dist_info().is_main else None)
