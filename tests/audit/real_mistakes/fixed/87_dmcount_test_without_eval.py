@@ -17,7 +17,7 @@ model.to(device)
 model.load_state_dict(torch.load(args.model_path, device, weights_only=True))
 model.eval()
 image_errs = []
-for inputs, count, name in dataloader:
+for inputs, count, _name in dataloader:
     inputs = inputs.to(device)
     with torch.set_grad_enabled(False):
         outputs, _ = model(inputs)  # not: TB201
