@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, name_tokens, walk
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk
 from trickbag.audit._flow import (
     BACKWARD,
     CALL,
@@ -46,7 +46,27 @@ def mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     modes = [(e, kind) for e, kind in mode_events(fm, events) if same_model(e, fwd)]
     if modes:
         return modes[-1][1]
+    if fwd.recv and _built_in_eval(fm, fwd):
+        return EVAL
     return EVAL if fwd.recv and _keeps_itself_in_eval(fm.file, fwd.recv) else None
+
+
+def _built_in_eval(fm: FunctionModel, fwd: Event) -> bool:
+    """The model was assigned, before the forward, from a method chain that ends in eval mode:
+    ``inception = InceptionV3().eval().to(device)`` (the chain's root is no name, so the switch has no receiver
+    of its own)."""
+    name = fwd.recv
+    last = max((a for a in fm.assigns if a.order < fwd.order and name in a.names), key=lambda a: a.order, default=None)
+    if last is None or last.names != [name] or last.op is not None:
+        return False
+    node = last.value
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "eval":  # the outermost switch is the last one run
+            return not node.args and not node.keywords
+        if node.func.attr == "train":
+            return bool(node.args) and const_value(node.args[0]) is False
+        node = node.func.value
+    return False
 
 
 def _keeps_itself_in_eval(file: FileModel, name: str) -> bool:

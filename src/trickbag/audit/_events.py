@@ -53,12 +53,22 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, d
             return [(kind, recv, {"closure": [dotted(a) for a in call.args if dotted(a)]})]
     if name == "optimizer_step" and call.args and fm.file.resolve(call, fm) is None:
         return [(STEP, dotted(call.args[0]), {})]  # a framework's hook; a local helper is followed instead
+    if name in ("eval", "train") and recv == "self" and _plain_class_method(fm, name):
+        return _forward_or_call(fm, call, name, recv, role)  # ``self.eval()`` of an evaluator class: its own method
     simple = _simple_kind(fm, call, name, recv, role)
     if simple:
         if simple in (EVAL, TRAIN) and recv is None:
             recv = chain_receiver(call)  # ``model.to(dev).train()``
         return [(simple, recv, {})]
     return _forward_or_call(fm, call, name, recv, role)
+
+
+def _plain_class_method(fm: FunctionModel, name: str) -> bool:
+    """The class of ``fm`` is no ``nn.Module`` and defines a method ``name`` itself (XLM's ``XNLI.eval()``)."""
+    cls = getattr(fm, "cls", None)
+    if cls is None or (cls.name, name) not in fm.file.methods:
+        return False
+    return not any((dotted(b) or "").split(".")[-1].endswith("Module") for b in cls.bases)
 
 
 def _followed_backward(fm: FunctionModel, call: ast.Call, recv: str | None) -> bool:

@@ -675,10 +675,29 @@ class FileModel:
             return self.top.get(func.id) or self._factory_product(func.id, fm)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
                 and fm.cls is not None:
-            return self.methods.get((fm.cls.name, func.attr))
+            return self.methods.get((fm.cls.name, func.attr)) or self._inherited_method(fm.cls.name, func.attr)
         if isinstance(func, ast.Attribute):
             return self._other_object_method(func, fm)
         return None
+
+    def _inherited_method(self, cls_name: str, name: str) -> FunctionModel | None:
+        """``self.name()`` in a class of this file that does not define ``name``: the method of its nearest base
+        class of this file that does, else of the one subclass of this file that does (a base class's
+        ``run_all_evals`` calling ``self.evaluate_mt`` that only ``EncDecEvaluator`` defines)."""
+        bases = cast("dict[str, list[str]]", self.memo("file_bases", lambda: {
+            c: [b for b in ((dotted(x) or "").split(".")[-1] for x in node.bases) if b in self.classes]
+            for c, node in self.classes.items()}))
+        seen, todo = {cls_name}, list(bases.get(cls_name, []))
+        while todo:
+            base = todo.pop(0)
+            if base in seen:
+                continue
+            seen.add(base)
+            if (base, name) in self.methods:
+                return self.methods[(base, name)]
+            todo += bases.get(base, [])
+        subs = [c for c, bs in bases.items() if cls_name in bs and (c, name) in self.methods]
+        return self.methods[(subs[0], name)] if len(subs) == 1 else None
 
     def _other_object_method(self, func: ast.Attribute, fm: FunctionModel) -> FunctionModel | None:
         """``engine.backward_loss(loss)``, ``self.precision.optimizer_step(opt)``: the method of the one plain class of
@@ -802,7 +821,8 @@ class FileModel:
         if id(fm) not in table:
             args = getattr(fm.node, "args", None)
             params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} if args is not None else set()
-            tested = {_constant_test(g.node.test)[0] for e in fm.events for g in e.guards}
+            tested = {_constant_test(g.node.test)[0] for e in fm.events for g in e.guards} | \
+                {_truth_test(g.node.test)[0] for e in fm.events for g in e.guards}
             table[id(fm)] = {p for p in params if p in tested}
         return table[id(fm)]
 
@@ -815,11 +835,24 @@ def _constant_test(test: ast.AST) -> tuple[str | None, object, bool]:
     return None, None, False
 
 
+def _truth_test(test: ast.AST) -> tuple[str | None, bool]:
+    """(name, negated) for ``if name:`` / ``if not name:``; (None, False) otherwise."""
+    if isinstance(test, ast.Name):
+        return test.id, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        return test.operand.id, True
+    return None, False
+
+
 def _ruled_out(e: Event, consts: dict[str, object]) -> bool:
-    """An event in a branch that the constants bound to the parameters never take."""
+    """An event in a branch that the constants bound to the parameters never take (``if mode == "eval":``, and
+    ``if train:`` for a call passing ``train=False``)."""
     for g in e.guards:
         name, value, equal = _constant_test(g.node.test)
         if name is not None and name in consts and ((consts[name] == value) == equal) != g.branch:
+            return True
+        name, negated = _truth_test(g.node.test)
+        if name is not None and name in consts and (bool(consts[name]) != negated) != g.branch:
             return True
     return False
 

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 __all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH", "imported_definition",
-           "project_root", "project_mode_free", "torch_pinned_below", "module_file", "parsed_module"]
+           "project_root", "project_mode_free", "torch_pinned_below", "module_file", "parsed_module",
+           "project_methods"]
 
 #: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
 OLD_TORCH = "old"
@@ -198,6 +199,32 @@ def project_mode_free(path: str | Path) -> bool:
     ``model.eval()`` changes nothing there.  False when the project's folder is unknown."""
     root = project_root(path)
     return root is not None and not _project_has_mode_layers(root)
+
+
+@functools.lru_cache(maxsize=64)
+def _project_methods(root: Path, name: str) -> tuple[ast.FunctionDef, ...]:
+    needle = re.compile(rf"\bdef\s+{re.escape(name)}\s*\(")
+    out: list[ast.FunctionDef] = []
+    for count, p in enumerate(root.rglob("*.py")):
+        if count > _SCAN_LIMIT:
+            return ()  # too large to know
+        if any(part in (".venv", "venv", "site-packages", "node_modules", ".git") for part in p.parts):
+            continue
+        try:
+            if not needle.search(p.read_text(encoding="utf-8", errors="replace")):
+                continue
+        except OSError:
+            continue
+        tree = parsed_module(str(p))
+        out += [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name] if tree else []
+    return tuple(out)
+
+
+def project_methods(path: str | Path, name: str) -> tuple[ast.FunctionDef, ...]:
+    """Every function or method called ``name`` defined anywhere in the file's project (an empty tuple when the
+    project's folder is unknown or too large to scan)."""
+    root = project_root(path)
+    return _project_methods(root, name) if root is not None else ()
 
 
 def imported_definition(tree: ast.Module, path: str, name: str) -> ast.ClassDef | ast.FunctionDef | None:

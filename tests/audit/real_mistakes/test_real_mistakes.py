@@ -41,8 +41,10 @@ from trickbag.audit import lint
 #: one lint run with the rules tuned on round 7 (heldout_round8.md): 4 found (65, 66, 71, 72), 6 missed (67-70,
 #: 73, 74): 67 of 78.  Tuned on round 8's misses (67, 68, 70 found): 70 of 78.  Round 9 added ten (75-84), written
 #: before its one lint run with the rules tuned on round 8 (heldout_round9.md): 8 found, 75 and 77 missed: 78 of 88.
-#: Tuned on round 9 (77 found by TB103; 75 is a harmless double log_softmax, left unreported): 79 of 88.
-RECALL_FLOOR = 79 / 88
+#: Tuned on round 9 (77 found by TB103; 75 is a harmless double log_softmax, left unreported): 79 of 88.  Round 10
+#: added ten (85-94), written before its one lint run with the rules tuned on round 9 (heldout_round10.md): 8 found,
+#: 87 (--all only) and 94 missed: 87 of 98.  Tuned on round 10 (87 and 94 found): 89 of 98.
+RECALL_FLOOR = 89 / 98
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]_*.py"))

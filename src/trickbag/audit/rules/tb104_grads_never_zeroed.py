@@ -6,6 +6,7 @@ right example."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
@@ -17,6 +18,7 @@ from trickbag.audit._flow import (
     Event,
     FileModel,
 )
+from trickbag.audit._project import project_methods
 from trickbag.audit._query import short_name, train_loop
 from trickbag.audit.registry import Hit, rule
 
@@ -80,7 +82,10 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
     gradients in the RPC context, with nothing to zero.
 
     A step function returned by a factory (``step = make_step(model, opt)``, ``make_step`` returning its
-    nested ``def step``) is checked where it is called.
+    nested ``def step``) is checked where it is called.  A framework-style ``strategy.optimizer_step(optimizer,
+    model, scheduler)`` whose definitions in the project never call ``.step()`` on the optimizer they are given
+    (OpenRLHF's DeepSpeed strategy steps the engine, whose ``step()`` zeroes the gradients itself) is a
+    low-confidence finding (``--all``) with that reason.
 
     Wrong::
 
@@ -101,12 +106,40 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
     for fm in file.functions:
         for s in fm.kind_events(STEP):
             loop = train_loop(s)
+            hits: list[Hit]
             if loop is None:
-                yield from _never_zeroed_helper(fm, s)
+                hits = list(_never_zeroed_helper(fm, s))
             elif id(loop) not in seen and not _zeroes(fm, loop, s) and not _distributed_autograd(loop):
                 seen.add(id(loop))
-                yield Hit(s.node, "the loop steps the optimizer but never zeroes the gradients: "
-                                  "backward() keeps adding into .grad")
+                hits = [Hit(s.node, "the loop steps the optimizer but never zeroes the gradients: "
+                                    "backward() keeps adding into .grad")]
+            else:
+                continue
+            why = _engine_step(file, s)
+            for hit in hits:
+                yield dataclasses.replace(hit, confidence="low", message=hit.message + why) if why else hit
+
+
+def _engine_step(file: FileModel, s: Event) -> str:
+    """Why the step may zero the gradients itself: a framework-style ``x.optimizer_step(optimizer, ...)`` whose
+    definitions in the project never call ``.step()`` on the optimizer they are given (OpenRLHF's strategy calls
+    the DeepSpeed engine's ``model.step()``, which zeroes at each accumulation boundary)."""
+    node = s.node
+    if not (isinstance(node, ast.Call) and call_name(node) == "optimizer_step" and node.args):
+        return ""
+    defs = project_methods(file.path, "optimizer_step")
+    if not defs:
+        return ""
+    for d in defs:
+        params = [a.arg for a in d.args.posonlyargs + d.args.args]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        opt = params[0] if params else None
+        if opt is None or any(isinstance(n, ast.Call) and call_name(n) == "step" and
+                              isinstance(n.func, ast.Attribute) and dotted(n.func.value) == opt for n in walk(d)):
+            return ""
+    return (" (uncertain: the project's optimizer_step() never steps the optimizer it is given; it steps "
+            "something else, such as a DeepSpeed engine, whose step() zeroes the gradients itself)")
 
 
 def _distributed_autograd(loop) -> bool:

@@ -13,8 +13,11 @@ from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, name_tokens
 from trickbag.audit._eval_facts import bound_args, eval_forwards, file_trains, mode_before, smoke_check, test_code
 from trickbag.audit._flow import (
+    BACKWARD,
     CALL,
     EVAL,
+    FORWARD,
+    STEP,
     TRAIN,
     TRAIN_CALL,
     Event,
@@ -102,7 +105,13 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     imported from the project (``add_prompt_to_generator(example, ...)``) is not a model, whatever its name, nor an
     instance of a class of the file that is no module (an evaluator object with ``__call__``, called with the
     network).  ``model.eval()`` puts the submodules in eval mode too (``model.encoder(x)`` after it is in eval
-    mode), and ``[model[k].eval() for k in model]`` every part of ``model``.
+    mode), and ``[model[k].eval() for k in model]`` every part of ``model``; so does ``eval()`` in the chain that
+    makes the model (``inception = InceptionV3().eval().to(device)``).  A model made by a constructor of another
+    module counts as built here (train mode) when a function that does not train loads its weights with
+    ``load_state_dict`` before the forward (an evaluation script).  An epoch function shared by training and
+    evaluation (``self._epoch(test_loader, train=False)``), run with constants that rule out its backward and
+    step, under ``no_grad`` or from a ``test`` / ``validate`` function, is reported at that call when neither it
+    nor anything in the file switches to eval mode.
 
     Wrong::
 
@@ -158,6 +167,34 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
                                 f"batch statistics): call {cast(str, fwd.recv).split('(')[0]}.eval() first{why}",
                       confidence="low" if why else sure)
+    yield from _shared_epoch_as_evaluation(file)
+
+
+def _shared_epoch_as_evaluation(file: FileModel) -> Iterator[Hit]:
+    """``self._epoch(test_loader, train=False)`` under ``no_grad`` (or in a ``test`` / ``validate`` function): an
+    epoch function shared with training, whose backward and step the constant rules out, run as an evaluation
+    with no mode switch in it, before it, nor anywhere in the file (DeepRank's ``test()``)."""
+    if any(e.kind == EVAL for f in file.functions for e in f.events):
+        return
+    for fm in file.functions:
+        if test_code(fm):
+            continue
+        for e in fm.events:
+            if e.kind != CALL or not e.constants():
+                continue
+            helper = e.extra["helper"]
+            full, run = file.summary(helper), file.summary(helper, consts=e.constants())
+            if not ({BACKWARD, STEP} <= full.kinds) or run.kinds & {BACKWARD, STEP} or FORWARD not in run.kinds \
+                    or full.last_mode is not None:
+                continue
+            evaluating = e.grad_disabled or bool(set(name_tokens(fm.name)) & _EVAL_WORDS)
+            if not evaluating or _caller_mode(fm) == EVAL_CONTEXT:
+                continue
+            why = " (uncertain: no module of this project uses dropout, BatchNorm or self.training, nor loads a " \
+                  "model from a zoo: the mode may change nothing)" if project_mode_free(file.path) else ""
+            yield Hit(e.node, f"{helper.name}() runs here as an evaluation (the constants passed rule out its "
+                              f"backward and step), with the model still in train mode: call model.eval() "
+                              f"first{why}", confidence="low" if why else "high")
 
 
 _TARGET_WORDS = {"td", "advantage", "advantages", "adv", "gae", "returns", "memory", "bank",
@@ -195,7 +232,20 @@ def _made_here(fm: FunctionModel, fwd: Event) -> str:
     known = last in fm.file.class_names or last == "from_config" \
         or qual.startswith(("torch.", "torchvision.", "timm.", "nn.")) \
         or last in ("Sequential", "Linear", "Conv2d", "LSTM", "GRU", "Transformer", "ModuleList")
-    return "built" if known or call is None else "elsewhere"
+    return "built" if known or call is None or _weights_loaded_here(fm, fwd, made[-1].order) else "elsewhere"
+
+
+def _weights_loaded_here(fm: FunctionModel, fwd: Event, after: int) -> bool:
+    """``model = vgg19(); model.load_state_dict(torch.load(path))`` before the forward, in a function that does not
+    train: the constructor of another module made a bare architecture whose trained weights this evaluation
+    script loads (it is in train mode)."""
+    if fm.kind_events(BACKWARD, STEP):
+        return False
+    line_from = next((getattr(a.node, "lineno", 0) for a in fm.assigns if a.order == after), 0)
+    line_to = getattr(fwd.node, "lineno", 0)
+    return any(isinstance(n, ast.Call) and call_name(n) == "load_state_dict" and isinstance(n.func, ast.Attribute)
+               and dotted(n.func.value) == fwd.recv and line_from <= getattr(n, "lineno", 0) < line_to
+               for n in fm.nodes)
 
 
 def _pretrained_here(fm: FunctionModel, fwd: Event) -> bool:

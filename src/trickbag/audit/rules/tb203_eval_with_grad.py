@@ -92,7 +92,9 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     nor a function that wraps its inputs in ``Variable(x, volatile=True)`` (the no-grad of torch <= 0.3 that the
     code is written for).  A loop inside a training iteration that runs a module put in eval mode
     before the training loop began (a frozen module kept in eval through training, run per sample) is part of the
-    training step, not an evaluation.
+    training step, not an evaluation.  The callers are followed into methods inherited within the file (a base
+    class's ``run_all_evals`` running ``self.evaluate_mt`` under ``no_grad``, defined only by one subclass) and
+    into an evaluator class's own ``self.eval()`` method (no ``nn.Module``: not a mode switch).
 
     Wrong::
 

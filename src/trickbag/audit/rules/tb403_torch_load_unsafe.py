@@ -67,6 +67,15 @@ def _own_file(node: ast.AST | None) -> bool:
     return any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in walk(node))
 
 
+def _literal_constant(file: FileModel, path: ast.AST | None) -> bool:
+    """A name the module body binds only to a path it names itself (``MODEL_PATH = '../data/checkpoints/model.pt'``
+    at the top of a script)."""
+    if not isinstance(path, ast.Name):
+        return False
+    values = [a.value for a in file.module.assigns if path.id in a.names]
+    return bool(values) and all(v is not None and _own_file(v) for v in values)
+
+
 _SAVES = {"save", "save_checkpoint", "save_model", "save_state", "save_network", "save_networks"}
 _FOLDER = re.compile(r"^[\w.-]+/")
 _PATH_MODULES = {"os", "os.path", "osp", "path", "pathlib", "Path", "str"}
@@ -389,6 +398,14 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
     if pieces and not outside and any(pieces <= saved for saved in file.memo("tb403_saves",
                                                                              lambda: _file_saves(file))):
         return " (uncertain: the path is made like a path this file saves to: the program's own file)"
+    if _same_path_as_a_save(file, fm, path):
+        return (" (uncertain: a function of this file saves to the same path, file name included: the program's own "
+                "file)")
+    if _class_file_name(fm, path):
+        return (" (uncertain: a sibling method of the same class saves under the same file name: the object's own "
+                "file)")
+    if _cached_here(fm, node, path):
+        return " (uncertain: loaded only when it exists, else computed and saved to it: the program's own cache)"
     if _returned_by_own_save(fm, path):
         return " (uncertain: the path is returned by a function of this file that saves to it: the program's own file)"
     if _trained_before(fm, node):
@@ -398,6 +415,75 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
     if pieces and _unscoped(pieces) in file.memo("tb403_own_loads", lambda: _own_loads(file)):
         return " (uncertain: the same path as the checkpoint this file reloads after training)"
     return ""
+
+
+_FILE_NAME = re.compile(r"\.(pt|pth|pkl|pickle|ckpt|bin|tar|th|h5|npy|npz|cache|weights|state)$", re.IGNORECASE)
+
+
+def _file_name_piece(piece: str) -> bool:
+    """A piece that names a file: a literal ending in a checkpoint extension (``'%s_net_%s.pth'``,
+    ``'model.pt'``) or a constant (``self.MODEL_NAME``, ``CKPT_FILE``)."""
+    if "\0" in piece or piece.endswith("()"):
+        return False
+    last = piece.split(".")[-1]
+    return bool(_FILE_NAME.search(piece)) or (last.isupper() and len(last) > 1)
+
+
+def _same_path_as_a_save(file: FileModel, fm: FunctionModel, path: ast.AST) -> bool:
+    """The path is made exactly like a path a function of this file saves to, with a file name the program
+    writes (SPADE's ``load_network`` / ``save_network``: ``join(opt.checkpoints_dir, opt.name, '%s_net_%s.pth' %
+    (epoch, label))`` in both): the program reads back what it wrote, even when the folder is an argument."""
+    pieces = _unscoped(_pieces(fm, path))
+    if not any(_file_name_piece(p) for p in pieces):
+        return False
+    return pieces in {_unscoped(saved) for saved in file.memo("tb403_saves", lambda: _file_saves(file))}
+
+
+def _class_file_name(fm: FunctionModel, path: ast.AST) -> bool:
+    """A method loads a file whose name (a constant or a literal with an extension) a sibling method of the same
+    class also saves under (kospeech's ``Checkpoint.load(path)`` reading ``join(path, self.MODEL_NAME)``, which
+    ``Checkpoint.save()`` writes)."""
+    if not _plain_method(fm):
+        return False
+    names = {p for p in _unscoped(_pieces(fm, path)) if _file_name_piece(p)}
+    if not names:
+        return False
+    for other in fm.file.functions:
+        if other is fm or other.cls is not fm.cls:
+            continue
+        if any(names & _unscoped(_pieces(other, p)) for p in _save_paths(other)):
+            return True
+    return False
+
+
+_EXISTS = {"exists", "isfile", "is_file"}
+
+
+def _cached_here(fm: FunctionModel, node: ast.AST, path: ast.AST) -> bool:
+    """``if os.path.exists(f): x = torch.load(f) else: ...torch.save(x, f)`` (or the else branch hands ``f`` to a
+    function of this file that saves to it): a cache the program writes itself."""
+    if not isinstance(path, ast.Name):
+        return False
+    for n in fm.nodes:
+        if not isinstance(n, ast.If) or not any(c is node for st in n.body for c in walk(st)):
+            continue
+        test = [c for c in walk(n.test) if isinstance(c, ast.Call) and call_name(c) in _EXISTS
+                and any(isinstance(a, ast.Name) and a.id == path.id for a in c.args)]
+        if not test:
+            continue
+        rest = [c for st in [*n.orelse, *fm.node.body] for c in walk(st) if isinstance(c, ast.Call)] \
+            if isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+            [c for st in n.orelse for c in walk(st) if isinstance(c, ast.Call)]
+        for c in rest:
+            if call_name(c) in _SAVES and any(isinstance(a, ast.Name) and a.id == path.id for a in c.args[1:2]):
+                return True
+            helper = fm.file.resolve(c, fm)
+            if helper is None or not isinstance(helper.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            saved = {p.id for p in _save_paths(helper) if isinstance(p, ast.Name)}
+            if any(p in saved and isinstance(a, ast.Name) and a.id == path.id for p, a in bound_args(helper, c)):
+                return True
+    return False
 
 
 def _unscoped(pieces: frozenset[str]) -> frozenset[str]:
@@ -449,7 +535,12 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     Also low: a path parameter whose caller passes the same name to a function of the file that saves to it
     (``train(..., model_save_dir)`` and ``evaluate(..., model_save_dir)``), a file found by ``os.walk`` / ``glob``
     in a folder the program names itself, and an optimizer state handed to ``optimizer.load_state_dict`` or
-    ``scatter_full_optim_state_dict`` (a resume).
+    ``scatter_full_optim_state_dict`` (a resume); a path made exactly like a path a function of this file
+    saves to, file name included (``'%s_net_%s.pth'``), even in a folder given on the command line; a file a
+    method loads under a file name (a constant such as ``self.MODEL_NAME``, or a literal with a checkpoint
+    extension) that a sibling method of the same class saves under; a file loaded only when it exists and
+    otherwise computed and saved to it (a cache, ``if os.path.exists(f): torch.load(f) else: torch.save(x, f)``);
+    and a module-level constant bound to a path the program names itself (``MODEL_PATH = '../ckpt/model.pt'``).
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
@@ -481,7 +572,8 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
         if isinstance(path, ast.Call) and "state_dict" in call_name(path) and len(node.args) > 1:
             path = node.args[1]  # ``torch.load(net.state_dict(), "./model/net.pth")``: a save mistyped as a load
         if "weights_only" not in kw:
-            sure = "high" if file.torch_support == OLD_TORCH and not _own_file(path) else "low"
+            sure = "high" if file.torch_support == OLD_TORCH and not _own_file(path) \
+                and not _literal_constant(file, path) else "low"
             why = _own_reason(file, owners.get(id(node)), node, path) if sure == "high" else ""
             yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code on torch < 2.6"
                             f"{why}", confidence="low" if why else sure)

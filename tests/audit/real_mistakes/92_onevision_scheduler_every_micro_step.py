@@ -1,0 +1,20 @@
+# Reconstructed after EvolvingLMMs-Lab/OneVision-Encoder PR #82 ("fix: correct gradient accumulation off-by-one and
+# lr_scheduler over-stepping", merged): lr_scheduler.step() sat outside the optimizer-step branch, so with
+# backward_passes_per_step=4 the polynomial warm-up schedule advanced four times per optimizer step.
+import torch  # noqa: F401
+
+
+def train(backbone_ddp, opt, lr_scheduler, loader, backward_passes_per_step):
+    for global_step, (images, labels) in enumerate(loader):
+        loss = backbone_ddp(images, labels)
+        scaled_loss = loss / backward_passes_per_step
+        is_accumulation_step = (global_step + 1) % backward_passes_per_step != 0
+        if is_accumulation_step:
+            with backbone_ddp.no_sync():
+                scaled_loss.backward()
+        else:
+            scaled_loss.backward()
+            torch.nn.utils.clip_grad_norm_(backbone_ddp.parameters(), max_norm=5)
+            opt.step()
+            opt.zero_grad()
+        lr_scheduler.step()  # expect: TB102
