@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from trickbag.optim import MuonAdamW, muon_routing
-from trickbag.optim.muon import muon_lr_scale, newton_schulz5
+from trickbag.optim.muon import Muon, muon_lr_scale, newton_schulz5
 
 
 class Net(nn.Module):
@@ -242,3 +242,25 @@ def test_optim_muon_on_the_digits_cnn_recipe_puts_every_conv_weight_in_muon(tmp_
     state = trainer.fit()
     assert all(not torch.equal(a, w) for a, w in zip(first, convs))
     assert state.history[-1]["val/acc"] > 0.5  # one epoch already learns
+
+
+@pytest.mark.skipif(not hasattr(torch.optim, "Muon"), reason="torch.optim.Muon is torch >= 2.9")
+def test_a_checkpoint_of_torchs_muon_resumes_here():
+    """Runs saved before trickbag had its own Muon hold torch.optim.Muon's state (same rule, same buffer)."""
+    torch.manual_seed(0)
+    w, v = nn.Parameter(torch.randn(6, 4)), nn.Parameter(torch.randn(6, 4))
+    v.data.copy_(w.data)
+    theirs = torch.optim.Muon([w], lr=0.01, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    for step in range(2):
+        w.grad = torch.randn(6, 4, generator=torch.Generator().manual_seed(step))
+        theirs.step()
+    ours = Muon([v], lr=0.01, weight_decay=0.1)
+    ours.load_state_dict(copy.deepcopy(theirs.state_dict()))  # as from a file: its own buffers
+    v.data.copy_(w.data)
+    w.grad = torch.randn(6, 4, generator=torch.Generator().manual_seed(9))
+    v.grad = w.grad.clone()
+    theirs.step()
+    ours.step()
+    # a tenth of the step (0.01 * 0.2 * sqrt(6) = 0.0049): bf16 Newton-Schulz with matmuls vs torch's addmm;
+    # a momentum buffer not carried over would change the step's direction
+    torch.testing.assert_close(v, w, rtol=0, atol=5e-4)
