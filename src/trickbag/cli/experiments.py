@@ -41,7 +41,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
     recipe, overrides = _recipe_and_overrides(args.items)
     res = run_ablation(recipe, args.tricks, overrides=overrides,
-                       **_options(args, "seeds", "mode", "jobs", "out", "metric"))
+                       **_options(args, "seeds", "mode", "fraction", "jobs", "out", "metric"))
     print(res.markdown)
     print("\nwritten: " + ", ".join(str(p) for p in res.files))
     if res.failed:
@@ -111,17 +111,22 @@ def _recipe_command(sub: argparse._SubParsersAction, name: str, func: Callable[[
 def _add_ablate(sub: argparse._SubParsersAction) -> None:
     a = _recipe_command(
         sub, "ablate", cmd_ablate,
-        help="which tricks help: leave-one-out / add-one ablation over seeds, with confidence intervals",
+        help="which tricks help: leave-one-out / add-one / factorial ablation over seeds, with confidence intervals",
         description="Train every variant of RECIPE with the listed tricks switched on/off, over several seeds, "
-        "and compare each with the reference, seed by seed. ITEMS: [RECIPE] [key.sub=value ...]. "
+        "and compare each with the reference, seed by seed; --mode factorial estimates each trick's main effect "
+        "and every two-way interaction. ITEMS: [RECIPE] [key.sub=value ...]. "
         "Rerunning with the same arguments resumes (finished cells are kept).",
     )
     a.add_argument("--tricks", required=True, help="comma-separated trick names or true/false recipe keys, "
                    "e.g. mixup,ema,label_smoothing,data.augment")
     a.add_argument("--seeds", type=positive_int, default=3, help="seeds per variant (train.seed=0..N-1; default 3)")
-    a.add_argument("--mode", choices=["leave-one-out", "add-one"], default="leave-one-out",
+    a.add_argument("--mode", choices=["leave-one-out", "add-one", "factorial"], default="leave-one-out",
                    help="leave-one-out: all on, each off, all off (reference: all on); "
-                   "add-one: baseline and each alone (reference: baseline)")
+                   "add-one: baseline and each alone (reference: baseline); "
+                   "factorial: every on/off combination (2^k runs per seed): main effects and two-way interactions")
+    a.add_argument("--fraction", default="1",
+                   help="--mode factorial: run a regular fraction 1/2, 1/4, ... of the 2^k design, of resolution V or "
+                   "more (refused where the number of tricks cannot reach it); default 1 (the full design)")
     a.add_argument("--jobs", type=positive_int, default=1, help="runs trained at the same time (processes)")
     a.add_argument("--out", help="ablation folder (default <run.dir>/ablate-<recipe>)")
     a.add_argument("--metric", default="test/acc",

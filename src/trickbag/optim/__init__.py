@@ -30,13 +30,14 @@ if TYPE_CHECKING:
         scale_lr,
         scaled_lr,
     )
-    from trickbag.optim.muon import MuonAdamW, muon_routing
+    from trickbag.optim.muon import Muon, MuonAdamW, muon_routing
     from trickbag.optim.plot import plot_lr
     from trickbag.optim.sam import SAM, disable_running_stats, enable_running_stats
 
 _EXPORTS: dict[str, str] = {
     "adaptive_clip_gradients": "trickbag.optim.clipping",
     "clip_gradients": "trickbag.optim.clipping",
+    "Muon": "trickbag.optim.muon",
     "MuonAdamW": "trickbag.optim.muon",
     "muon_routing": "trickbag.optim.muon",
     "plot_lr": "trickbag.optim.plot",
@@ -53,6 +54,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Muon",
     "MuonAdamW",
     "muon_routing",
     "scale_lr",

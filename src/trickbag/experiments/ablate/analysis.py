@@ -13,7 +13,7 @@ from trickbag.experiments.ablate.variants import Variant, cell_name
 from trickbag.experiments.report import csv_text, fmt, markdown_table
 from trickbag.experiments.stats import mean_sd, paired_difference
 
-__all__ = ["ablation_rows", "format_table", "plot_ablation", "write_outputs", "CSV_HEADER"]
+__all__ = ["ablation_rows", "format_table", "plot_ablation", "write_outputs", "write_effects", "CSV_HEADER"]
 
 CSV_HEADER = ["variant", "tricks_on", "seeds", "metric", "mean", "sd", "delta", "ci_low", "ci_high",
               "distinguishable", "time_s", "time_ratio", "peak_rss_mb"]
@@ -130,3 +130,14 @@ def write_outputs(out_dir: Path, rows: Sequence[dict[str, Any]], table: str, cel
     if any(r["seeds"] for r in rows):
         files.append(plot_ablation(rows, cells, variants, seeds, metric, out_dir / "ablation.png"))
     return files
+
+
+def write_effects(out_dir: Path, effects: Sequence[dict[str, Any]]) -> Path:
+    """Write a factorial ablation's main effects and interactions as ``effects.csv``; its path."""
+    from trickbag.experiments.ablate.factorial import EFFECTS_CSV_HEADER
+
+    rows = [[e["effect"], e["letters"], e["tricks"], " ".join(e["aliases"]), e["seeds"], e["estimate"], e["ci_low"],
+             e["ci_high"], e["distinguishable"]] for e in effects]
+    path = out_dir / "effects.csv"
+    atomic_write_text(path, csv_text(EFFECTS_CSV_HEADER, rows))
+    return path

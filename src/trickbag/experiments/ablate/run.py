@@ -12,23 +12,23 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from trickbag._files import atomic_write_text
 from trickbag.experiments import ExperimentError
-from trickbag.experiments.ablate.analysis import ablation_rows, format_table, write_outputs
+from trickbag.experiments.ablate.analysis import ablation_rows, format_table, write_effects, write_outputs
+from trickbag.experiments.ablate.factorial import Design, effect_rows, factorial_design, format_effects, parse_fraction
 from trickbag.experiments.ablate.variants import Mode, Variant, ablation_variants, cell_name, parse_tricks
 
-if TYPE_CHECKING:
-    from trickbag.experiments.ablate.cells import CellRunner
-
-__all__ = ["run_ablation", "AblationResult", "CellCallback", "RESULTS", "RECIPE_FILE"]
+__all__ = ["run_ablation", "AblationResult", "CellCallback", "CellFunction", "RESULTS", "RECIPE_FILE"]
 
 RESULTS = "ablation.json"
 RECIPE_FILE = "ablation_recipe.yaml"  # not recipe.yaml: the ablation folder is not a run directory
 
 #: ``on_cell(name, record)``: called after each cell's record is saved in ``ablation.json``
 CellCallback = Callable[[str, dict[str, Any]], None]
+#: ``cell_runner(variant, seed) -> record``: trains one cell (default: a run in its own process, :class:`CellRunner`)
+CellFunction = Callable[[Variant, int], dict[str, Any]]
 
 
 @dataclasses.dataclass
@@ -45,6 +45,8 @@ class AblationResult:
     markdown: str
     files: list[Path]
     ran: list[str]  #: cells run by this call (the others were already done)
+    design: Design | None = None  #: ``--mode factorial``: the design (rows in the order of ``variants``)
+    effects: list[dict[str, Any]] | None = None  #: ``--mode factorial``: main effects, then two-way interactions
 
     @property
     def failed(self) -> list[str]:
@@ -131,7 +133,7 @@ class _Progress:
                   file=self.stream, flush=True)
 
 
-def _run_cells(todo: list[tuple[Variant, int]], jobs: int, runner: CellRunner, progress: _Progress,
+def _run_cells(todo: list[tuple[Variant, int]], jobs: int, runner: CellFunction, progress: _Progress,
                record: Callable[[str, dict[str, Any]], None]) -> list[str]:
     """Run ``todo`` with at most ``jobs`` cells at a time; ``record`` each as it finishes."""
     pending = list(todo)
@@ -140,7 +142,7 @@ def _run_cells(todo: list[tuple[Variant, int]], jobs: int, runner: CellRunner, p
         while pending or running:
             while pending and not progress.stopping and len(running) < jobs:
                 v, s = pending.pop(0)
-                running[pool.submit(runner.run, v, s)] = (v, s)
+                running[pool.submit(runner, v, s)] = (v, s)
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -152,12 +154,32 @@ def _run_cells(todo: list[tuple[Variant, int]], jobs: int, runner: CellRunner, p
     return progress.ran
 
 
+def _results(out_dir: Path, design: Design | None, names: list[str], variants: list[Variant], seeds: list[int],
+             cells: dict[str, dict[str, Any]], reference: str, metric: str, confidence: float,
+             ) -> tuple[list[dict[str, Any]], str, list[dict[str, Any]] | None, list[Path]]:
+    """The per-variant rows, the Markdown (a factorial's effects first, then the runs), the effects (factorial
+    only) and the files written."""
+    rows = ablation_rows(variants, seeds, cells, reference, confidence)
+    table = format_table(rows, metric, reference, confidence)
+    effects = None
+    if design is not None:
+        done = {(r, s): float(cells[cell_name(v, s)]["metric"]) for r, v in enumerate(variants) for s in seeds
+                if cells.get(cell_name(v, s), {}).get("status") == "done"}
+        effects = effect_rows(design, names, done, seeds, confidence)
+        table = format_effects(design, names, effects, metric, confidence) + "\n\nRuns of the design:\n\n" + table
+    files = write_outputs(out_dir, rows, table, cells, variants, seeds, metric)
+    if effects is not None:
+        files.append(write_effects(out_dir, effects))
+    return rows, table, effects, files
+
+
 def run_ablation(
     recipe: str,
     tricks: str | Sequence[str],
     *,
     seeds: int = 3,
     mode: Mode = "leave-one-out",
+    fraction: str | float = 1,
     jobs: int = 1,
     out: str | os.PathLike | None = None,
     overrides: Sequence[str] = (),
@@ -165,6 +187,7 @@ def run_ablation(
     confidence: float = 0.95,
     stream: TextIO | None = None,
     on_cell: CellCallback | None = None,
+    cell_runner: CellFunction | None = None,
 ) -> AblationResult:
     """Run (or finish) an ablation of ``tricks`` on ``recipe`` and write its table, CSV and chart.
 
@@ -172,7 +195,10 @@ def run_ablation(
         recipe: built-in recipe name or YAML path.
         tricks: trick names / boolean recipe keys (comma-separated string or list).
         seeds: number of seeds; seed ``s`` sets ``train.seed=s`` for s in 0..seeds-1.
-        mode: ``"leave-one-out"`` (reference: all on) or ``"add-one"`` (reference: baseline).
+        mode: ``"leave-one-out"`` (reference: all on), ``"add-one"`` (reference: baseline) or ``"factorial"``
+            (the 2^k design: main effects and two-way interactions, :mod:`.factorial`).
+        fraction: ``--mode factorial`` only: ``1`` (full), ``"1/2"``, ``"1/4"``, ...: a regular fraction of
+            resolution V or more (refused where the number of tricks cannot reach it).
         jobs: cells trained at the same time, each in its own process.
         out: ablation folder (default ``<run.dir>/ablate-<recipe name>``); reusing it resumes.
         overrides: ``key.sub=value`` applied to every variant before the trick switches.
@@ -181,6 +207,9 @@ def run_ablation(
         stream: where progress lines go (default: ``sys.stderr`` at call time).
         on_cell: ``on_cell(name, record)`` after each cell is recorded in ``ablation.json`` (a progress
             UI, a notifier); runs in the calling thread.
+        cell_runner: ``cell_runner(variant, seed) -> record`` trains one cell instead of a run in its own process
+            (a record: ``{"status": "done", "metric": ..., "wall_time_s": ..., "peak_rss_mb": ...}``, or
+            ``{"status": "failed", "message": ..., "log": ...}``); for tests and other back-ends.
     """
     # imported here: `python -m trickbag.experiments.ablate.cells` must not find the module imported already
     from trickbag.experiments.ablate.cells import CellRunner
@@ -189,15 +218,18 @@ def run_ablation(
     stream = stream if stream is not None else sys.stderr
     _check(seeds, jobs, metric, confidence)
     parsed = parse_tricks(tricks)
-    variants, reference = ablation_variants(parsed, mode)
+    variants, reference = ablation_variants(parsed, mode, fraction)
+    design = factorial_design(len(parsed), parse_fraction(fraction)) if mode == "factorial" else None
     base = load_recipe(recipe, list(overrides))
     for v in variants:  # every variant must be a valid recipe before anything runs
         load_recipe(recipe, [*overrides, *v.overrides])
     out_dir = Path(out) if out is not None else Path(base.run.dir) / f"ablate-{base.name}"
     if out_dir.exists() and not out_dir.is_dir():
         raise ExperimentError(f"--out {str(out_dir)!r} is a file; give a folder for the ablation")
-    settings = {"recipe": base.model_dump(mode="json"), "tricks": [t.name for t in parsed], "mode": mode,
-                "metric": metric}
+    settings: dict[str, Any] = {"recipe": base.model_dump(mode="json"), "tricks": [t.name for t in parsed],
+                                "mode": mode, "metric": metric}
+    if design is not None:
+        settings["fraction"] = design.p  # a folder of another fraction holds other cells
     cells = _load_cells(out_dir, settings)
     seed_list = list(range(seeds))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -212,15 +244,16 @@ def run_ablation(
 
     todo = [(v, s) for s in seed_list for v in variants if cells.get(cell_name(v, s), {}).get("status") != "done"]
     total = len(variants) * len(seed_list)
-    print(f"ablation of {', '.join(t.name for t in parsed)} on {base.name!r} ({mode}): {len(variants)} variants x "
+    what = mode if design is None else f"{mode}, {design.runs}-run design"
+    print(f"ablation of {', '.join(t.name for t in parsed)} on {base.name!r} ({what}): {len(variants)} variants x "
           f"{len(seed_list)} seeds = {total} cells; {total - len(todo)} already done in {out_dir}, "
           f"{len(todo)} to run with {jobs} job{'s' if jobs > 1 else ''}", file=stream, flush=True)
     # parallel cells split the cores; a single job follows the recipe's train.threads (auto: the free cores)
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
-    runner = CellRunner(out_dir, out_dir / RECIPE_FILE, metric, tuple(overrides), threads)
+    runner = cell_runner or CellRunner(out_dir, out_dir / RECIPE_FILE, metric, tuple(overrides), threads).run
     ran = _run_cells(todo, jobs, runner, _Progress(stream, metric, total, total - len(todo), len(todo)), record)
-    rows = ablation_rows(variants, seed_list, cells, reference, confidence)
-    table = format_table(rows, metric, reference, confidence)
-    files = write_outputs(out_dir, rows, table, cells, variants, seed_list, metric)
+    rows, table, effects, files = _results(out_dir, design, [t.name for t in parsed], variants, seed_list, cells,
+                                           reference, metric, confidence)
     kept = {cell_name(v, s): cells[cell_name(v, s)] for s in seed_list for v in variants if cell_name(v, s) in cells}
-    return AblationResult(out_dir, metric, reference, variants, seed_list, kept, rows, table, files, ran)
+    return AblationResult(out_dir, metric, reference, variants, seed_list, kept, rows, table, files, ran, design,
+                          effects)

@@ -6,7 +6,9 @@ dotted true/false recipe key (``data.augment``), or one of the aliases ``mixup``
 
 * ``leave-one-out`` (default): ``all`` (every listed trick on, the reference), ``-<trick>`` (all but
   that one) for each trick, and ``baseline`` (all off);
-* ``add-one``: ``baseline`` (the reference) and ``+<trick>`` (only that one on) for each trick.
+* ``add-one``: ``baseline`` (the reference) and ``+<trick>`` (only that one on) for each trick;
+* ``factorial``: every run of the 2^k design (or of its ``--fraction``, :mod:`.factorial`), named by the tricks it
+  has on (``baseline``, ``+ema+mixup``, ..., ``all``); the reference of the per-variant table is ``baseline``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from trickbag.experiments import ExperimentError
 
 __all__ = ["Mode", "MODES", "ALIASES", "Trick", "Variant", "parse_tricks", "ablation_variants", "cell_name"]
 
-Mode = Literal["leave-one-out", "add-one"]
-MODES = ("leave-one-out", "add-one")
+Mode = Literal["leave-one-out", "add-one", "factorial"]
+MODES = ("leave-one-out", "add-one", "factorial")
 
 #: tricks known under another name: (overrides to switch on, overrides to switch off)
 ALIASES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -139,12 +141,13 @@ def _slug(name: str) -> str:
     if name.startswith("-"):
         return "without-" + name[1:]
     if name.startswith("+"):
-        return "with-" + name[1:]
+        return "with-" + name[1:]  # +a+b (a factorial run): with-a+b
     return name
 
 
-def ablation_variants(tricks: Sequence[Trick], mode: Mode = "leave-one-out") -> tuple[list[Variant], str]:
-    """The variants of an ablation and the name of the reference variant.
+def ablation_variants(tricks: Sequence[Trick], mode: Mode = "leave-one-out",
+                      fraction: str | float = 1) -> tuple[list[Variant], str]:
+    """The variants of an ablation and the name of the reference variant (``fraction``: of a factorial design).
 
     >>> ts = parse_tricks("label_smoothing,data.augment")
     >>> vs, ref = ablation_variants(ts, "leave-one-out")
@@ -152,9 +155,16 @@ def ablation_variants(tricks: Sequence[Trick], mode: Mode = "leave-one-out") -> 
     (['all', '-label_smoothing', '-data.augment', 'baseline'], 'all')
     >>> [v.name for v in ablation_variants(ts, "add-one")[0]]
     ['baseline', '+label_smoothing', '+data.augment']
+    >>> [v.name for v in ablation_variants(ts, "factorial")[0]]
+    ['baseline', '+label_smoothing', '+data.augment', 'all']
     """
+    from trickbag.experiments.ablate.factorial import factorial_design, parse_fraction
+
     if mode not in MODES:
         raise ExperimentError(f"--mode {mode!r} is not allowed; allowed: {', '.join(MODES)}")
+    p = parse_fraction(fraction)
+    if p and mode != "factorial":
+        raise ExperimentError(f"--fraction applies to --mode factorial only (this is --mode {mode})")
     if not tricks:
         raise ExperimentError("an ablation needs at least one trick")
 
@@ -165,6 +175,13 @@ def ablation_variants(tricks: Sequence[Trick], mode: Mode = "leave-one-out") -> 
         return Variant(name, _slug(name), tuple(t.name for t in tricks if t.name in on), tuple(ov))
 
     names = [t.name for t in tricks]
+    if mode == "factorial":
+        out = []
+        for row in factorial_design(len(tricks), p).rows:
+            on = [n for n, x in zip(names, row) if x > 0]
+            name = "baseline" if not on else "all" if len(on) == len(names) else "".join(f"+{n}" for n in on)
+            out.append(variant(name, set(on)))
+        return out, "baseline"
     if mode == "leave-one-out":
         vs = [variant("all", set(names))]
         if len(names) > 1:  # with one trick, "all but it" is the baseline

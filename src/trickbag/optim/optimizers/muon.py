@@ -1,4 +1,5 @@
-"""``muon``: Muon on the hidden 2-D weight matrices, AdamW on the rest (:class:`~trickbag.optim.muon.MuonAdamW`).
+"""``muon``: Muon on the hidden weight matrices and convolution kernels, AdamW on the rest
+(:class:`~trickbag.optim.muon.MuonAdamW`).
 
 Which parameters Muon takes is decided on the model (:func:`~trickbag.optim.muon.muon_routing`, plus
 ``optim.adamw_params``), so the entry has a ``route``. Not on FSDP shards (Muon orthogonalises whole matrices)
@@ -32,12 +33,15 @@ def _route(o: Any, model: Any, num_outputs: int, kwargs: dict[str, Any], notes: 
     net = unwrap(model)
     muon, adamw = muon_routing(net, num_outputs=num_outputs, adamw_patterns=o.adamw_params)
     if not muon:
-        raise RecipeError(f"optim.name=muon: model {type(net).__name__} has no hidden 2-D weight matrix for Muon "
-                          "(convolutions, embeddings and the head train with AdamW); use optim.name=adamw")
+        raise RecipeError(f"optim.name=muon: model {type(net).__name__} has no hidden weight matrix or convolution "
+                          "kernel for Muon (embeddings, the head, biases and norms train with AdamW); "
+                          "use optim.name=adamw")
     named = dict(net.named_parameters())
     size = lambda names: sum(named[n].numel() for n in names)  # noqa: E731
-    notes.append(f"muon: Muon on {len(muon)} hidden matrices ({size(muon):,} weights), AdamW on {len(adamw)} other "
-                 f"tensors ({size(adamw):,}: embeddings, head, biases, norms, convolutions"
+    kernels = sum(named[n].ndim > 2 for n in muon)
+    notes.append(f"muon: Muon on {len(muon)} hidden matrices ({kernels} of them convolution kernels; "
+                 f"{size(muon):,} weights), AdamW on {len(adamw)} other tensors ({size(adamw):,}: embeddings, head, "
+                 f"biases, norms"
                  f"{', optim.adamw_params' if o.adamw_params else ''})")
     chosen = [named[n] for n in muon]
     return functools.partial(MuonAdamW, muon_params=chosen, **kwargs)
