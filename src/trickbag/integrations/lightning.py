@@ -25,8 +25,10 @@ from typing import Any
 
 import torch
 
+from trickbag import runtime
 from trickbag.errors import RecipeError
 from trickbag.integrations.core import TrickSession
+from trickbag.train import loader_state
 
 try:
     import lightning.pytorch as pl
@@ -91,6 +93,11 @@ class TricksCallback(pl.Callback):
         self._checked_loss = False
         self._trainer_loader: Any = None
         self._batch: Any = None
+        # the training loader's position, kept in Lightning's checkpoint (see _restart_loader)
+        self._seen = 0  # micro-batches of the current epoch the loader has handed out
+        self._epoch_start: dict[str, Any] | None = None  # RNG and loader generators just before its iterator
+        self._setup_rng: dict[str, Any] | None = None  # the RNG when fit began (before Lightning's first iterator)
+        self._first_epoch = True  # the next epoch start is this fit's first
 
     @property
     def state_key(self) -> str:
@@ -109,6 +116,13 @@ class TricksCallback(pl.Callback):
         if self.session.enabled("sam") and (trainer.accumulate_grad_batches > 1 or "16" in str(trainer.precision)
                                             and "bf16" not in str(trainer.precision)):
             raise _refuse("sam")
+        start = ((self._loaded or {}).get("loader") or {}).get("epoch_start")
+        if start is not None and start.get("lightning_iterator"):
+            # a resume inside the run's first epoch, whose iterator Lightning made before any hook sees the loader:
+            # the RNG goes back to where it was then, so that Lightning's iterator now starts as it started then
+            runtime.set_rng_state(start["rng"])
+        self._setup_rng = runtime.get_rng_state()
+        self._first_epoch = True
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         s = self.session
@@ -136,16 +150,28 @@ class TricksCallback(pl.Callback):
         pl_module.training_step = self._wrap_step(pl_module.training_step)
         self._ready = True
         self._trainer_loader = trainer.train_dataloader
-        if self._loaded is not None:
-            s.load_state_dict(self._loaded)
-            _loader_generators(trainer.train_dataloader, self._loaded.get("loader"))
-            self._loaded = None
+        loaded, self._loaded = self._loaded, None
+        inside = ended = False
+        if loaded is not None:
+            s.load_state_dict(loaded, rng=False)
+            inside, ended = _where(loaded, trainer)
+            if not inside:  # between epochs: the RNG and the loader's generators of that moment
+                runtime.set_rng_state(loaded["rng"])
+                loader_state.set_generators(trainer.train_dataloader, (loaded.get("loader") or {}).get("generators"))
         if self.audit:
             from trickbag.audit import audit
 
             self._audit = audit(pl_module, s.optimizer, report=True)
             self.audit_report = self._audit.__enter__()
         s.fit_start()
+        if inside and loaded is not None:
+            self._restart_loader(trainer, loaded)
+        elif loaded is not None:
+            if ended:  # written after the epoch's last batch, before its end: Lightning does not end it again
+                s.epoch_end()
+            loop = trainer.fit_loop
+            if loop.restarted_mid_epoch or loop.restarted_on_epoch_end:  # nor does it start the next one
+                self._begin_epoch(trainer)
 
     def _wrap_step(self, step: Any) -> Any:
         @functools.wraps(step)
@@ -157,6 +183,7 @@ class TricksCallback(pl.Callback):
                 batch = self._batch
             else:
                 batch = self._batch = self.session.batch_start(batch, batch_idx)
+                self._seen = batch_idx + 1
             if args:
                 args[0] = batch
             else:
@@ -181,8 +208,52 @@ class TricksCallback(pl.Callback):
 
     # ------------------------------------------------------------------ the loop
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self._begin_epoch(trainer)
+
+    def _begin_epoch(self, trainer: Any) -> None:
+        """EPOCH_START, and what the epoch's loader iterator starts from (for a resume inside the epoch)."""
         n = trainer.num_training_batches
         self.session.epoch_start(trainer.current_epoch, int(n) if n != float("inf") else 0)
+        self._seen = 0
+        first, self._first_epoch = self._first_epoch, False
+        loop = trainer.fit_loop
+        if trainer.current_epoch > 0 and not loop.is_resuming and not loop.epoch_loop.restarting:
+            self._epoch_start = loader_state.snapshot(trainer.train_dataloader)  # Lightning starts it next
+        elif first and self._setup_rng is not None and not loop.is_resuming:
+            # a fresh fit's first epoch: Lightning made its iterator before this hook; what it started from
+            self._epoch_start = {"rng": self._setup_rng, "generators": None, "lightning_iterator": True}
+        else:
+            # the first epoch after a resume between epochs: Lightning keeps the iterator it made before the
+            # checkpoint's state was loaded; a new one from the restored RNG and generators replaces it
+            self._epoch_start = loader_state.snapshot(trainer.train_dataloader)
+            _set_epoch(trainer.train_dataloader, trainer.current_epoch)
+            iter(_fetcher(trainer))
+
+    def _restart_loader(self, trainer: Any, loaded: dict[str, Any]) -> None:
+        """A resume inside an epoch (Lightning then skips the epoch's start and keeps the iterator it made before
+        the checkpoint was loaded, at the epoch's first batch): the epoch starts again for the tricks, the loader's
+        iterator is made again from the RNG and generators it started from, replayed to the checkpoint's position,
+        and the RNG of the checkpoint's moment comes back."""
+        n = trainer.num_training_batches
+        self.session.epoch_start(trainer.current_epoch, int(n) if n != float("inf") else 0)
+        self._first_epoch = False
+        pos = loaded["loader"]
+        seen = int(pos["seen"])
+        start = self._epoch_start = pos["epoch_start"]
+        loader = trainer.train_dataloader
+        fetcher = _fetcher(trainer)
+        if loader_state.is_stateful(loader):
+            pass  # Lightning restored the loader's own position (its state is in Lightning's checkpoint)
+        else:
+            if not start.get("lightning_iterator"):  # (else: setup() put the RNG back before Lightning's iterator)
+                runtime.set_rng_state(start["rng"])
+                loader_state.set_generators(loader, start["generators"])
+                _set_epoch(loader, trainer.current_epoch)
+                iter(fetcher)
+            for _ in range(seen):
+                next(fetcher.iterator)
+        self._seen = seen
+        runtime.set_rng_state(loaded["rng"])
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         if self._ready:
@@ -203,6 +274,7 @@ class TricksCallback(pl.Callback):
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if self._ready:
             self.session.epoch_end({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+            self._seen = 0
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         if not self._ready:
@@ -221,23 +293,38 @@ class TricksCallback(pl.Callback):
     def state_dict(self) -> dict[str, Any]:
         if not self._ready:
             return {}
-        return {**self.session.state_dict(), "loader": _loader_generators(self._trainer_loader, None)}
+        loader = self._trainer_loader
+        inside = self._seen > 0
+        return {**self.session.state_dict(),
+                "loader": {**loader_state.position(loader, self._epoch_start, inside), "seen": self._seen}}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._loaded = state_dict or None  # applied once the tricks are set up (on_train_start)
 
 
-def _loader_generators(loader: Any, states: list[Any] | None) -> list[Any]:
-    """The states of the training loader's own generators (the loader's, its sampler's), which Lightning's checkpoint
-    does not hold: read (``states`` None) or restored, so the next epoch draws the straight run's order and worker
-    seeds."""
-    found = [getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None)]
-    if states is None:
-        return [g.get_state() if isinstance(g, torch.Generator) else None for g in found]
-    for g, st in zip(found, states):
-        if isinstance(g, torch.Generator) and st is not None:
-            g.set_state(st)
-    return states
+def _fetcher(trainer: Any) -> Any:
+    """Lightning's training data fetcher (its iterator over the training loader)."""
+    fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
+    if fetcher is None:  # pragma: no cover - a Lightning version that moved it
+        raise RecipeError("trickbag.integrations.lightning: this Lightning version has no fit_loop._data_fetcher; "
+                          "the exact resume needs it (tested: lightning 2.6)")
+    return fetcher
+
+
+def _set_epoch(loader: Any, epoch: int) -> None:
+    for owner in (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        set_epoch = getattr(owner, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
+
+def _where(loaded: dict[str, Any], trainer: Any) -> tuple[bool, bool]:
+    """Where the checkpoint was written: (inside an epoch, after the epoch's last batch but before its end)."""
+    pos = loaded.get("loader") or {}
+    seen = int(pos.get("seen", 0) or 0)
+    n = trainer.num_training_batches
+    ended = bool(seen) and n != float("inf") and seen >= n
+    return bool(seen) and not ended and pos.get("epoch_start") is not None, ended
 
 
 def _first_pass_first(optimizer: Any, state: Any) -> None:
