@@ -49,6 +49,9 @@ REFUSED_HERE: dict[str, str] = {
     "scheduler+schedule": "the module's LR scheduler and schedule= would both set the learning rate; keep one",
     "scheduler+groups": "the tricks rebuilt the optimizer's parameter groups, so the module's LR scheduler would "
                         "step the replaced optimizer; pass schedule= (a recipe's schedule section) instead",
+    "ema.select": "choosing between the average and the raw weights (select: best or raw) needs an evaluation of the "
+                  "raw weights beside the average's, which Lightning's validation loop does not run; leave select: "
+                  "ema (validation runs on the average, which fit leaves in the module)",
     "ignored_loss": "a loss trick is on but training_step did not call self.trickbag_loss(output, y); the run would "
                     "train without it",
 }
@@ -83,6 +86,9 @@ class TricksCallback(pl.Callback):
                  seed: int | None = None, num_classes: int | None = None) -> None:
         self.session = TrickSession(tricks, schedule=schedule, nonfinite=nonfinite, max_nonfinite=max_nonfinite,
                                     framework="Lightning")
+        ema = self.session.section.ema
+        if ema.enabled and ema.select != "ema":
+            raise _refuse("ema.select")
         self.audit = audit
         self.audit_report: Any = None
         self._audit: Any = None
@@ -273,6 +279,8 @@ class TricksCallback(pl.Callback):
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if self._ready:
+            for key, value in self.session.state.epoch_metrics.items():  # e.g. grad_norm's train/grad_norm(_max)
+                pl_module.log(key, float(value), on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
             self.session.epoch_end({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
             self._seen = 0
 
