@@ -5,8 +5,9 @@ of epoch 0) or ``step<N>`` (``ModelCheckpoint(every_n_train_steps=N)``, killed o
 
 Environment: ``TB_DROP`` the dropout probability, ``TB_SHUFFLE`` the shuffling loader's seed (unset: in order),
 ``TB_NOISE=1`` a random transform in the dataset (drawn in the loader's workers, or in the main process),
-``TB_ACCUMULATE`` Lightning's accumulate_grad_batches, ``TRICKBAG_TEST_IGNORE_STATE=1`` the negative control (the
-callback's state in the checkpoint is not loaded)."""
+``TB_ACCUMULATE`` Lightning's accumulate_grad_batches, ``TB_DDP=1`` ``strategy="ddp"`` with 2 gloo CPU processes
+(each with its own RNG stream; rank 0 writes the weights; each process kills itself at the same point),
+``TRICKBAG_TEST_IGNORE_STATE=1`` the negative control (the callback's state in the checkpoint is not loaded)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,11 @@ def main(mode: str, where: str, out: str, workers: int, kill: str) -> None:
     if mode == "killed":
         callbacks.append(Kill())
     m = module()
-    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+    ddp = bool(os.environ.get("TB_DDP"))
+    if ddp:  # the processes draw different dropout masks and noise
+        torch.manual_seed(100 + int(os.environ.get("LOCAL_RANK", "0")))
+    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=2 if ddp else 1, strategy="ddp" if ddp else "auto",
+                         logger=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0, callbacks=callbacks,
                          enable_checkpointing=mode != "straight",
                          accumulate_grad_batches=int(os.environ.get("TB_ACCUMULATE", "1")))
@@ -96,7 +101,8 @@ def main(mode: str, where: str, out: str, workers: int, kill: str) -> None:
     seed = int(os.environ["TB_SHUFFLE"]) if os.environ.get("TB_SHUFFLE") else None
     ds = Noisy(data()) if os.environ.get("TB_NOISE") else data()
     trainer.fit(m, loader(ds, 8, seed=seed, num_workers=workers), ckpt_path=ckpt)
-    torch.save(flat(m.model), out)
+    if trainer.global_rank == 0:
+        torch.save(flat(m.model), out)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 ``every_n_train_steps`` inside an epoch, at its last batch, under accumulation), resumed with ``fit(ckpt_path=...)``,
 ends at the straight run's weights bit for bit, with everything drawing randomness: dropout (the global RNG), a
 shuffling loader with its own generator, a random transform in the dataset (in the main process or in 2 workers), mix
-(its own generator) and EMA's shadow. The TricksCallback's state in the checkpoint carries the RNG, the generators and
-the loader's position; Lightning alone makes its iterator for the resumed epoch before any state is loaded (so the
-order, the workers' seeds and the RNG after it differ) and starts a resumed epoch's data from its first batch."""
+(its own generator) and EMA's shadow; also under DDP. The TricksCallback's state in the checkpoint carries the RNG,
+the generators and the loader's position (under DDP every process's); Lightning alone makes its iterator for the
+resumed epoch before any state is loaded (so the order, the workers' seeds and the RNG after it differ) and starts a
+resumed epoch's data from its first batch."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.distributed as torch_dist
 
 pytest.importorskip("lightning")
 
@@ -35,14 +37,14 @@ def straight(tmp_path_factory: Any) -> Any:
     """The uninterrupted run's final weights, one per (workers, accumulation)."""
     done: dict[tuple[int, str], torch.Tensor] = {}
 
-    def get(workers: int, accumulate: str) -> torch.Tensor:
-        if (workers, accumulate) not in done:
+    def get(workers: int, accumulate: str, ddp: str = "") -> torch.Tensor:
+        if (workers, accumulate + ddp) not in done:
             where = tmp_path_factory.mktemp("straight")
             r = run_worker("straight", where, where / "final.pt", workers, "epoch",
-                           env_extra={**DRAWING, "TB_ACCUMULATE": accumulate})
+                           env_extra={**DRAWING, "TB_ACCUMULATE": accumulate, "TB_DDP": ddp})
             assert r.returncode == 0, r.stderr[-3000:]
-            done[workers, accumulate] = torch.load(where / "final.pt")
-        return done[workers, accumulate]
+            done[workers, accumulate + ddp] = torch.load(where / "final.pt")
+        return done[workers, accumulate + ddp]
     return get
 
 
@@ -76,3 +78,14 @@ def test_without_trickbags_state_the_resume_differs(tmp_path: Path, straight: An
     run (what Lightning alone gives)."""
     resumed = kill_and_resume(tmp_path, 0, "step7", TRICKBAG_TEST_IGNORE_STATE="1")
     assert not torch.equal(resumed, straight(0, "1"))
+
+
+@pytest.mark.skipif(not torch_dist.is_available() or not torch_dist.is_gloo_available(),
+                    reason="torch built without distributed/gloo support")
+@pytest.mark.parametrize("kill", ["epoch", "step2", "step4"])
+def test_ddp_two_processes_sigkill_then_resume_equals_the_straight_run(tmp_path: Path, kill: str,
+                                                                       straight: Any) -> None:
+    """strategy="ddp", 2 gloo CPU processes, each with its own RNG stream (dropout, the dataset's noise) and mix
+    generator: the checkpoint holds every rank's, each resumes its own. 3 batches a rank and epoch: step2 is inside
+    the first epoch, step4 inside the second."""
+    assert torch.equal(kill_and_resume(tmp_path, 0, kill, TB_DDP="1"), straight(0, "1", "1"))

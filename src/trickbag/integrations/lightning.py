@@ -21,6 +21,7 @@ DeepSpeed and manual optimization are refused in one line (see :data:`REFUSED_HE
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import torch
@@ -122,12 +123,7 @@ class TricksCallback(pl.Callback):
         if self.session.enabled("sam") and (trainer.accumulate_grad_batches > 1 or "16" in str(trainer.precision)
                                             and "bf16" not in str(trainer.precision)):
             raise _refuse("sam")
-        start = ((self._loaded or {}).get("loader") or {}).get("epoch_start")
-        if start is not None and start.get("lightning_iterator"):
-            # a resume inside the run's first epoch, whose iterator Lightning made before any hook sees the loader:
-            # the RNG goes back to where it was then, so that Lightning's iterator now starts as it started then
-            runtime.set_rng_state(start["rng"])
-        self._setup_rng = runtime.get_rng_state()
+        self._setup_rng = runtime.get_rng_state()  # (a resumed run loads its checkpoint after this hook)
         self._first_epoch = True
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
@@ -251,7 +247,7 @@ class TricksCallback(pl.Callback):
         if loader_state.is_stateful(loader):
             pass  # Lightning restored the loader's own position (its state is in Lightning's checkpoint)
         else:
-            if not start.get("lightning_iterator"):  # (else: setup() put the RNG back before Lightning's iterator)
+            if not start.get("lightning_iterator"):  # (else: load_state_dict put the RNG back before Lightning made it)
                 runtime.set_rng_state(start["rng"])
                 loader_state.set_generators(loader, start["generators"])
                 _set_epoch(loader, trainer.current_epoch)
@@ -303,11 +299,52 @@ class TricksCallback(pl.Callback):
             return {}
         loader = self._trainer_loader
         inside = self._seen > 0
-        return {**self.session.state_dict(),
-                "loader": {**loader_state.position(loader, self._epoch_start, inside), "seen": self._seen}}
+        sd = {**self.session.state_dict(),
+              "loader": {**loader_state.position(loader, self._epoch_start, inside), "seen": self._seen}}
+        if self.session.state.dist.distributed and torch.distributed.is_initialized():
+            # Lightning writes rank 0's callback state; what differs between the processes goes in from every rank
+            # (collective: Lightning builds a checkpoint's state on every rank)
+            sd["ranks"] = _every_ranks_own(sd)
+        return sd
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._loaded = state_dict or None  # applied once the tricks are set up (on_train_start)
+        if not state_dict:
+            self._loaded = None
+            return
+        dist = torch.distributed
+        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() \
+            else (0, 1)
+        self._loaded = _own(state_dict, rank, world)  # the rest is applied once the tricks are set up
+        start = (self._loaded.get("loader") or {}).get("epoch_start")
+        if start is not None and start.get("lightning_iterator"):
+            # a resume inside the run's first epoch, whose iterator Lightning makes before any hook sees the loader
+            # (after this one): the RNG goes back to where it was when that iterator was made in the first place
+            runtime.set_rng_state(start["rng"])
+
+
+def _every_ranks_own(sd: dict[str, Any]) -> list[Any]:
+    """Each rank's RNG, loader position and tricks' generators, gathered on every rank."""
+    mine = {"rng": sd["rng"], "loader": sd["loader"],
+            "generators": {k: v for k, v in sd["plugins"].items() if isinstance(v, dict) and "generator" in v}}
+    out: list[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(out, mine)
+    return out
+
+
+def _own(loaded: dict[str, Any], rank: int, world_size: int) -> dict[str, Any]:
+    """The checkpoint's state as this rank resumes it: its own RNG, loader position and tricks' generators when the
+    checkpoint holds every rank's (written by as many processes), else rank 0's (the tricks' generators fork)."""
+    ranks = loaded.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) != world_size:
+        if world_size > 1 and rank == 0:
+            held = f"{len(ranks)} processes'" if isinstance(ranks, list) else "one process's"
+            print(f"trickbag: the checkpoint holds {held} random state and this run has {world_size} processes: "
+                  "it continues with streams forked from rank 0's (not bit-identical to an uninterrupted run)",
+                  file=sys.stderr, flush=True)
+        return loaded
+    own = ranks[rank]
+    plugins = {**loaded["plugins"], **{k: {**v, "this_rank": True} for k, v in own["generators"].items()}}
+    return {**loaded, "rng": own["rng"], "loader": own["loader"], "plugins": plugins}
 
 
 def _fetcher(trainer: Any) -> Any:
