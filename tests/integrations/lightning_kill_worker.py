@@ -7,7 +7,9 @@ Environment: ``TB_DROP`` the dropout probability, ``TB_SHUFFLE`` the shuffling l
 ``TB_NOISE=1`` a random transform in the dataset (drawn in the loader's workers, or in the main process),
 ``TB_ACCUMULATE`` Lightning's accumulate_grad_batches, ``TB_DDP=1`` ``strategy="ddp"`` with 2 gloo CPU processes
 (each with its own RNG stream; rank 0 writes the weights; each process kills itself at the same point),
-``TRICKBAG_TEST_IGNORE_STATE=1`` the negative control (the callback's state in the checkpoint is not loaded)."""
+``TB_VAL=1`` a validation loader (Lightning's checkpoints are then written at validation's end, before the epoch's
+end), ``TB_SWA=1`` SWA instead of EMA, ``TRICKBAG_TEST_IGNORE_STATE=1`` the negative control (the callback's state
+in the checkpoint is not loaded)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.integrations.conftest import clone, data, flat, loader, net  # noqa: E402
 
 TRICKS = {"ema": {"decay": 0.8}, "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 0.0}}
+#: ``TB_SWA=1``: SWA (averaged at each epoch's end, its own LR schedule) instead of EMA
+SWA_TRICKS = {"swa": {"start_epoch": 0, "update_bn": False}, "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 0.0}}
 
 
 class Noisy(torch.utils.data.Dataset):
@@ -56,6 +60,9 @@ def module() -> Any:
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             return self.trickbag_loss(self(batch[0]), batch[1])
 
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", torch.nn.functional.cross_entropy(self(batch[0]), batch[1]))
+
         def configure_optimizers(self) -> Any:
             return torch.optim.SGD(self.parameters(), lr=0.2, momentum=0.9)
 
@@ -83,7 +90,7 @@ def main(mode: str, where: str, out: str, workers: int, kill: str) -> None:
         TricksCallback.load_state_dict = lambda self, sd: None  # type: ignore[method-assign]
     torch.set_num_threads(1)
     torch.manual_seed(7)
-    callbacks: list[Any] = [TricksCallback(tricks=TRICKS, seed=0)]
+    callbacks: list[Any] = [TricksCallback(tricks=SWA_TRICKS if os.environ.get("TB_SWA") else TRICKS, seed=0)]
     if mode != "straight":
         callbacks.append(ModelCheckpoint(dirpath=where, save_last=True, every_n_train_steps=every))
     if mode == "killed":
@@ -100,7 +107,8 @@ def main(mode: str, where: str, out: str, workers: int, kill: str) -> None:
     ckpt = str(Path(where) / "last.ckpt") if mode == "resume" else None
     seed = int(os.environ["TB_SHUFFLE"]) if os.environ.get("TB_SHUFFLE") else None
     ds = Noisy(data()) if os.environ.get("TB_NOISE") else data()
-    trainer.fit(m, loader(ds, 8, seed=seed, num_workers=workers), ckpt_path=ckpt)
+    val = loader(data(), 20) if os.environ.get("TB_VAL") else None  # checkpoints then come at validation's end
+    trainer.fit(m, loader(ds, 8, seed=seed, num_workers=workers), val, ckpt_path=ckpt)
     if trainer.global_rank == 0:
         torch.save(flat(m.model), out)
 

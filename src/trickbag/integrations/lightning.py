@@ -105,6 +105,7 @@ class TricksCallback(pl.Callback):
         self._epoch_start: dict[str, Any] | None = None  # RNG and loader generators just before its iterator
         self._setup_rng: dict[str, Any] | None = None  # the RNG when fit began (before Lightning's first iterator)
         self._first_epoch = True  # the next epoch start is this fit's first
+        self._metrics: Any = dict
 
     @property
     def state_key(self) -> str:
@@ -152,6 +153,7 @@ class TricksCallback(pl.Callback):
         pl_module.training_step = self._wrap_step(pl_module.training_step)
         self._ready = True
         self._trainer_loader = trainer.train_dataloader
+        self._metrics = lambda: _scalars(trainer.callback_metrics)
         loaded, self._loaded = self._loaded, None
         inside = ended = False
         if loaded is not None:
@@ -170,7 +172,7 @@ class TricksCallback(pl.Callback):
             self._restart_loader(trainer, loaded)
         elif loaded is not None:
             if ended:  # written after the epoch's last batch, before its end: Lightning does not end it again
-                s.epoch_end()
+                s.epoch_end(loaded.get("metrics"))
             loop = trainer.fit_loop
             if loop.restarted_mid_epoch or loop.restarted_on_epoch_end:  # nor does it start the next one
                 self._begin_epoch(trainer)
@@ -271,13 +273,13 @@ class TricksCallback(pl.Callback):
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if self._ready and trainer.state.fn == "fit":
-            self.session.eval_end({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+            self.session.eval_end(_scalars(trainer.callback_metrics))
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if self._ready:
             for key, value in self.session.state.epoch_metrics.items():  # e.g. grad_norm's train/grad_norm(_max)
                 pl_module.log(key, float(value), on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
-            self.session.epoch_end({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+            self.session.epoch_end(_scalars(trainer.callback_metrics))
             self._seen = 0
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
@@ -300,7 +302,8 @@ class TricksCallback(pl.Callback):
         loader = self._trainer_loader
         inside = self._seen > 0
         sd = {**self.session.state_dict(),
-              "loader": {**loader_state.position(loader, self._epoch_start, inside), "seen": self._seen}}
+              "loader": {**loader_state.position(loader, self._epoch_start, inside), "seen": self._seen},
+              "metrics": self._metrics()}  # what the epoch's end sees, for a checkpoint written just before it
         if self.session.state.dist.distributed and torch.distributed.is_initialized():
             # Lightning writes rank 0's callback state; what differs between the processes goes in from every rank
             # (collective: Lightning builds a checkpoint's state on every rank)
@@ -320,6 +323,10 @@ class TricksCallback(pl.Callback):
             # a resume inside the run's first epoch, whose iterator Lightning makes before any hook sees the loader
             # (after this one): the RNG goes back to where it was when that iterator was made in the first place
             runtime.set_rng_state(start["rng"])
+
+
+def _scalars(metrics: Any) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if v.numel() == 1}
 
 
 def _every_ranks_own(sd: dict[str, Any]) -> list[Any]:
