@@ -314,6 +314,8 @@ class TricksCallback(pl.Callback):
         if not state_dict:
             self._loaded = None
             return
+        if not isinstance(state_dict.get("loader"), dict):  # written before the loader's position was kept
+            state_dict = {**state_dict, "loader": None}
         dist = torch.distributed
         rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() \
             else (0, 1)
