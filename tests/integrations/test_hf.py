@@ -428,3 +428,19 @@ def test_nonfinite_stop_ends_the_run_at_the_bad_update(tmp_path: Path) -> None:
     assert cb.run is not None and cb.run.state.should_stop and cb.run.state.step == 1
     assert t.state.global_step == 2  # HF counted the vetoed update and stopped there, not after 6
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_state_written_before_the_session_layout_still_loads(tmp_path: Path) -> None:
+    """trickbag-rank<r>.pt files written by the HF adapter before it ran on the core's session hold
+    ``{"plugins", "step", "skipped_steps", "guard"}``; they load into the session's counters and plug-ins."""
+    from trickbag.integrations.hf import TricksCallback, TricksTrainer
+
+    x, y = data()
+    cb = TricksCallback({"ema": {"decay": 0.9}}, nonfinite="skip")
+    trainer = TricksTrainer(model=HFNet(), args=hf_args(str(tmp_path)), train_dataset=hf_dataset(x, y),
+                            callbacks=[cb])
+    trainer.create_optimizer()
+    new = cb.state_dict()
+    old = {"plugins": new["plugins"], "step": 7, "skipped_steps": 2, "guard": new["guard"]}
+    cb.load_state_dict(old)
+    assert cb.run is not None and (cb.run.state.step, cb.run.state.skipped_steps) == (7, 2)

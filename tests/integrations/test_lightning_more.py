@@ -106,6 +106,34 @@ def test_resume_at_an_epoch_end_equals_the_straight_run(lit: Any, tmp_path: Path
     assert torch.equal(flat(resumed.model), flat(straight.model))
 
 
+def test_a_checkpoint_from_before_the_loader_position_still_resumes(lit: Any, tmp_path: Path) -> None:
+    """The callback's state written before it kept the loader's position (``loader``: a list of generator states, no
+    ``seen``) resumes an in-order run at an epoch end to the straight run's weights."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    tricks = {"ema": {"decay": 0.8}}
+    model = net()
+    straight = lit(clone(model), sgd)
+    lightning_fit(straight, loader(data()), callbacks=[TricksCallback(tricks=tricks, seed=3)], epochs=2)
+    first = lit(clone(model), sgd)
+    lightning_fit(first, loader(data()), callbacks=[TricksCallback(tricks=tricks, seed=3),
+                                                    ModelCheckpoint(dirpath=tmp_path, save_last=True)],
+                  epochs=1, enable_checkpointing=True)
+    ckpt = torch.load(tmp_path / "last.ckpt", weights_only=False)
+    state = ckpt["callbacks"]["trickbag.TricksCallback"]
+    state["loader"] = [None, None]  # the old layout
+    del state["metrics"]
+    torch.save(ckpt, tmp_path / "old.ckpt")
+    resumed = lit(clone(model), sgd)
+    import lightning.pytorch as pl
+
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         callbacks=[TricksCallback(tricks=tricks, seed=3)])
+    trainer.fit(resumed, loader(data()), ckpt_path=str(tmp_path / "old.ckpt"))
+    assert torch.equal(flat(resumed.model), flat(straight.model))
+
+
 def test_sam_under_bf16_mixed_on_cpu(lit: Any) -> None:
     """SAM through Lightning's closure under bf16-mixed: both passes run (two forwards per update), the weights move
     and stay finite."""

@@ -124,6 +124,8 @@ class TrickSession:
         self.clip: Any = None
         self.counts: Any = None
         self.loss_tricks = False  # a trick changes the loss or the targets: the module must use loss()
+        self.changes_loss = False  # a trick replaced the loss function or handles LOSS (the targets aside)
+        self.updates_per_epoch = 0
 
     def enabled(self, name: str) -> bool:
         """Whether trick ``name`` is switched on."""
@@ -133,9 +135,14 @@ class TrickSession:
     def set_up(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, train_loader: Any, *, epochs: int,
                accumulate: int, loss_fn: Any = None, task: Any = None, seed: int | None = None, clip: Any = None,
                monitor: str = "val/loss", mode: str = "min", dist: Any = None,
-               device: torch.device | None = None) -> None:
+               device: torch.device | None = None, precision: str = "32",
+               optimizer_kw: dict[str, Any] | None = None, build_schedule: bool = True) -> None:
         """Check and build the tricks on the framework's model, optimizer and training loader; afterwards read
-        :attr:`optimizer`, :attr:`scheduler` (None unless ``schedule=`` was given), :attr:`clip`."""
+        :attr:`optimizer`, :attr:`scheduler` (None unless ``schedule=`` was given), :attr:`clip`.
+
+        ``precision``: the framework's (what the plug-ins see); ``optimizer_kw``: options for an optimizer the tricks
+        rebuild beyond the user's optimizer's own (HF's ``weight_decay``); ``build_schedule=False``: the framework
+        builds and steps the ``schedule=`` scheduler itself (HF), the session only validated the section."""
         from trickbag.nn import device_of
         from trickbag.plugin.assemble import assemble
         from trickbag.plugin.events import Event
@@ -152,17 +159,23 @@ class TrickSession:
         seed = torch.initial_seed() % 2**32 if seed is None else seed
         ctx = bare_context(model, optimizer, train_loader, epochs=epochs, loss_fn=given_loss, seed=seed,
                            accumulate=accumulate, task=task, clip=clip, device=device, dist=dist)
+        if optimizer_kw:
+            import functools
+
+            ctx.make_optimizer = functools.partial(ctx.make_optimizer, **optimizer_kw)
         built = build_sections(self.section)
-        done = assemble(ctx, built, schedule=self._make_schedule(ctx, epochs, mode), keep=optimizer)
+        make = self._make_schedule(ctx, epochs, mode) if build_schedule else (lambda opt: None)
+        done = assemble(ctx, built, schedule=make, keep=optimizer)
         self.plugins, new_opt, scheduler = done.plugins, done.optimizer, done.scheduler
         device = device or device_of(model)
         if ctx.model is not model:
             raise RecipeError(f"a trick replaced the model object, which {self.framework} holds; turn it off")
-        self.loss_tricks = ctx.loss_fn is not given_loss or self.enabled("mix") or any(
-            p.handles(Event.LOSS) for p in self.plugins)
+        self.changes_loss = ctx.loss_fn is not given_loss or any(p.handles(Event.LOSS) for p in self.plugins)
+        self.loss_tricks = self.changes_loss or self.enabled("mix")
         self.clip = ctx.clip
+        self.updates_per_epoch = ctx.updates_per_epoch
         self.state = State(model=model, optimizer=new_opt, task=task, loss_fn=ctx.loss_fn,
-                           train_loader=train_loader, val_loader=None, device=device, precision="32",
+                           train_loader=train_loader, val_loader=None, device=device, precision=precision,
                            accumulate=accumulate, max_epochs=epochs, scheduler=scheduler,
                            scaler=torch.amp.GradScaler(device.type, enabled=False), dist=dist,
                            monitor=monitor, mode=mode)
@@ -203,6 +216,10 @@ class TrickSession:
             if p.handles(event):
                 getattr(p, "on_" + event.value)(self.state)
 
+    def handles(self, event: Any) -> bool:
+        """Whether a plug-in handles ``event`` (a :class:`trickbag.plugin.events.Event`)."""
+        return any(p.handles(event) for p in self.plugins)
+
     def fit_start(self) -> None:
         """FIT_START (and the guard's start)."""
         from trickbag.plugin.events import Event
@@ -216,14 +233,17 @@ class TrickSession:
         from trickbag.plugin.events import Event
 
         self.state.epoch, self.state.batches_per_epoch = epoch, batches_per_epoch
+        self.state.epoch_metrics = {}  # the plug-ins' per-epoch values (grad_norm's), as trickbag's Trainer
         self._emit(Event.EPOCH_START)
 
-    def batch_start(self, batch: Any, batch_idx: int) -> Any:
-        """BATCH_START on micro-batch ``batch_idx``: the batch as the batch tricks left it, in its own form."""
+    def batch_start(self, batch: Any, batch_idx: int,
+                    split: Callable[[Any], tuple[Any, Callable[[Any], Any]]] = split_batch) -> Any:
+        """BATCH_START on micro-batch ``batch_idx``: the batch as the batch tricks left it, in its own form
+        (``split``: where the inputs and labels are, :func:`split_batch` unless the framework knows better)."""
         from trickbag.plugin.events import Event
 
         s = self.state
-        plain, put_back = split_batch(batch)
+        plain, put_back = split(batch)
         s.batch_idx, s.batch = batch_idx, plain
         self._emit(Event.BATCH_START)
         if self.guard is not None:
@@ -241,19 +261,26 @@ class TrickSession:
         """The training loss of ``output`` (the tricks' loss, LOSS plug-ins, the guard's watch), weighted for
         exact accumulation. ``target``: the labels (default: the current batch's, as the batch tricks made them).
         ``framework_divides``: the framework divides the returned loss by the accumulation itself (Lightning)."""
+        s = self.state
+        self.plain_loss(output, target)
+        size, _ = self.update_size()
+        weighted = self.counts.weighted(s.loss, size)
+        return weighted * s.accumulate if framework_divides and (size > 1 or s.accumulate > 1) else weighted
+
+    def plain_loss(self, output: torch.Tensor, target: Any = None) -> torch.Tensor:
+        """The training loss of ``output`` with the loss tricks (LOSS plug-ins, the guard's watch), not weighted:
+        ``state.loss``. ``target``: the labels (default: the current batch's)."""
         from trickbag.plugin.events import Event
 
         s = self.state
-        if target is not None and s.batch is not None:
-            s.batch = (s.batch[0], target, *s.batch[2:])
+        if target is not None:
+            s.batch = (s.batch[0], target, *s.batch[2:]) if s.batch is not None else (None, target)
         s.output = output
         s.loss = s.loss_fn(output, s.batch[1])
         self._emit(Event.LOSS)
         if self.guard is not None:
             self.guard.watch_loss(s.loss)
-        size, _ = self.update_size()
-        weighted = self.counts.weighted(s.loss, size)
-        return weighted * s.accumulate if framework_divides and (size > 1 or s.accumulate > 1) else weighted
+        return s.loss
 
     def before_update(self, *, exact: bool = True) -> bool:
         """Once per update, the gradients complete and unscaled: exact accumulation's correction (``exact``),
@@ -263,9 +290,8 @@ class TrickSession:
         from trickbag.train import stepping
 
         s = self.state
-        size, _ = self.update_size()
         if exact:
-            self.counts.normalise(size)
+            self.counts.normalise(self.update_size()[0])
         s.step_skipped, s.veto_reason = False, ""
         self._emit(Event.AFTER_BACKWARD)
         if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
@@ -313,6 +339,12 @@ class TrickSession:
             s.scheduler.step(s.metrics[s.monitor])
         self._emit(Event.EPOCH_END)
         s.batch = s.output = s.loss = None
+
+    def checkpoint(self) -> None:
+        """CHECKPOINT (the framework is writing a checkpoint)."""
+        from trickbag.plugin.events import Event
+
+        self._emit(Event.CHECKPOINT)
 
     def fit_end(self) -> None:
         """FIT_END (EMA/SWA copy the kept weights into the model)."""

@@ -4,7 +4,8 @@
 made) and maps HF's hooks to trickbag's events; ``TricksTrainer`` is the ``Trainer`` with the few hooks HF lacks
 (the batch before the forward, the loss, evaluation on averaged weights, trickbag's state in HF's checkpoints).
 
-Hook map (trickbag event <- HF)::
+The events are fired by the framework-neutral :class:`trickbag.integrations.core.TrickSession`, the Lightning
+adapter's too (one code path). Hook map (trickbag event <- HF)::
 
     set-up          TricksTrainer.create_optimizer (after HF made its optimizer, before accelerate wraps it)
     FIT_START       on_train_begin
@@ -28,7 +29,6 @@ the big batch's gradient (trickbag's exact count weighting; transformers #34191)
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 import sys
@@ -41,7 +41,8 @@ import torch
 from trickbag import runtime
 from trickbag.errors import ConflictError, RecipeError
 from trickbag.integrations.core import REFUSED as CORE_REFUSED
-from trickbag.plugin.events import REVERSED_EVENTS, Event
+from trickbag.integrations.core import TrickSession
+from trickbag.plugin.events import Event
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State
 
@@ -116,16 +117,31 @@ def counted(logits: torch.Tensor, labels: torch.Tensor, shift: bool) -> tuple[to
 
 @dataclasses.dataclass
 class _Run:
-    """What one ``train()`` set up: the plug-ins, the state they see, the clipping rule, the handlers."""
+    """What one ``train()`` set up: the session that runs the tricks, and the HF-side bookkeeping."""
 
-    plugins: list[Plugin]
-    state: State
-    clip: Any
-    changes_loss: bool
-    dispatch: dict[Event, list[Any]]
-    updates: int = 1  # optimizer updates in one epoch
+    session: TrickSession
     losses_seen: int = 0
-    vetoed: Any = None
+    vetoed: Any = None  # a vetoed update: HF's schedule position, put back after HF steps it
+
+    @property
+    def state(self) -> State:
+        return cast(State, self.session.state)
+
+    @property
+    def plugins(self) -> list[Plugin]:
+        return self.session.plugins
+
+    @property
+    def clip(self) -> Any:
+        return self.session.clip
+
+    @property
+    def changes_loss(self) -> bool:
+        return self.session.changes_loss
+
+    @property
+    def updates(self) -> int:  # optimizer updates in one epoch
+        return self.session.updates_per_epoch
 
 
 class TricksCallback(TrainerCallback):
@@ -143,10 +159,9 @@ class TricksCallback(TrainerCallback):
 
     def __init__(self, tricks: Mapping[str, Any] | None = None, *, schedule: Any = None,
                  nonfinite: str | None = None, audit: bool = False) -> None:
-        from trickbag.integrations.core import TrickSession
-
         # the core validates tricks= and schedule= as a recipe's sections and refuses what every framework owns
-        checked = TrickSession(dict(tricks or {}), schedule=schedule, framework="the HF Trainer")
+        self._tricks, self._schedule = dict(tricks or {}), schedule
+        checked = TrickSession(self._tricks, schedule=schedule, framework="the HF Trainer")
         self.section, self.schedule = checked.section, checked.schedule
         _refuse_tricks(self.section)
         if not isinstance(audit, bool):
@@ -156,55 +171,47 @@ class TricksCallback(TrainerCallback):
             raise RecipeError(f"nonfinite={nonfinite!r}: allowed are 'skip', 'stop' or None")
         self.nonfinite = nonfinite
         self.run: _Run | None = None
-        self.guard: Any = None
+
+    @property
+    def guard(self) -> Any:
+        """The non-finite guard of the run (None: off, or not set up yet)."""
+        return self.run.session.guard if self.run is not None else None
 
     # ------------------------------------------------------------------ set-up
     def set_up(self, trainer: Any) -> None:
         """Set the tricks up on the trainer's model and optimizer (TricksTrainer.create_optimizer calls it)."""
-        from trickbag.plugin.assemble import assemble
-        from trickbag.train.setup import bare_context, trainer_facts
         from trickbag.train.tasks import Classification
-        from trickbag.tricks import build_sections, check_interactions
 
         args = trainer.args
         refuse_args(args, self.section, self.schedule)
         epochs = max(1, math.ceil(args.num_train_epochs))
-        optimizer = trainer.optimizer
-        check_interactions(trainer_facts(self.section, task="classification", epochs=epochs, clip=None,
-                                         monitor="val/loss", optimizer=optimizer, world_size=args.world_size))
-        plugins = build_sections(self.section)
+        dist = runtime.dist_info()
         loader = torch.utils.data.DataLoader(trainer.train_dataset, batch_size=args.per_device_train_batch_size)
         task = Classification(num_classes=_num_outputs(trainer))
-        dist = runtime.dist_info()
-        ctx = bare_context(trainer.model, optimizer, loader, epochs=epochs, loss_fn=task.loss, seed=args.seed,
-                           accumulate=args.gradient_accumulation_steps, task=task, dist=dist)
-        # the groups a trick rebuilds get HF's weight decay (torch's AdamW default is not the user's choice)
-        ctx.make_optimizer = functools.partial(cast(Any, ctx.make_optimizer), weight_decay=args.weight_decay)
-        done = assemble(ctx, plugins, schedule=lambda opt: None, keep=optimizer)
-        if ctx.model is not trainer.model:
-            raise RecipeError("a trick replaced the model object, which the HF Trainer holds; turn that trick off")
-        changes_loss = ctx.loss_fn is not task.loss or any(p.handles(Event.LOSS) for p in plugins)
+        # a session per train(): the tricks' plug-ins are built afresh on this trainer's model and optimizer
+        session = TrickSession(self._tricks, schedule=self._schedule, nonfinite=self.nonfinite,
+                               framework="the HF Trainer")
+        # the groups a trick rebuilds get HF's weight decay (torch's AdamW default is not the user's choice); HF
+        # builds and steps the schedule= scheduler itself (create_scheduler)
+        session.set_up(trainer.model, trainer.optimizer, loader, epochs=epochs,
+                       accumulate=args.gradient_accumulation_steps, task=task, seed=args.seed, dist=dist,
+                       device=args.device, precision="bf16" if args.bf16 else "32",
+                       optimizer_kw={"weight_decay": args.weight_decay}, build_schedule=False)
+        if session.guard is not None and not dist.is_main:
+            session.guard.out = None
+        changes_loss = session.changes_loss
         problem = getattr(getattr(trainer.model, "config", None), "problem_type", None)
         if changes_loss and problem in ("regression", "multi_label_classification"):
             raise RecipeError(f"the loss tricks here replace a single-label classification (or token) loss; the "
                               f"model's problem_type={problem} is not one: turn the loss tricks off")
         if changes_loss and trainer.compute_loss_func is not None:
             raise ConflictError("a trick changes the loss and the Trainer already has compute_loss_func; keep one")
-        if ctx.clip is not None and args.max_grad_norm > 0:
+        if session.clip is not None and args.max_grad_norm > 0:
             print(f"trickbag: tricks.clip takes over gradient clipping (max_grad_norm={args.max_grad_norm} -> 0)",
                   file=sys.stderr)
             args.max_grad_norm = 0.0
-        trainer.optimizer = done.optimizer
-        state = State(model=trainer.model, optimizer=done.optimizer, task=task, loss_fn=ctx.loss_fn,
-                      train_loader=loader, val_loader=None, device=args.device,
-                      precision="bf16" if args.bf16 else "32", accumulate=args.gradient_accumulation_steps,
-                      max_epochs=epochs, dist=dist, monitor="val/loss", mode="min",
-                      scaler=torch.amp.GradScaler(enabled=False))  # bf16/fp32: no loss scaling (fp16 is refused)
-        self.run = _Run(plugins, state, ctx.clip, changes_loss, _dispatch(plugins), updates=ctx.updates_per_epoch)
-        if self.nonfinite is not None:
-            from trickbag.train.nonfinite import NonFiniteGuard
-
-            self.guard = NonFiniteGuard(self.nonfinite, out=sys.stderr if dist.is_main else None)  # type: ignore[arg-type]
+        trainer.optimizer = session.optimizer
+        self.run = _Run(session)
 
     def _need(self) -> _Run:
         if self.run is None:
@@ -213,26 +220,22 @@ class TricksCallback(TrainerCallback):
         return self.run
 
     def emit(self, event: Event) -> None:
-        run = self._need()
-        for fn in run.dispatch[event]:
-            fn(run.state)
+        self._need().session._emit(event)
 
     # ------------------------------------------------------------------ HF hooks
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         run = self._need()
         run.state.step = state.global_step
-        if self.guard is not None:
-            self.guard.start(run.state)
         if self.audit:
             from trickbag.audit import audit
 
             watch = audit(run.state.model, run.state.optimizer, scheduler=kw.get("lr_scheduler"), report=True)
             self._audit, self.audit_report = watch, watch.__enter__()
-        self.emit(Event.FIT_START)
+        run.session.fit_start()
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self._need().state.epoch = int(state.epoch or 0)
-        self.emit(Event.EPOCH_START)
+        run = self._need()
+        run.session.epoch_start(int(state.epoch or 0), run.state.batches_per_epoch)
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         run = self._need()
@@ -241,18 +244,11 @@ class TricksCallback(TrainerCallback):
                               "that ignores it): the update would be silently unmixed/unsmoothed")
         run.losses_seen = 0
         s = run.state
-        s.step_skipped, s.veto_reason = False, ""
-        self.emit(Event.AFTER_BACKWARD)
-        if (self.guard is not None and self.guard.vetoes(s)) or s.step_skipped:
-            run.vetoed = _veto(s, kw.get("lr_scheduler"))
+        # HF's loss is already normalised by num_items_in_batch: no count correction (exact=False)
+        if run.session.before_update(exact=False):  # vetoed: the gradients are gone, the update counted skipped
+            run.vetoed = _schedule_position(s, kw.get("lr_scheduler"))
             if s.should_stop:
                 control.should_training_stop = True
-            return
-        from trickbag.train.stepping import clip_gradients
-
-        norm = clip_gradients(s.optimizer, run.clip)
-        if norm is not None:
-            s.grad_norm = norm
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         run = self._need()
@@ -261,19 +257,17 @@ class TricksCallback(TrainerCallback):
         if run.vetoed is not None:
             _undo_schedule(s, kw.get("lr_scheduler"), run.vetoed)
             run.vetoed = None
-            s.skipped_steps += 1
-        else:
-            s.step += 1
-        self.emit(Event.STEP)
+        run.session.after_update()  # the update counter (not after a veto), STEP
         if s.should_stop:
             control.should_training_stop = True
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.emit(Event.EPOCH_END)
+        run = self._need()
+        run.session.epoch_end(run.state.metrics)
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        self.emit(Event.CHECKPOINT)
+        self._need().session.checkpoint()
         from pathlib import Path
 
         from trickbag._files import write_atomically
@@ -282,7 +276,7 @@ class TricksCallback(TrainerCallback):
         write_atomically(Path(folder) / STATE_FILE.format(rank=args.process_index), lambda f: torch.save(sd, f))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.emit(Event.FIT_END)
+        self._need().session.fit_end()
         if self._audit is not None:
             self._audit.__exit__(None, None, None)
             self._audit = None
@@ -292,48 +286,27 @@ class TricksCallback(TrainerCallback):
         """HF's ``compute_loss_func``: the tricks' loss over the counted labels, weighted by their share of the
         update's ``num_items_in_batch`` (see the module's docstring)."""
         run = self._need()
-        s = run.state
         out, target, n = counted(_logits(outputs), labels, getattr(self, "shift_labels", False))
-        s.output = out
-        s.batch = (s.batch[0] if s.batch is not None else None, target)
-        s.loss = s.loss_fn(out, target)
-        self.emit(Event.LOSS)
+        loss = run.session.plain_loss(out, target)  # the tricks' loss, LOSS, the guard's watch
         run.losses_seen += 1
-        if self.guard is not None:
-            self.guard.watch_loss(s.loss)
-        return s.loss if num_items_in_batch is None else s.loss * (n / num_items_in_batch)
+        return loss if num_items_in_batch is None else loss * (n / num_items_in_batch)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        run = self._need()
-        plugins = {p.key: sd for p in run.plugins if (sd := p.state_dict()) is not None}
-        s = run.state
-        return {"plugins": plugins, "step": s.step, "skipped_steps": s.skipped_steps,
-                "guard": self.guard.state_dict() if self.guard is not None else None}
+        """The session's state (plug-ins, guard, counters); HF keeps the RNG in its own checkpoint files."""
+        return self._need().session.state_dict()
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         run = self._need()
-        for p in run.plugins:
-            if p.key in sd["plugins"]:
-                p.load_state_dict(sd["plugins"][p.key])
-        run.state.step, run.state.skipped_steps = sd["step"], sd["skipped_steps"]
-        if self.guard is not None and sd.get("guard") is not None:
-            self.guard.load_state_dict(sd["guard"])
+        sd = dict(sd)
+        if "counters" not in sd:  # written before the HF adapter ran on the session
+            sd["counters"] = {"step": sd["step"], "skipped_steps": sd["skipped_steps"], "epoch": run.state.epoch}
+        run.session.load_state_dict(sd, rng=False)  # HF restores the RNG from its rng_state files
 
 
-def _dispatch(plugins: list[Plugin]) -> dict[Event, list[Any]]:
-    table = {}
-    for event in Event:
-        order = list(reversed(plugins)) if event in REVERSED_EVENTS else plugins
-        table[event] = [getattr(p, "on_" + event.value) for p in order if p.handles(event)]
-    return table
-
-
-def _veto(s: State, scheduler: Any) -> Any:
-    """A vetoed update: HF steps the optimizer anyway, so the gradients go (a parameter without one is not
-    stepped) and the schedule's position is kept to be put back after HF steps it."""
-    s.optimizer.zero_grad(set_to_none=True)
-    s.step_skipped = True
+def _schedule_position(s: State, scheduler: Any) -> Any:
+    """A vetoed update: HF steps the optimizer (the gradients are gone: nothing moves) and its schedule anyway, so
+    the schedule's position is kept to be put back after HF steps it."""
     return (scheduler.state_dict() if scheduler is not None else None, s.lrs())
 
 
@@ -343,6 +316,15 @@ def _undo_schedule(s: State, scheduler: Any, saved: Any) -> None:
         scheduler.load_state_dict(sd)
     for g, lr in zip(s.optimizer.param_groups, lrs, strict=True):
         g["lr"] = lr
+
+
+def _split(inputs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Where an HF batch dict's inputs (:data:`INPUT_KEYS`) and ``labels`` are, for the batch tricks."""
+    key = next((k for k in INPUT_KEYS if k in inputs), None)
+    if key is None or "labels" not in inputs:
+        raise RecipeError(f"a batch trick needs the inputs under one of {INPUT_KEYS} and 'labels'; the batch "
+                          f"has {sorted(inputs)}")
+    return (inputs[key], inputs["labels"]), lambda new: {**inputs, key: new[0], "labels": new[1]}
 
 
 def _num_outputs(trainer: Any) -> int:
@@ -408,7 +390,7 @@ class TricksTrainer(Trainer):
                 return own_step(opt, closure or self._closure(group))
             except VetoedUpdate:
                 run = self.tricks._need()
-                run.vetoed = _veto(run.state, self.lr_scheduler)
+                run.vetoed = _schedule_position(run.state, self.lr_scheduler)
                 return None
 
         opt.step = step
@@ -418,7 +400,7 @@ class TricksTrainer(Trainer):
         they ran already), then AFTER_BACKWARD, the guard and clipping on the gradients the update uses."""
         import contextlib
 
-        from trickbag.train.stepping import VetoedUpdate, clip_gradients
+        from trickbag.train.stepping import VetoedUpdate
 
         cb = self.tricks
         run = cb._need()
@@ -432,10 +414,9 @@ class TricksTrainer(Trainer):
                     quiet = j < len(group) - 1 and self.args.world_size > 1
                     with self.accelerator.no_sync(model) if quiet else contextlib.nullcontext():
                         total = total + Trainer.training_step(self, model, inputs, n)
-                cb.emit(Event.AFTER_BACKWARD)
-                if (cb.guard is not None and cb.guard.vetoes(s)) or s.step_skipped:
+                # a first pass vetoed already, or this one is: AFTER_BACKWARD, the guard, clipping otherwise
+                if s.step_skipped or run.session.before_update(exact=False):
                     raise VetoedUpdate
-                clip_gradients(s.optimizer, run.clip)
                 return total
             finally:
                 s.closure_pass = False
@@ -457,16 +438,9 @@ class TricksTrainer(Trainer):
 
     def training_step(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> torch.Tensor:
         run = self.tricks._need()
-        if run.dispatch[Event.BATCH_START]:
-            inputs = self._prepare_inputs(inputs)
-            key = next((k for k in INPUT_KEYS if k in inputs), None)
-            if key is None or "labels" not in inputs:
-                raise RecipeError(f"a batch trick needs the inputs under one of {INPUT_KEYS} and 'labels'; the batch "
-                                  f"has {sorted(inputs)}")
-            run.state.batch = (inputs[key], inputs["labels"])
-            self.tricks.emit(Event.BATCH_START)
-            inputs = {**inputs, key: run.state.batch[0], "labels": run.state.batch[1]}
-        if self.tricks.guard is not None:
+        if run.session.handles(Event.BATCH_START):
+            inputs = run.session.batch_start(self._prepare_inputs(inputs), run.state.batch_idx, split=_split)
+        elif self.tricks.guard is not None:
             self.tricks.guard.before_batch()
         if getattr(run.state.optimizer, "takes_closure", False):  # SAM: the closure runs these again
             self._group.append((model, inputs, num_items_in_batch))
@@ -485,12 +459,13 @@ class TricksTrainer(Trainer):
             return super().evaluate(*args, **kwargs)
         model = cast(torch.nn.Module, self.model)
         was = model.training
-        self.tricks.emit(Event.EVAL_START)
+        session = self.tricks.run.session
+        session.eval_start()
+        metrics: dict[str, float] | None = None
         try:
             metrics = super().evaluate(*args, **kwargs)
-            self.tricks.run.state.eval_metrics = dict(metrics)
         finally:
-            self.tricks.emit(Event.EVAL_END)
+            session.eval_end(metrics if metrics is not None else session.state.eval_metrics)
             model.train(was)
         return metrics
 

@@ -21,12 +21,15 @@ DeepSpeed and manual optimization are refused in one line (see :data:`REFUSED_HE
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import torch
 
+from trickbag import runtime
 from trickbag.errors import RecipeError
 from trickbag.integrations.core import TrickSession
+from trickbag.train import loader_state
 
 try:
     import lightning.pytorch as pl
@@ -47,6 +50,9 @@ REFUSED_HERE: dict[str, str] = {
     "scheduler+schedule": "the module's LR scheduler and schedule= would both set the learning rate; keep one",
     "scheduler+groups": "the tricks rebuilt the optimizer's parameter groups, so the module's LR scheduler would "
                         "step the replaced optimizer; pass schedule= (a recipe's schedule section) instead",
+    "ema.select": "choosing between the average and the raw weights (select: best or raw) needs an evaluation of the "
+                  "raw weights beside the average's, which Lightning's validation loop does not run; leave select: "
+                  "ema (validation runs on the average, which fit leaves in the module)",
     "ignored_loss": "a loss trick is on but training_step did not call self.trickbag_loss(output, y); the run would "
                     "train without it",
 }
@@ -81,6 +87,9 @@ class TricksCallback(pl.Callback):
                  seed: int | None = None, num_classes: int | None = None) -> None:
         self.session = TrickSession(tricks, schedule=schedule, nonfinite=nonfinite, max_nonfinite=max_nonfinite,
                                     framework="Lightning")
+        ema = self.session.section.ema
+        if ema.enabled and ema.select != "ema":
+            raise _refuse("ema.select")
         self.audit = audit
         self.audit_report: Any = None
         self._audit: Any = None
@@ -91,6 +100,12 @@ class TricksCallback(pl.Callback):
         self._checked_loss = False
         self._trainer_loader: Any = None
         self._batch: Any = None
+        # the training loader's position, kept in Lightning's checkpoint (see _restart_loader)
+        self._seen = 0  # micro-batches of the current epoch the loader has handed out
+        self._epoch_start: dict[str, Any] | None = None  # RNG and loader generators just before its iterator
+        self._setup_rng: dict[str, Any] | None = None  # the RNG when fit began (before Lightning's first iterator)
+        self._first_epoch = True  # the next epoch start is this fit's first
+        self._metrics: Any = dict
 
     @property
     def state_key(self) -> str:
@@ -109,6 +124,8 @@ class TricksCallback(pl.Callback):
         if self.session.enabled("sam") and (trainer.accumulate_grad_batches > 1 or "16" in str(trainer.precision)
                                             and "bf16" not in str(trainer.precision)):
             raise _refuse("sam")
+        self._setup_rng = runtime.get_rng_state()  # (a resumed run loads its checkpoint after this hook)
+        self._first_epoch = True
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         s = self.session
@@ -136,16 +153,29 @@ class TricksCallback(pl.Callback):
         pl_module.training_step = self._wrap_step(pl_module.training_step)
         self._ready = True
         self._trainer_loader = trainer.train_dataloader
-        if self._loaded is not None:
-            s.load_state_dict(self._loaded)
-            _loader_generators(trainer.train_dataloader, self._loaded.get("loader"))
-            self._loaded = None
+        self._metrics = lambda: _scalars(trainer.callback_metrics)
+        loaded, self._loaded = self._loaded, None
+        inside = ended = False
+        if loaded is not None:
+            s.load_state_dict(loaded, rng=False)
+            inside, ended = _where(loaded, trainer)
+            if not inside:  # between epochs: the RNG and the loader's generators of that moment
+                runtime.set_rng_state(loaded["rng"])
+                loader_state.set_generators(trainer.train_dataloader, (loaded.get("loader") or {}).get("generators"))
         if self.audit:
             from trickbag.audit import audit
 
             self._audit = audit(pl_module, s.optimizer, report=True)
             self.audit_report = self._audit.__enter__()
         s.fit_start()
+        if inside and loaded is not None:
+            self._restart_loader(trainer, loaded)
+        elif loaded is not None:
+            if ended:  # written after the epoch's last batch, before its end: Lightning does not end it again
+                s.epoch_end(loaded.get("metrics"))
+            loop = trainer.fit_loop
+            if loop.restarted_mid_epoch or loop.restarted_on_epoch_end:  # nor does it start the next one
+                self._begin_epoch(trainer)
 
     def _wrap_step(self, step: Any) -> Any:
         @functools.wraps(step)
@@ -157,6 +187,7 @@ class TricksCallback(pl.Callback):
                 batch = self._batch
             else:
                 batch = self._batch = self.session.batch_start(batch, batch_idx)
+                self._seen = batch_idx + 1
             if args:
                 args[0] = batch
             else:
@@ -181,8 +212,52 @@ class TricksCallback(pl.Callback):
 
     # ------------------------------------------------------------------ the loop
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self._begin_epoch(trainer)
+
+    def _begin_epoch(self, trainer: Any) -> None:
+        """EPOCH_START, and what the epoch's loader iterator starts from (for a resume inside the epoch)."""
         n = trainer.num_training_batches
         self.session.epoch_start(trainer.current_epoch, int(n) if n != float("inf") else 0)
+        self._seen = 0
+        first, self._first_epoch = self._first_epoch, False
+        loop = trainer.fit_loop
+        if trainer.current_epoch > 0 and not loop.is_resuming and not loop.epoch_loop.restarting:
+            self._epoch_start = loader_state.snapshot(trainer.train_dataloader)  # Lightning starts it next
+        elif first and self._setup_rng is not None and not loop.is_resuming:
+            # a fresh fit's first epoch: Lightning made its iterator before this hook; what it started from
+            self._epoch_start = {"rng": self._setup_rng, "generators": None, "lightning_iterator": True}
+        else:
+            # the first epoch after a resume between epochs: Lightning keeps the iterator it made before the
+            # checkpoint's state was loaded; a new one from the restored RNG and generators replaces it
+            self._epoch_start = loader_state.snapshot(trainer.train_dataloader)
+            _set_epoch(trainer.train_dataloader, trainer.current_epoch)
+            iter(_fetcher(trainer))
+
+    def _restart_loader(self, trainer: Any, loaded: dict[str, Any]) -> None:
+        """A resume inside an epoch (Lightning then skips the epoch's start and keeps the iterator it made before
+        the checkpoint was loaded, at the epoch's first batch): the epoch starts again for the tricks, the loader's
+        iterator is made again from the RNG and generators it started from, replayed to the checkpoint's position,
+        and the RNG of the checkpoint's moment comes back."""
+        n = trainer.num_training_batches
+        self.session.epoch_start(trainer.current_epoch, int(n) if n != float("inf") else 0)
+        self._first_epoch = False
+        pos = loaded["loader"]
+        seen = int(pos["seen"])
+        start = self._epoch_start = pos["epoch_start"]
+        loader = trainer.train_dataloader
+        fetcher = _fetcher(trainer)
+        if loader_state.is_stateful(loader):
+            pass  # Lightning restored the loader's own position (its state is in Lightning's checkpoint)
+        else:
+            if not start.get("lightning_iterator"):  # (else: load_state_dict put the RNG back before Lightning made it)
+                runtime.set_rng_state(start["rng"])
+                loader_state.set_generators(loader, start["generators"])
+                _set_epoch(loader, trainer.current_epoch)
+                iter(fetcher)
+            for _ in range(seen):
+                next(fetcher.iterator)
+        self._seen = seen
+        runtime.set_rng_state(loaded["rng"])
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         if self._ready:
@@ -198,11 +273,14 @@ class TricksCallback(pl.Callback):
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if self._ready and trainer.state.fn == "fit":
-            self.session.eval_end({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+            self.session.eval_end(_scalars(trainer.callback_metrics))
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if self._ready:
-            self.session.epoch_end({k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1})
+            for key, value in self.session.state.epoch_metrics.items():  # e.g. grad_norm's train/grad_norm(_max)
+                pl_module.log(key, float(value), on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
+            self.session.epoch_end(_scalars(trainer.callback_metrics))
+            self._seen = 0
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         if not self._ready:
@@ -221,23 +299,86 @@ class TricksCallback(pl.Callback):
     def state_dict(self) -> dict[str, Any]:
         if not self._ready:
             return {}
-        return {**self.session.state_dict(), "loader": _loader_generators(self._trainer_loader, None)}
+        loader = self._trainer_loader
+        inside = self._seen > 0
+        sd = {**self.session.state_dict(),
+              "loader": {**loader_state.position(loader, self._epoch_start, inside), "seen": self._seen},
+              "metrics": self._metrics()}  # what the epoch's end sees, for a checkpoint written just before it
+        if self.session.state.dist.distributed and torch.distributed.is_initialized():
+            # Lightning writes rank 0's callback state; what differs between the processes goes in from every rank
+            # (collective: Lightning builds a checkpoint's state on every rank)
+            sd["ranks"] = _every_ranks_own(sd)
+        return sd
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._loaded = state_dict or None  # applied once the tricks are set up (on_train_start)
+        if not state_dict:
+            self._loaded = None
+            return
+        if not isinstance(state_dict.get("loader"), dict):  # written before the loader's position was kept
+            state_dict = {**state_dict, "loader": None}
+        dist = torch.distributed
+        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() \
+            else (0, 1)
+        self._loaded = _own(state_dict, rank, world)  # the rest is applied once the tricks are set up
+        start = (self._loaded.get("loader") or {}).get("epoch_start")
+        if start is not None and start.get("lightning_iterator"):
+            # a resume inside the run's first epoch, whose iterator Lightning makes before any hook sees the loader
+            # (after this one): the RNG goes back to where it was when that iterator was made in the first place
+            runtime.set_rng_state(start["rng"])
 
 
-def _loader_generators(loader: Any, states: list[Any] | None) -> list[Any]:
-    """The states of the training loader's own generators (the loader's, its sampler's), which Lightning's checkpoint
-    does not hold: read (``states`` None) or restored, so the next epoch draws the straight run's order and worker
-    seeds."""
-    found = [getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None)]
-    if states is None:
-        return [g.get_state() if isinstance(g, torch.Generator) else None for g in found]
-    for g, st in zip(found, states):
-        if isinstance(g, torch.Generator) and st is not None:
-            g.set_state(st)
-    return states
+def _scalars(metrics: Any) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if v.numel() == 1}
+
+
+def _every_ranks_own(sd: dict[str, Any]) -> list[Any]:
+    """Each rank's RNG, loader position and tricks' generators, gathered on every rank."""
+    mine = {"rng": sd["rng"], "loader": sd["loader"],
+            "generators": {k: v for k, v in sd["plugins"].items() if isinstance(v, dict) and "generator" in v}}
+    out: list[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(out, mine)
+    return out
+
+
+def _own(loaded: dict[str, Any], rank: int, world_size: int) -> dict[str, Any]:
+    """The checkpoint's state as this rank resumes it: its own RNG, loader position and tricks' generators when the
+    checkpoint holds every rank's (written by as many processes), else rank 0's (the tricks' generators fork)."""
+    ranks = loaded.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) != world_size:
+        if world_size > 1 and rank == 0:
+            held = f"{len(ranks)} processes'" if isinstance(ranks, list) else "one process's"
+            print(f"trickbag: the checkpoint holds {held} random state and this run has {world_size} processes: "
+                  "it continues with streams forked from rank 0's (not bit-identical to an uninterrupted run)",
+                  file=sys.stderr, flush=True)
+        return loaded
+    own = ranks[rank]
+    plugins = {**loaded["plugins"], **{k: {**v, "this_rank": True} for k, v in own["generators"].items()}}
+    return {**loaded, "rng": own["rng"], "loader": own["loader"], "plugins": plugins}
+
+
+def _fetcher(trainer: Any) -> Any:
+    """Lightning's training data fetcher (its iterator over the training loader)."""
+    fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
+    if fetcher is None:  # pragma: no cover - a Lightning version that moved it
+        raise RecipeError("trickbag.integrations.lightning: this Lightning version has no fit_loop._data_fetcher; "
+                          "the exact resume needs it (tested: lightning 2.6)")
+    return fetcher
+
+
+def _set_epoch(loader: Any, epoch: int) -> None:
+    for owner in (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        set_epoch = getattr(owner, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
+
+def _where(loaded: dict[str, Any], trainer: Any) -> tuple[bool, bool]:
+    """Where the checkpoint was written: (inside an epoch, after the epoch's last batch but before its end)."""
+    pos = loaded.get("loader") or {}
+    seen = int(pos.get("seen", 0) or 0)
+    n = trainer.num_training_batches
+    ended = bool(seen) and n != float("inf") and seen >= n
+    return bool(seen) and not ended and pos.get("epoch_start") is not None, ended
 
 
 def _first_pass_first(optimizer: Any, state: Any) -> None:
