@@ -151,7 +151,8 @@ def same_model(mode: Event, fwd: Event) -> bool:
         args = mode.extra.get("args", set())
         switched = _bound_switches(mode.extra["helper"], mode.node, summary.mode_recvs)
         return target in args or target in switched or short_name(target) in {short_name(a) for a in args} \
-            or (target.startswith("self.") and (mode.recv or "") == "self") or "self" in summary.mode_recvs
+            or (target.startswith("self.") and (mode.recv or "") == "self" and _self_switch(target, summary.mode_recvs)) \
+            or "self" in summary.mode_recvs
     a = mode.recv or ""
     if not a:
         return False
@@ -163,6 +164,15 @@ def same_model(mode: Event, fwd: Event) -> bool:
     if target.startswith((base + ".", base + "[")):
         return True  # ``model.eval()`` puts its submodules in eval mode too (``model.encoder(x)``)
     return short_name(a) == short_name(target)
+
+
+def _self_switch(target: str, recvs: set[str]) -> bool:
+    """A method of the object (``self.visualize_results()``) switches ``target`` unless the switches it makes name
+    other attributes only (``self.G.eval()`` there leaves ``self.D`` as it was)."""
+    own = {r for r in recvs if r.startswith("self.")}
+    if not own or len(own) != len(recvs):
+        return True
+    return any(target == r or target.startswith((r + ".", r + "[")) or short_name(r) == short_name(target) for r in own)
 
 
 def _bound_switches(helper, call: ast.AST, recvs: set[str]) -> set[str]:
