@@ -54,3 +54,23 @@ def test_tb202_a_method_that_switches_one_attribute_leaves_the_others_as_they_we
     # the same method switching self.D, which nothing switches back: reported at the call
     wrong = GAN.replace("        self.G.eval()\n        return", "        self.D.eval()\n        return")
     assert found(wrong, "TB202") == [39]
+
+
+def test_tb301_a_key_the_projects_optimizer_wrapper_reads_back_is_uncertain(tmp_path):
+    from trickbag.audit.lint import lint_file
+
+    (tmp_path / ".git").mkdir()
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    helper = pkg / "helpers.py"
+    helper.write_text("import torch\n\ndef groups(model):\n"
+                      "    return [{'named_params': list(model.named_parameters()), 'lr': 1e-3}]\n"
+                      "\nopt = torch.optim.AdamW(groups(model))\n")
+    assert [f.rule for f in lint_file(helper, show_all=True)] == ["TB301"]
+    assert [f.rule for f in lint_file(helper)] == ["TB301"]  # nothing in the project reads the key back
+    (pkg / "named_optimizer.py").write_text(
+        "def convert(groups):\n    return [{'params': [p for _, p in g['named_params']]} for g in groups]\n")
+    from trickbag.audit.rules import tb301_param_group_key as tb301
+    tb301._project_texts.cache_clear()
+    assert [f.rule for f in lint_file(helper)] == []
+    assert [f.rule for f in lint_file(helper, show_all=True)] == ["TB301"]
