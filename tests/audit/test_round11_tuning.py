@@ -74,3 +74,29 @@ def test_tb301_a_key_the_projects_optimizer_wrapper_reads_back_is_uncertain(tmp_
     tb301._project_texts.cache_clear()
     assert [f.rule for f in lint_file(helper)] == []
     assert [f.rule for f in lint_file(helper, show_all=True)] == ["TB301"]
+
+
+APEX = '''
+from apex import amp
+
+
+def train(model, loader, optimizer, args):
+    for step, (x, y) in enumerate(loader):
+        loss = model(x, y)
+        if args.gradient_accumulation_steps > 1:
+            loss = loss / args.gradient_accumulation_steps
+        if args.fp16:
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+        else:
+            loss.backward()
+        if (step + 1) % args.gradient_accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+'''
+
+
+def test_tb105_apex_scale_loss_passes_the_divided_loss_through():
+    assert found(APEX, "TB105") == []
+    undivided = APEX.replace("loss = loss / args.gradient_accumulation_steps", "pass")
+    assert found(undivided, "TB105") == [12, 14]

@@ -54,7 +54,7 @@ def scaled_loss(fm: FunctionModel, expr: ast.AST | None, before: int, counter: s
     loss value), None when unknown (a helper computes it, a parameter, ...)."""
     if expr is None or depth > 4:
         return None
-    if isinstance(expr, ast.Call) and call_name(expr) == "scale" and expr.args:
+    if isinstance(expr, ast.Call) and call_name(expr) in ("scale", "scale_loss") and expr.args:
         return scaled_loss(fm, expr.args[0], before, counter, depth)  # the scaler wrapper is transparent
     if has_binop(expr, _DIV_OPS) or _mentions_counter(expr, counter):
         return True
@@ -73,6 +73,13 @@ def scaled_loss(fm: FunctionModel, expr: ast.AST | None, before: int, counter: s
 
 
 def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], depth: int) -> bool | None:
+    for n in fm.nodes:  # ``with amp.scale_loss(loss, optimizer) as scaled_loss:``: apex's wrapper is transparent
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                e = item.context_expr
+                if dotted(item.optional_vars) == name and isinstance(e, ast.Call) and call_name(e) == "scale_loss" \
+                        and e.args:
+                    return scaled_loss(fm, e.args[0], before, counter, depth + 1)
     assigns = fm.last_assignments(name, before)
     if not assigns:
         return _scaled_output_loss(fm, name, before, counter)
