@@ -100,3 +100,26 @@ def test_tb105_apex_scale_loss_passes_the_divided_loss_through():
     assert found(APEX, "TB105") == []
     undivided = APEX.replace("loss = loss / args.gradient_accumulation_steps", "pass")
     assert found(undivided, "TB105") == [12, 14]
+
+
+def test_tb403_a_file_cached_from_a_url_comes_from_outside():
+    src = '''
+import torch
+
+def cache_url(url):
+    return "/tmp/cache/" + url.split("/")[-1]
+
+def load_state_dict_from_url(url, map_location="cpu"):
+    cached_file = cache_url(url)
+    return torch.load(cached_file, map_location=map_location)
+
+def load_file(f):
+    if f.startswith("http"):
+        f = cache_url(f)
+    return torch.load(f, map_location="cpu")
+
+def load_local(path):
+    return torch.load(path, map_location="cpu")
+'''
+    assert found(src, "TB403", torch="old") == [9, 14]
+    assert found(src, "TB403", torch="old", show_all=True) == [9, 14, 17]

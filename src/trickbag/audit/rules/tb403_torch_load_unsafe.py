@@ -498,8 +498,11 @@ def _shown_outside(fm: FunctionModel | None, path: ast.AST | None, depth: int = 
                     return True
     if any(_parsed_options(scope, root) for root in roots for scope in (fm, fm.file.module)):
         return True
+    if {p.rsplit("\0", 1)[-1] for p in pieces if p.startswith("\0")} & {"url", "urls", "model_url", "weights_url"}:
+        return True  # ``def load_state_dict_from_url(url): torch.load(cache_url(url))``
     return _outside_pieces(pieces) or any(
-        p.endswith("()") and any(w in p.lower() for w in ("download", "hub", "cached_path", "urlopen", "input"))
+        p.endswith("()") and any(w in p.lower() for w in ("download", "hub", "cached_path", "urlopen", "input",
+                                                           "cache_url", "fetch"))
         for p in pieces)
 
 
