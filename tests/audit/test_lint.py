@@ -91,7 +91,7 @@ def test_markdown_blocks_keep_the_page_lines_and_columns(tmp_path):
 
 def test_markdown_block_that_does_not_parse_does_not_hide_the_others(tmp_path):
     page = tmp_path / "p.md"
-    page.write_text("```python\ndef broken(:\n```\n\n```python\ntorch.load(x)\n```\n")
+    page.write_text("```python\ndef broken(:\n```\n\n```python\ntorch.load(args.x)\n```\n")
     assert [(f.rule, f.line) for f in lint_file(page, torch="old")] == [("TB001", 2), ("TB403", 6)]
 
 

@@ -65,14 +65,14 @@ def test_tb402_after_cuda_tensor_or_to_cuda_name():
 
 
 def test_tb403_alias_and_kwargs_forwarding():
-    wrong = "import torch as th\nstate = th.load(path)\n"
+    wrong = "import torch as th\nstate = th.load(args.path)\n"
     assert found(wrong, "TB403", torch="old") == [2]
     assert found("import torch\nstate = torch.load(p, **kw)\n", "TB403", torch="old") == []
     assert found("import torch\nstate = torch.load(p, weights_only=True)\n", "TB403", torch="old") == []
 
 
 def test_tb403_depends_on_the_torch_the_project_supports_and_where_the_path_comes_from():
-    plain = "import torch\nstate = torch.load(ckpt)\n"
+    plain = "import torch\nstate = torch.load(args.ckpt)\n"
     assert found(plain, "TB403", torch="old") == [2]
     own = "import torch\nstate = torch.load(run_dir / 'last.pt')\n"  # a file the program names itself
     assert found(own, "TB403", torch="old") == [] and found(own, "TB403", torch="old", show_all=True) == [2]
@@ -90,7 +90,7 @@ def test_tb403_reads_the_torch_pin_of_the_project(tmp_path):
 
     script = tmp_path / "pkg" / "train.py"
     script.parent.mkdir()
-    script.write_text("import torch\nstate = torch.load(ckpt)\n")
+    script.write_text("import torch\nstate = torch.load(args.ckpt)\n")
     (tmp_path / ".git").mkdir()
     assert [f.rule for f in lint_file(script)] == []  # no packaging file: current torch assumed
     for pin, reported in [("torch>=1.10\n", True), ("torch==2.1.0\nnumpy\n", True), ("torch>=2.6\n", False),

@@ -54,7 +54,7 @@ def scaled_loss(fm: FunctionModel, expr: ast.AST | None, before: int, counter: s
     loss value), None when unknown (a helper computes it, a parameter, ...)."""
     if expr is None or depth > 4:
         return None
-    if isinstance(expr, ast.Call) and call_name(expr) == "scale" and expr.args:
+    if isinstance(expr, ast.Call) and call_name(expr) in ("scale", "scale_loss") and expr.args:
         return scaled_loss(fm, expr.args[0], before, counter, depth)  # the scaler wrapper is transparent
     if has_binop(expr, _DIV_OPS) or _mentions_counter(expr, counter):
         return True
@@ -73,6 +73,13 @@ def scaled_loss(fm: FunctionModel, expr: ast.AST | None, before: int, counter: s
 
 
 def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], depth: int) -> bool | None:
+    for n in fm.nodes:  # ``with amp.scale_loss(loss, optimizer) as scaled_loss:``: apex's wrapper is transparent
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                e = item.context_expr
+                if dotted(item.optional_vars) == name and isinstance(e, ast.Call) and call_name(e) == "scale_loss" \
+                        and e.args:
+                    return scaled_loss(fm, e.args[0], before, counter, depth + 1)
     assigns = fm.last_assignments(name, before)
     if not assigns:
         return _scaled_output_loss(fm, name, before, counter)
@@ -151,7 +158,8 @@ def same_model(mode: Event, fwd: Event) -> bool:
         args = mode.extra.get("args", set())
         switched = _bound_switches(mode.extra["helper"], mode.node, summary.mode_recvs)
         return target in args or target in switched or short_name(target) in {short_name(a) for a in args} \
-            or (target.startswith("self.") and (mode.recv or "") == "self") or "self" in summary.mode_recvs
+            or (target.startswith("self.") and (mode.recv or "") == "self" and _self_switch(target, summary.mode_recvs)) \
+            or "self" in summary.mode_recvs
     a = mode.recv or ""
     if not a:
         return False
@@ -163,6 +171,15 @@ def same_model(mode: Event, fwd: Event) -> bool:
     if target.startswith((base + ".", base + "[")):
         return True  # ``model.eval()`` puts its submodules in eval mode too (``model.encoder(x)``)
     return short_name(a) == short_name(target)
+
+
+def _self_switch(target: str, recvs: set[str]) -> bool:
+    """A method of the object (``self.visualize_results()``) switches ``target`` unless the switches it makes name
+    other attributes only (``self.G.eval()`` there leaves ``self.D`` as it was)."""
+    own = {r for r in recvs if r.startswith("self.")}
+    if not own or len(own) != len(recvs):
+        return True
+    return any(target == r or target.startswith((r + ".", r + "[")) or short_name(r) == short_name(target) for r in own)
 
 
 def _bound_switches(helper, call: ast.AST, recvs: set[str]) -> set[str]:

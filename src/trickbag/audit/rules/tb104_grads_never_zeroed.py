@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
@@ -85,7 +86,11 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
     nested ``def step``) is checked where it is called.  A framework-style ``strategy.optimizer_step(optimizer,
     model, scheduler)`` whose definitions in the project never call ``.step()`` on the optimizer they are given
     (OpenRLHF's DeepSpeed strategy steps the engine, whose ``step()`` zeroes the gradients itself) is a
-    low-confidence finding (``--all``) with that reason.
+    low-confidence finding (``--all``) with that reason.  By default the stepped object must be shown to be a
+    torch optimizer: ``x.step()`` (or ``scaler.step(x)``) where ``x`` is named like one (``optimizer``,
+    ``optim_d``, ``self.opt``) or is assigned from a ``torch.optim`` constructor in the file; an engine or a
+    wrapper (``model_engine.step()``, ``strategy.optimizer_step(...)``) may zero the gradients in its own
+    ``step()``, so that finding is low confidence with that reason.
 
     Wrong::
 
@@ -115,7 +120,7 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
                                     "backward() keeps adding into .grad")]
             else:
                 continue
-            why = _engine_step(file, s)
+            why = _engine_step(file, s) or _not_an_optimizer(file, s)
             for hit in hits:
                 yield dataclasses.replace(hit, confidence="low", message=hit.message + why) if why else hit
 
@@ -140,6 +145,43 @@ def _engine_step(file: FileModel, s: Event) -> str:
             return ""
     return (" (uncertain: the project's optimizer_step() never steps the optimizer it is given; it steps "
             "something else, such as a DeepSpeed engine, whose step() zeroes the gradients itself)")
+
+
+_OPTIMIZER_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$|^o?pt_?[gd]$", re.IGNORECASE)
+_TORCH_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "Rprop", "LBFGS", "NAdam",
+                     "RAdam", "SparseAdam", "ASGD", "Adafactor", "ZeroRedundancyOptimizer", "FusedAdam", "LAMB",
+                     "Lamb", "Lion", "AdamW8bit", "Adam8bit"}
+
+
+def _optimizer_shown(file: FileModel, receiver: ast.AST | None) -> bool:
+    """Positive evidence that ``receiver`` is a torch optimizer: its name says so (``optimizer``, ``optim_g``,
+    ``self.opt``) or this file assigns it from an optimizer's constructor (``torch.optim.Adam(...)``)."""
+    name = dotted(receiver) if receiver is not None else None
+    if not name:
+        return False
+    if _OPTIMIZER_NAME.search(name.split(".")[-1]):
+        return True
+    for n in file.nodes:
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(dotted(t) == name for t in n.targets):
+            q = file.imports.qualname(n.value.func) or ""
+            if q.startswith("torch.optim.") or call_name(n.value) in _TORCH_OPTIMIZERS:
+                return True
+    return False
+
+
+def _not_an_optimizer(file: FileModel, s: Event) -> str:
+    """Why the stepped object may zero its own gradients: it is not shown to be a torch optimizer (an engine,
+    a wrapper, a framework's ``strategy.optimizer_step(...)``, ``model_engine.step()``), whose ``step()`` may call
+    ``zero_grad()`` itself.  ``scaler.step(optimizer)`` counts the optimizer it is given."""
+    node = s.node
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return ""
+    if node.func.attr == "step" and _optimizer_shown(file, node.func.value):
+        return ""
+    if node.args and _optimizer_shown(file, node.args[0]) and node.func.attr == "step":
+        return ""
+    return (" (uncertain: the stepped object is not shown to be a torch optimizer (its name or a torch.optim "
+            "constructor in this file); an engine or wrapper may zero the gradients in its own step())")
 
 
 def _distributed_autograd(loop) -> bool:

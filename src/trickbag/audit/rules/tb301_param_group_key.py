@@ -6,12 +6,16 @@ right example."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TypeGuard
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, edit_distance, walk
 from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit._project import project_root
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -166,6 +170,41 @@ def _keys_read_back(file: FileModel) -> set[str]:
     return file.memo("tb301_read_back", find)
 
 
+@functools.lru_cache(maxsize=64)
+def _project_texts(root: Path) -> tuple[str, ...]:
+    out = []
+    for p in root.rglob("*.py"):
+        if any(part in (".venv", "venv", "site-packages", "node_modules", ".git", "tests", "test") for part in p.parts):
+            continue
+        if len(out) > 3000:
+            break
+        try:
+            out.append(p.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+    return tuple(out)
+
+
+_BUILDS_GROUP = re.compile(r"""["']params["']\s*:""")
+
+
+def _read_in_project(file: FileModel, key: str) -> str:
+    """Why a group without 'params' may be meant: another module of the project reads the key back from a group
+    (``group["named_params"]``, ``.get("named_params")``) and builds groups with 'params' itself: an optimizer
+    wrapper of the project that turns it into 'params' (nanotron's ``NamedOptimizer``).  Test folders are not
+    read."""
+    root = project_root(file.path)
+    if root is None:
+        return ""
+    q = re.escape(key)
+    read = re.compile(rf"""\[\s*["']{q}["']\s*\]|\.(get|pop)\(\s*["']{q}["']|["']{q}["']\s+(not\s+)?in\b""")
+    for p_text in _project_texts(root):
+        if read.search(p_text) and _BUILDS_GROUP.search(p_text):
+            return (f" (uncertain: a module of this project reads {key!r} back from the group: a wrapper of its own "
+                    "may turn it into 'params')")
+    return ""
+
+
 def _literal(value: ast.AST) -> bool:
     """A constant, or a list / tuple holding a string (``["complexity.params", "params (M)", fn]``): no tensors."""
     if isinstance(value, (ast.List, ast.Tuple)):
@@ -226,7 +265,9 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
             bad = next(((k, node) for k, node, v in keys if k not in _HYPER and _holds_parameters(v)), None) \
                 or next(((k, node) for k, node, _ in keys if k not in _HYPER), None)
             if bad:
-                yield Hit(bad[1], f"param group holds its tensors under {bad[0]!r}; torch.optim reads 'params'")
+                why = _read_in_project(file, bad[0])
+                yield Hit(bad[1], f"param group holds its tensors under {bad[0]!r}; torch.optim reads 'params'{why}",
+                          confidence="low" if why else "high")
             continue
         if owner == "own":
             continue  # an optimizer with hyper-parameter names of its own (``epsilon``, ``beta3``): not typos

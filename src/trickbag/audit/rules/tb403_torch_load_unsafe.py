@@ -417,6 +417,95 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
     return ""
 
 
+_PARSERS = {"parse_args", "parse_known_args", "safe_load", "OmegaConf.load", "json.load", "yaml.load",
+            "parse_args_into_dataclasses", "get_args", "get_config", "parse_opt", "docopt"}
+
+
+def _parsed_options(fm: FunctionModel, name: str) -> bool:
+    """``name`` is bound to parsed command-line options or a loaded config (``a = parser.parse_args()``,
+    ``opt, _ = parser.parse_known_args()``, ``cfg = yaml.safe_load(f)``)."""
+    for a in fm.assigns:
+        if name in a.names and isinstance(a.value, ast.Call):
+            if call_name(a.value) in _PARSERS or (dotted(a.value.func) or "") in _PARSERS:
+                return True
+    return False
+
+
+def _walked_outside(fm: FunctionModel, path: ast.AST) -> bool:
+    """The path is made from the loop variables of ``for root, _, files in os.walk(sys.argv[1])`` (or a
+    ``glob`` of an argument): files found in a folder given from outside."""
+    names = _names(path)
+    for a in fm.assigns:
+        if a.op is None and a.value is not None and set(a.names) & names:
+            names |= _names(a.value)
+    return any(isinstance(n, (ast.For, ast.AsyncFor)) and _names(n.target) & names and _from_outside(n.iter)
+               for n in fm.nodes)
+
+
+_COUNTER = re.compile(r"rank|index|epoch|step|iter|seed|^num|^n_|_id$|^id$", re.IGNORECASE)
+
+
+_CONFIG_ROOTS = {"cfg", "config", "conf", "configs", "hparams", "hps", "hp", "cli_args", "FLAGS"}
+_ENTRY_RUNNERS = {"CLI", "Fire", "run", "command", "main"}
+
+
+def _entry_point(fm: FunctionModel) -> bool:
+    """The function's parameters are the program's command line: ``CLI(main)`` (jsonargparse), ``fire.Fire(main)``,
+    ``typer.run(main)``, or a ``@click.option`` / ``@app.command()`` decorator."""
+    name = getattr(fm.node, "name", None)
+    if not name or fm.cls is not None:
+        return False
+    if any(call_name(d if not isinstance(d, ast.Call) else d) in ("option", "argument", "command")
+           for d in getattr(fm.node, "decorator_list", [])):
+        return True
+    return any(isinstance(n, ast.Call) and call_name(n) in _ENTRY_RUNNERS and n.args
+               and isinstance(n.args[0], ast.Name) and n.args[0].id == name for n in fm.file.nodes)
+
+
+def _downloads(fm: FunctionModel) -> bool:
+    """The function downloads something (``download_url(url, root)``, ``hf_hub_download(...)``, ``urlopen``)."""
+    return any(isinstance(n, ast.Call) and any(w in call_name(n).lower() for w in ("download", "urlopen", "urlretrieve"))
+               for n in fm.nodes)
+
+
+def _shown_outside(fm: FunctionModel | None, path: ast.AST | None, depth: int = 0) -> bool:
+    """Positive evidence that the loaded file comes from outside the program: the path is (or is built from, through
+    the names assigned in the function and module body) a command-line argument (``args.ckpt``, ``sys.argv``,
+    ``opt.weights``, a parameter of a ``CLI(main)`` / ``fire.Fire(main)`` entry point, a parameter whose callers in
+    this file pass one), an environment variable, a config value (``cfg.MODEL.weights``), ``input()``, a URL or
+    a download (``hf_hub_download``, ``cached_path``, a function that downloads before it loads).  A counter formatted into the file name
+    (``args.process_index``, ``opt.epoch``) says which of the program's files, not where it comes from."""
+    if path is None:
+        return False
+    if _from_outside(path):
+        return True
+    if fm is None:
+        return False
+    pieces = frozenset(p for p in _pieces(fm, path) if not _COUNTER.search(p.split(".")[-1]))
+    if _walked_outside(fm, path) or _downloads(fm):
+        return True
+    roots = {p.split(".")[0] for p in pieces if "." in p and "\0" not in p}
+    if roots & _CONFIG_ROOTS or any(p.startswith(("self.cfg.", "self.config.", "self.opt.", "self.args."))
+                                    for p in pieces):
+        return True
+    params = {p.rsplit("\0", 1)[-1] for p in pieces if p.startswith("\0")}
+    if params and _entry_point(fm):
+        return True
+    if params and depth < 2:  # a parameter: what the callers in this file pass for it
+        for site in fm.call_sites():
+            if isinstance(site.node, ast.Call) and isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(p in params and _shown_outside(site.fm, a, depth + 1) for p, a in bound_args(fm, site.node)):
+                    return True
+    if any(_parsed_options(scope, root) for root in roots for scope in (fm, fm.file.module)):
+        return True
+    if {p.rsplit("\0", 1)[-1] for p in pieces if p.startswith("\0")} & {"url", "urls", "model_url", "weights_url"}:
+        return True  # ``def load_state_dict_from_url(url): torch.load(cache_url(url))``
+    return _outside_pieces(pieces) or any(
+        p.endswith("()") and any(w in p.lower() for w in ("download", "hub", "cached_path", "urlopen", "input",
+                                                           "cache_url", "fetch"))
+        for p in pieces)
+
+
 _FILE_NAME = re.compile(r"\.(pt|pth|pkl|pickle|ckpt|bin|tar|th|h5|npy|npz|cache|weights|state)$", re.IGNORECASE)
 
 
@@ -511,9 +600,11 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     it contains.  ``weights_only=True`` loads tensors and plain containers only; it is the default from
     torch 2.6.  Reported by default only where the code shows the risk: no ``weights_only`` in a project
     whose packaging files (pyproject.toml, requirements*.txt, setup.py ...) allow a torch older than 2.6,
-    on a path the program does not name itself (not a literal, nor built from one: ``run_dir / "last.pt"``
-    is the program's own file), or ``weights_only=False`` on a path that comes from outside the program
-    (a command-line argument, ``sys.argv``, an environment variable, a download or a URL).  The other
+    on a path the code shows to come from outside the program, and ``weights_only=False`` on such a path.
+    Outside means a command-line argument (``args.ckpt``, ``sys.argv``), a value of a user's config file, an
+    environment variable, ``input()``, a download or a URL, directly or through the names the function and
+    module assign; any other path (a function parameter, an attribute, a path the program builds) is a
+    low-confidence finding saying that nothing shows the path comes from outside.  The other
     calls are low-confidence advisories (``--all``): without a version pin a fresh install is current
     torch, and an explicit ``weights_only=False`` on the program's own checkpoint is the user's stated
     choice.  A path made from the same folder or argument as a path the same function saves to
@@ -575,11 +666,17 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
             sure = "high" if file.torch_support == OLD_TORCH and not _own_file(path) \
                 and not _literal_constant(file, path) else "low"
             why = _own_reason(file, owners.get(id(node)), node, path) if sure == "high" else ""
+            if sure == "high" and not why and not _shown_outside(owners.get(id(node)), path):
+                why = (" (uncertain: nothing shows the path comes from outside the program: not a command-line "
+                       "argument, config value, environment variable, URL or download)")
             yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code on torch < 2.6"
                             f"{why}", confidence="low" if why else sure)
         elif const_value(kw["weights_only"]) is False:
-            given = _from_outside(path) or bool(_names(path) & params.get(id(node), set()))
+            given = _shown_outside(owners.get(id(node)), path)
             sure = "high" if given else "low"
+            unsure = "" if given else (" (uncertain: nothing shows the path comes from outside the program: not a "
+                                       "command-line argument, config value, environment variable, URL or "
+                                       "download)" if _names(path) & params.get(id(node), set()) else "")
             yield Hit(node, f"{what}(weights_only=False) unpickles (and can run) arbitrary code"
                             f"{' from a path given from outside' if sure == 'high' else ''}; "
-                            "load a state_dict with weights_only=True", confidence=sure)
+                            f"load a state_dict with weights_only=True{unsure}", confidence=sure)

@@ -2,8 +2,9 @@ import torch
 from torch import nn
 
 
-def load_pretrained(model: nn.Module, url_path: str):
-    checkpoint = torch.load(url_path, map_location="cpu")  # expect: TB403
+def load_pretrained(model: nn.Module, url: str):
+    path = torch.hub.download_url_to_file(url, "pretrained.pth")
+    checkpoint = torch.load(path, map_location="cpu")  # expect: TB403
     model.load_state_dict(checkpoint["state_dict"])
     return model
 

@@ -1,3 +1,5 @@
+import os
+
 import torch
 
 
@@ -6,6 +8,6 @@ class Checkpointer:
         self.path = path
 
     def restore(self, model, optimizer):
-        ckpt = torch.load(self.path, weights_only=False)  # expect: TB403
+        ckpt = torch.load(os.environ["RESUME_FROM"], weights_only=False)  # expect: TB403
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
