@@ -158,7 +158,8 @@ def same_model(mode: Event, fwd: Event) -> bool:
         args = mode.extra.get("args", set())
         switched = _bound_switches(mode.extra["helper"], mode.node, summary.mode_recvs)
         return target in args or target in switched or short_name(target) in {short_name(a) for a in args} \
-            or (target.startswith("self.") and (mode.recv or "") == "self" and _self_switch(target, summary.mode_recvs)) \
+            or (target.startswith("self.") and (mode.recv or "") == "self"
+                and _self_switch(target, summary.mode_recvs)) \
             or "self" in summary.mode_recvs
     a = mode.recv or ""
     if not a:

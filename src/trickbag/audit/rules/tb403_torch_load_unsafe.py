@@ -464,8 +464,8 @@ def _entry_point(fm: FunctionModel) -> bool:
 
 def _downloads(fm: FunctionModel) -> bool:
     """The function downloads something (``download_url(url, root)``, ``hf_hub_download(...)``, ``urlopen``)."""
-    return any(isinstance(n, ast.Call) and any(w in call_name(n).lower() for w in ("download", "urlopen", "urlretrieve"))
-               for n in fm.nodes)
+    words = ("download", "urlopen", "urlretrieve")
+    return any(isinstance(n, ast.Call) and any(w in call_name(n).lower() for w in words) for n in fm.nodes)
 
 
 def _shown_outside(fm: FunctionModel | None, path: ast.AST | None, depth: int = 0) -> bool:
@@ -473,8 +473,9 @@ def _shown_outside(fm: FunctionModel | None, path: ast.AST | None, depth: int = 
     the names assigned in the function and module body) a command-line argument (``args.ckpt``, ``sys.argv``,
     ``opt.weights``, a parameter of a ``CLI(main)`` / ``fire.Fire(main)`` entry point, a parameter whose callers in
     this file pass one), an environment variable, a config value (``cfg.MODEL.weights``), ``input()``, a URL or
-    a download (``hf_hub_download``, ``cached_path``, a function that downloads before it loads).  A counter formatted into the file name
-    (``args.process_index``, ``opt.epoch``) says which of the program's files, not where it comes from."""
+    a download (``hf_hub_download``, ``cached_path``, a function that downloads before it loads).  A counter
+    formatted into the file name (``args.process_index``, ``opt.epoch``) says which of the program's files, not
+    where it comes from."""
     if path is None:
         return False
     if _from_outside(path):
