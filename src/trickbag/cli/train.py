@@ -18,6 +18,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from trickbag.recipe import load_recipe
 
     recipe_name, overrides = split_recipe_and_overrides(args.items)
+    line: str | None = None  # what was chosen for the user (the recipe, the image size), said on stderr
     if args.resume is not None and not args.resume.strip():
         raise TrickbagError("--resume needs a run directory, got an empty string")
     if args.resume:
@@ -29,8 +30,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         recipe = load_run_recipe(Path(args.resume), overrides)
     else:
+        from trickbag.runs.pick import fit_recipe
+
+        named = recipe_name is not None
+        # no recipe named: the one that fits data.name (csv: tabular, imagefolder: imagefolder-scratch, sized
+        # from the images); the user's overrides still win
+        recipe_name, fitted, line = fit_recipe(recipe_name, overrides)
+        overrides = [*fitted, *overrides]
         recipe = load_recipe(recipe_name, overrides)  # bad input fails here, before the heavy imports
-        if recipe_name is None and recipe.run.name is None and recipe.data.name != load_recipe().data.name:
+        if not named and recipe.run.name is None and recipe.data.name != load_recipe().data.name:
             # the default recipe on the user's data: the run is named after the data, not after 'digits'
             from trickbag.runs.naming import default_run_name
 
@@ -39,6 +47,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if recipe.dist.nproc > 1 and "LOCAL_RANK" not in os.environ:
         from trickbag.launch import launch_torchrun
 
+        _say_choice(line, args.quiet)
         return launch_torchrun(recipe_name, overrides, recipe.dist.nproc, quiet=args.quiet, resume=args.resume)
     from trickbag.launch import launched_worker
     from trickbag.plugin.state import StopReason
@@ -51,7 +60,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         result = resume_run(Path(args.resume), overrides, quiet=args.quiet)
     else:
-        result = run_recipe(recipe, quiet=args.quiet)
+        # the choice is said once the run starts: input refused before that stays one line
+        result = run_recipe(recipe, quiet=args.quiet, plugins=[_say_on_start(line, args.quiet)] if line else [])
     if result.interrupted:
         return _interrupted(result)
     if result.stop_reason is StopReason.NONFINITE:
@@ -62,6 +72,25 @@ def cmd_train(args: argparse.Namespace) -> int:
               f"rate: trickbag train --resume {result.run_dir} optim.lr=...", file=sys.stderr)
         return 1
     return 0
+
+
+def _say_choice(line: str | None, quiet: bool) -> None:
+    if line is not None and not quiet:
+        print(f"trickbag: {line}", file=sys.stderr, flush=True)
+
+
+def _say_on_start(line: str | None, quiet: bool) -> Any:
+    """A plug-in that says ``line`` on stderr when training starts (not on a resumed session's start)."""
+    from trickbag.plugin.interface import Plugin
+
+    class SayOnStart(Plugin):
+        name = "recipe_choice"
+
+        def on_fit_start(self, state: Any) -> None:
+            if state.step == 0:
+                _say_choice(line, quiet)
+
+    return SayOnStart()
 
 
 def _interrupted(result: Any) -> int:
@@ -91,7 +120,7 @@ def cmd_cooldown(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    t = sub.add_parser("train", help="train a recipe (default: digits)",
+    t = sub.add_parser("train", help="train a recipe (default: the one that fits data.name, else digits)",
                        description="Train a recipe. ITEMS: [RECIPE] [key.sub=value ...]",
                        epilog="Every recipe key, its type, default and allowed values: trickbag recipes --keys "
                        "(also docs/recipes.md). Exit status: 0 done, 1 training failed (the run directory holds "

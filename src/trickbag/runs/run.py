@@ -26,6 +26,7 @@ from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import StopReason
 from trickbag.recipe import Recipe, load_run_recipe, recipe_to_yaml
 from trickbag.runs.artifacts import write_test_details
+from trickbag.runs.baseline import table_baseline
 from trickbag.runs.extras import check_run_extras
 from trickbag.runs.naming import (
     LOCK,
@@ -342,7 +343,9 @@ class _Session:
                          monitor=self.ctx.monitor, updates=s.step, skipped=s.skipped_steps,
                          nonfinite_skipped=s.nonfinite_skipped, checkpoints=cp.on_disk() if cp else {},
                          plugins=list(self.plugins), test_details=getattr(self, "test_details", {}),
-                         threads=self.ctx.threads_report(), checkpoint_sizes=cp.sizes() if cp else {})
+                         threads=self.ctx.threads_report(), checkpoint_sizes=cp.sizes() if cp else {},
+                         baseline=table_baseline(self.ctx.data, self.ctx.task) if test and self.write and self.main
+                         else None)
 
     def summarise(self, result: RunResult) -> None:
         if not (self.write and self.main and self.run_dir is not None):

@@ -37,6 +37,8 @@ class RunResult:
     threads: str = ""
     #: file name -> bytes, for the checkpoints in :attr:`checkpoints`
     checkpoint_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: a table's linear baseline on the same split (:mod:`trickbag.runs.baseline`), or None
+    baseline: Any = None
 
     @property
     def final(self) -> dict[str, float]:
@@ -121,6 +123,10 @@ def format_summary(r: RunResult, *, mode: str, metric_names: list[str], wall_not
     if "train/loss" in r.final:
         lines.append(f"train loss final {r.final['train/loss']:.4f}")
     lines += _test_lines(r.test, metric_names)
+    if r.test:
+        from trickbag.runs.baseline import baseline_line
+
+        lines += [line for line in [baseline_line(r.baseline, r.test)] if line]
     lines.append(f"wall time  {r.wall_time_s:.1f} s for {len(r.history)} epochs, {r.updates} updates{wall_note}")
     if r.threads:
         lines.append(f"threads    {r.threads}")
