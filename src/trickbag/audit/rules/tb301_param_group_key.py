@@ -172,7 +172,7 @@ def _keys_read_back(file: FileModel) -> set[str]:
 
 @functools.lru_cache(maxsize=64)
 def _project_texts(root: Path) -> tuple[str, ...]:
-    out = []
+    out: list[str] = []
     for p in root.rglob("*.py"):
         if any(part in (".venv", "venv", "site-packages", "node_modules", ".git", "tests", "test") for part in p.parts):
             continue
