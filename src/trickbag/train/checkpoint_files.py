@@ -36,6 +36,7 @@ __all__ = [
     "load_checkpoint",
     "WriteError",
     "check_state_fits",
+    "tensor_bytes",
 ]
 
 def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path:
@@ -56,21 +57,21 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Path
         cause = os_error_in(exc)
         if cause is None and not _looks_like_a_write_failure(exc):
             raise
-        reason = explain_os_error(cause, path.parent, _tensor_bytes(checkpoint)) if cause else _disk_hint(path, exc)
+        reason = explain_os_error(cause, path.parent, tensor_bytes(checkpoint)) if cause else _disk_hint(path, exc)
         raise CheckpointError(
             f"could not write checkpoint {str(path)!r}: {reason}; the previous checkpoint is intact"
         ) from exc
     return path
 
 
-def _tensor_bytes(obj: Any) -> int:
+def tensor_bytes(obj: Any) -> int:
     """Bytes of the tensors in a (nested) checkpoint dict: about what the file needs."""
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()
     if isinstance(obj, dict):
-        return sum(_tensor_bytes(v) for v in obj.values())
+        return sum(tensor_bytes(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in obj)
+        return sum(tensor_bytes(v) for v in obj)
     return 0
 
 

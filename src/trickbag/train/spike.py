@@ -41,6 +41,7 @@ import torch
 from trickbag.errors import TrickbagError
 from trickbag.nn import unwrap
 from trickbag.plugin.state import State
+from trickbag.train.checkpoint_files import tensor_bytes
 
 __all__ = ["SpikeGuard", "is_spike", "spike_level"]
 
@@ -188,15 +189,14 @@ class SpikeGuard:
     def _weights_states(self) -> dict[str, Any]:
         """The tricks' states that are weights (EMA, SWA): not generators, which keep drawing forward."""
         return {p.key: sd for p in self.plugins
-                if isinstance(sd := p.state_dict(), dict) and "generator" not in sd and _holds_tensors(sd)}
+                if isinstance(sd := p.state_dict(), dict) and "generator" not in sd and tensor_bytes(sd) > 0}
 
     def _snapshot_bytes(self) -> int:
         s = self.state
-        model = sum(t.numel() * t.element_size() for t in unwrap(s.model).state_dict().values()
-                    if isinstance(t, torch.Tensor))
+        model = tensor_bytes(unwrap(s.model).state_dict())
         params = sum(p.numel() * p.element_size() for p in s.model.parameters())
-        optim = _nbytes(s.optimizer.state_dict()["state"]) or 2 * params  # before the first step: Adam's two moments
-        return model + optim + _nbytes(self._weights_states())
+        optim = tensor_bytes(s.optimizer.state_dict()["state"]) or 2 * params  # before the first step: Adam's 2 moments
+        return model + optim + tensor_bytes(self._weights_states())
 
     def _take(self) -> dict[str, Any]:
         s = self.state
@@ -274,26 +274,6 @@ class _LRCut:
     def __exit__(self, *exc: object) -> None:
         for g, lr in zip(self.optimizer.param_groups, self.saved, strict=False):
             g["lr"] = lr
-
-
-def _holds_tensors(obj: Any) -> bool:
-    if isinstance(obj, torch.Tensor):
-        return True
-    if isinstance(obj, dict):
-        return any(_holds_tensors(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return any(_holds_tensors(v) for v in obj)
-    return False
-
-
-def _nbytes(obj: Any) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return sum(_nbytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_nbytes(v) for v in obj)
-    return 0
 
 
 def _copy(obj: Any, device: torch.device | None, pin: bool = False) -> Any:
