@@ -107,6 +107,8 @@ RUNS: tuple[GoldenRun, ...] = (
               (*_TWO, "data.root=data/images", "data.image_size=32", "data.eval_image_size=32", "data.batch_size=8",
                "tricks.freeze.unfreeze_epoch=1", "tricks.freeze.allow_untrained=true",
                "tricks.multiscale.finetune_epochs=1")),
+    GoldenRun("imagefolder-scratch", "imagefolder-scratch",
+              (*_TWO, "data.root=data/images", "data.image_size=32", "data.batch_size=8")),
     # several processes
     GoldenRun("digits-ddp2", "digits", (*_TWO, "dist.nproc=2"), stop_exit=1),
     GoldenRun("digits-fsdp2", "digits", (*_TWO, "dist.nproc=2", "dist.strategy=fsdp"), stop_exit=1),

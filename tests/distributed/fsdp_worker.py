@@ -45,3 +45,6 @@ def main(run_dir: str, out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    from trickbag.cli._common import exit_torchrun_worker
+
+    exit_torchrun_worker(0)  # skip the interpreter's teardown while gloo threads may still hold tensors (SIGABRT)

@@ -39,3 +39,6 @@ def main(out: str, single: bool) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1], len(sys.argv) > 2 and sys.argv[2] == "single")
+    from trickbag.cli._common import exit_torchrun_worker
+
+    exit_torchrun_worker(0)  # skip the interpreter's teardown while gloo threads may still hold tensors (SIGABRT)

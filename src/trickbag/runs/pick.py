@@ -86,6 +86,11 @@ def fit_recipe(recipe_name: str | None, overrides: list[str]) -> tuple[str | Non
             return None, [], None
         line = f"no recipe named: data.name={data.name} trains with the {name} recipe"
     extra: list[str] = []
+    if recipe_name is None and data.name == "csv" and not _given(overrides, "data.label_column"):
+        # which column is the label is the user's data, not the recipe's choice: the command's default stays
+        column = data.label_column
+        extra.append(f"data.label_column={column}" if isinstance(column, str)
+                     else f"data.label_column=[{', '.join(column)}]")
     if name == SCRATCH and not _given(overrides, "data.image_size"):
         try:
             root = load_recipe(name, overrides).data.root
