@@ -28,8 +28,10 @@ import torch
 
 from trickbag import runtime
 from trickbag.errors import TrickbagError
+from trickbag.nn import unwrap
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State
+from trickbag.train.sharded import broadcast_buffers
 
 __all__ = ["MicroBatches", "UpdateRedo", "batch_length", "check_micro_batch_size", "split_batch"]
 
@@ -131,9 +133,7 @@ class MicroBatches:
             out.append("train.micro_batch_size=auto on the CPU: each loader batch is one micro-batch (torch raises "
                        "no out-of-memory error on the CPU; one the model raises itself still halves it)")
         if self.size is not None and (batch_size is None or self.size < batch_size):
-            norm = any(isinstance(m, torch.nn.modules.batchnorm._NormBase) and m.track_running_stats is not None
-                       and isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
-                       for m in state.model.modules())
+            norm = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in state.model.modules())
             differs = ("BatchNorm normalises each micro-batch, not the loader batch; " if norm else "")
             out.append(f"micro-batches of at most {self.size} samples: {differs}dropout masks are drawn per "
                        "micro-batch; mix pairs and SAM's pass are the whole loader batch's, and the update's "
@@ -154,7 +154,6 @@ class UpdateRedo:
         self.state, self.micro, self.guard, self.out = state, micro, guard, out
         self.failed = False
         self.pending: list[tuple[int, Any]] = []
-        self.replaying = False
         model = state.model
         self.buffers = [b for b in model.buffers()]
         self.saved = [b.detach().clone() for b in self.buffers]
@@ -168,9 +167,6 @@ class UpdateRedo:
         """The update's next loader batch; the first one takes the snapshot its redo starts from."""
         if not self.pending:
             if self.distributed:  # every process starts the update from rank 0's buffers, as DDP's forward does
-                from trickbag.nn import unwrap
-                from trickbag.train.sharded import broadcast_buffers
-
                 broadcast_buffers(unwrap(self.state.model))
             if self.buffers:
                 torch._foreach_copy_(self.saved, self.buffers)
@@ -188,11 +184,11 @@ class UpdateRedo:
             torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
             failed = bool(flag.item())
         if not failed:
-            self.pending, self.replaying = [], False
+            self.pending = []
             return False
         self._rewind(meter, counts)
         self._halve()
-        self.failed, self.replaying = False, True
+        self.failed = False
         return True
 
     def _rewind(self, meter: Any, counts: Any) -> None:
