@@ -79,3 +79,56 @@ def test_bad_input():
         paired_difference([1, 2], [1, 2], confidence=95)
     with pytest.raises(TypeError, match="values must hold numbers"):
         paired_difference(["a", 1], [1, 2])
+
+
+# --- paired p-values and Holm's correction (docs/evidence.md's verdicts) -----------------------------------
+
+def test_paired_p_value_is_scipys_paired_t_test():
+    import random
+
+    from scipy import stats as st
+
+    from trickbag.experiments.stats import paired_p_value
+
+    rng = random.Random(3)
+    for n in (2, 3, 10, 25):
+        a = [rng.gauss(0.9, 0.02) for _ in range(n)]
+        b = [x - rng.gauss(0.005, 0.01) for x in a]
+        assert abs(paired_p_value(a, b) - float(st.ttest_rel(a, b).pvalue)) < 1e-12
+    assert paired_p_value([0.5, 0.6], [0.5, 0.6]) == 1.0  # no difference at all
+    assert paired_p_value([0.6, 0.7], [0.5, 0.6]) == 0.0  # the same non-zero difference every seed
+    assert math.isnan(paired_p_value([0.6], [0.5]))
+
+
+def _holm_naive(ps, alpha):
+    """Holm's procedure as written in the 1979 paper: reject H_(1)..H_(k-1) where k is the first i with
+    p_(i) > alpha / (m - i + 1) (1-based)."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    rejected = set()
+    for rank, i in enumerate(order, start=1):
+        if ps[i] > alpha / (len(ps) - rank + 1):
+            break
+        rejected.add(i)
+    return rejected
+
+
+def test_holm_adjusted_p_values_reject_what_the_step_down_procedure_rejects():
+    import random
+
+    from trickbag.experiments.stats import holm
+
+    rng = random.Random(0)
+    for _ in range(300):
+        m = rng.randint(1, 12)
+        ps = [rng.random() ** rng.choice((1, 3, 6)) for _ in range(m)]
+        adj = holm(ps)
+        assert all(a >= p for a, p in zip(adj, ps)) and all(a <= 1.0 for a in adj)
+        for alpha in (0.01, 0.05, 0.1):
+            assert {i for i, a in enumerate(adj) if a <= alpha} == _holm_naive(ps, alpha)
+
+
+def test_holm_leaves_nan_out_of_the_family():
+    from trickbag.experiments.stats import holm
+
+    adj = holm([0.01, math.nan, 0.02])
+    assert math.isnan(adj[1]) and adj[0] == pytest.approx(0.02) and adj[2] == pytest.approx(0.02)

@@ -111,6 +111,10 @@ class DataConfig(Section):
     missing_labels: list[str] | None = None  # csv: label cells meaning "no label" (default: empty; regression/multilabel also NA, N/A, NaN, null, None, ?, -)  # noqa: E501 (a key's help is the comment on its line)
     drop_unlabelled: bool = False  # csv: train on the labelled rows, saying how many were left out (default: a missing label is refused)  # noqa: E501 (a key's help is the comment on its line)
     num_samples: int | None = Field(None, ge=10)  # fake / mnist1d: samples to generate
+    # harder data where a trick can show (digits, mnist1d, csv, fake; seeded by split_seed, test split untouched):
+    train_samples: int | None = Field(None, ge=2)  # keep this many training samples, stratified by class
+    imbalance: float | None = Field(None, ge=1.0)  # long tail: the largest training class this many times the smallest
+    label_noise: float = Field(0.0, ge=0.0, lt=1.0)  # share of training/validation labels swapped for another class
     num_classes: int | None = Field(None, ge=2)  # fake
     shape: list[int] | None = None  # fake: per-sample shape, e.g. [3, 32, 32]
     # csv: {feature column: {method, n_bins}}; edges fitted on the training split only, each binned column

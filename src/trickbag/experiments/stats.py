@@ -16,7 +16,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-__all__ = ["mean_sd", "PairedDifference", "paired_difference"]
+__all__ = ["mean_sd", "PairedDifference", "paired_difference", "paired_p_value", "holm"]
 
 
 def _as_floats(values: Sequence[float], name: str) -> list[float]:
@@ -116,3 +116,43 @@ def paired_difference(
 
     half = float(t.ppf((1.0 + confidence) / 2.0, n - 1)) * sd / math.sqrt(n)
     return PairedDifference(n, m, sd, m - half, m + half, float(confidence))
+
+
+def paired_p_value(values: Sequence[float], reference: Sequence[float]) -> float:
+    """Two-sided p-value of the paired t-test of ``mean(values - reference) = 0`` (the test whose interval
+    :func:`paired_difference` gives); NaN for fewer than two pairs, 1.0 when every difference is 0.
+
+    >>> round(paired_p_value([0.91, 0.93, 0.92, 0.94], [0.90, 0.91, 0.91, 0.92]), 4)
+    0.0138
+    """
+    d = paired_difference(values, reference)
+    if d.n < 2:
+        return math.nan
+    if d.sd == 0.0:
+        return 1.0 if d.mean == 0.0 else 0.0
+    from trickbag._optional import require
+
+    t = require("scipy.stats", extra="app", feature="p-values").t
+    stat = d.mean / (d.sd / math.sqrt(d.n))
+    return float(2.0 * t.sf(abs(stat), d.n - 1))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979): a family of tests whose adjusted p is below ``alpha``
+    keeps the chance of any false "helps"/"hurts" at most ``alpha``, whatever the dependence between them.
+
+    Sorted ascending, the ``i``-th smallest p (0-based, of ``m``) becomes ``max_{j <= i} min(1, (m - j) p_(j))``.
+    NaN entries are left as NaN and do not count in ``m``.
+
+    >>> [round(p, 3) for p in holm([0.01, 0.04, 0.03, 0.005])]
+    [0.03, 0.06, 0.06, 0.02]
+    """
+    ps = _as_floats(p_values, "p_values")
+    order = sorted((p, i) for i, p in enumerate(ps) if not math.isnan(p))
+    m = len(order)
+    out = [math.nan] * len(ps)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out

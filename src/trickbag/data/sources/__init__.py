@@ -17,6 +17,7 @@ from trickbag.data.sources.custom import custom
 from trickbag.data.sources.digits import digits
 from trickbag.data.sources.fake import fake
 from trickbag.data.sources.fitted import describe, restore
+from trickbag.data.sources.hard import requested
 from trickbag.data.sources.images import imagefolder
 from trickbag.data.sources.memory import BatchGather, Collated, TensorDataset, collate, random_shift
 from trickbag.data.sources.mnist1d import cache_dir, mnist1d
@@ -63,6 +64,9 @@ def build_data(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None)
     else:
         raise DataError(f"data.name={cfg.name!r} is not a data source; allowed: {', '.join(SOURCES)}, "
                         "or package.module:function")
+    if requested(cfg) and "hard" not in (splits.fitted or {}):
+        raise DataError(f"data.{', data.'.join(requested(cfg))}: the {cfg.name!r} source does not support "
+                        "them; they apply to the in-memory sources digits, mnist1d, csv and fake")
     n_train = len(splits.train)  # type: ignore[arg-type]
     if cfg.drop_last and cfg.batch_size > n_train:
         raise DataError(

@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import Dataset
 
 from trickbag.data.sampler import sample_generator
+from trickbag.data.sources.hard import describe_hard, harden, requested
 from trickbag.data.sources.splits import DataSplits
 from trickbag.errors import DataError
 
@@ -187,6 +188,10 @@ def tensor_splits(
         x_test, y_test = test
     tr_local, va_local = split_indices(yn[rest], cfg.val_fraction, cfg.split_seed + 1, "data.val_fraction")
     tr, va = rest[tr_local], rest[va_local]
+    hard = None
+    if requested(cfg):
+        n_classes = int(max(int(y.max()), int(y_test.max()) if len(y_test) else 0)) + 1
+        y, tr, va, hard = harden(y, tr, va, n_classes, cfg)
     transform = encode(tr) if encode is not None else (lambda t: t)
     if encode is not None:
         x, x_test = transform(x), transform(x_test)
@@ -222,5 +227,6 @@ def tensor_splits(
         target_mean=None if target_mean is None else target_mean.tolist(),
         target_std=None if target_std is None else target_std.tolist(),
         prepare=lambda raw: norm(transform(raw)),
-        fitted={"normalise": {"mean": mean.tolist(), "std": std.tolist()}},
+        fitted={"normalise": {"mean": mean.tolist(), "std": std.tolist()}, **({"hard": hard} if hard else {})},
+        notes=[describe_hard(hard)] if hard else [],
     )

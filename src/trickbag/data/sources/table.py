@@ -381,8 +381,10 @@ def csv_table(cfg: Any, task: Any = None, fitted: dict[str, Any] | None = None) 
     norm = (splits.fitted or {})["normalise"]
     mean, std = torch.tensor(norm["mean"]).flatten().tolist(), torch.tensor(norm["std"]).flatten().tolist()
     feats = list(dict.fromkeys(c["column"] for c in columns))
+    hard = (splits.fitted or {}).get("hard")
     splits.fitted = {"source": "csv", "table": {"features": feats, "labels": labels, "columns": columns,
-                                                "mean": mean, "std": std, **_fingerprint(all_rows)}}
+                                                "mean": mean, "std": std, **_fingerprint(all_rows)},
+                     **({"hard": hard} if hard else {})}
     splits.notes += notes
     splits.kind = "tabular"
     splits.prepare = TableEncoder(columns, mean, std)
