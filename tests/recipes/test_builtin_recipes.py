@@ -25,6 +25,8 @@ from trickbag.train.checkpoint_files import load_checkpoint
 from trickbag.tricks import check_interactions
 
 SHIPPED = {"digits", "digits-tricks", "mnist1d", "imagefolder-finetune", "distill", "tabular"}
+#: recipes made hard on purpose (docs/evidence.md): plain baselines, no trick on
+HARD = {"digits-noisy", "digits-longtail", "mnist1d-small"}
 QUIET = ["run.progress=false", "run.plots=false", "log.tensorboard=false"]
 
 
@@ -71,7 +73,7 @@ def test_recipe_loads_validates_and_round_trips(name):
     check_interactions(load_recipe(name, teacher))  # no refused combination of tricks (given the required teacher)
 
 
-@pytest.mark.parametrize("name", sorted(SHIPPED - {"digits", "tabular"}))
+@pytest.mark.parametrize("name", sorted(SHIPPED - {"digits", "tabular"} - HARD))
 def test_every_trick_in_the_recipe_file_says_what_it_is_for(name):
     text = builtin_recipes()[name].read_text(encoding="utf-8")
     blocks = _trick_blocks(text)
@@ -154,6 +156,33 @@ def test_mnist1d_trains_one_epoch(tmp_path, small_mnist1d):
     # no validation split: every training signal trains, best.pt follows the training loss
     assert "val/acc" not in result.history[-1] and recipe.train.monitor == "train/loss"
     assert (result.run_dir / "checkpoints" / "best.pt").is_file()
+
+
+# --------------------------------------------------------------------------- the hard recipes
+def test_the_hard_recipes_are_shipped_without_tricks():
+    assert set(builtin_recipes()) >= HARD
+    for name in HARD:
+        r = load_recipe(name)
+        assert not any(getattr(r.tricks, t).enabled for t in type(r.tricks).model_fields), name
+
+
+def test_digits_noisy_and_longtail_hold_the_data_they_describe():
+    from trickbag.data.sources import build_data
+
+    clean = build_data(load_recipe("digits").data)
+    noisy = build_data(load_recipe("digits-noisy").data)
+    flipped = (noisy.train.y != clean.train.y).float().mean().item()
+    assert abs(flipped - 0.4) < 1 / len(clean.train.y) and torch.equal(noisy.test.y, clean.test.y)
+    tail = build_data(load_recipe("digits-longtail").data)
+    counts = torch.bincount(tail.train.y, minlength=10)
+    assert round(counts.max().item() / counts.min().item()) in range(35, 66)  # ~50x (each count rounded)
+    assert torch.equal(tail.test.y, clean.test.y)
+
+
+def test_mnist1d_small_trains_on_its_subset(tmp_path, small_mnist1d):
+    recipe, result, text = run("mnist1d-small", tmp_path, *small_mnist1d, "train.epochs=1", "data.train_samples=100")
+    assert result.test["test/n"] == 60 and recipe.data.train_samples == 100
+    assert "100 of 240 training samples kept" in text
 
 
 # --------------------------------------------------------------------------- imagefolder-finetune

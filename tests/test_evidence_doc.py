@@ -1,0 +1,92 @@
+"""docs/evidence.md is the rendering of the committed results, and the verdicts follow from the numbers.
+
+The sweep itself (hours of CPU) is not run here: ``benchmarks/evidence.py`` is; these tests check the
+document against the committed ``benchmarks/evidence/results.json`` and the analysis against results made
+up here with known effects."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "evidence.py"
+
+
+@pytest.fixture(scope="module")
+def ev():
+    sys.path.insert(0, str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("evidence_under_test", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_document_is_the_rendering_of_the_committed_results():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "render", "--check"], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _fake(effects: dict[str, float], noise: float = 0.01, seeds=range(20), base=0.8, rng_seed=0):
+    """Results with a baseline per seed and each trick = baseline + effect + noise (a made-up sweep)."""
+    rng = random.Random(rng_seed)
+    b = {str(s): {"metric": base + rng.gauss(0, 0.03), "time_s": 10.0} for s in seeds}
+    rows = {"acc:baseline": {"trick": "baseline", "kind": "acc", "overrides": [], "seeds": b}}
+    for t, e in effects.items():
+        rows[f"acc:{t}"] = {"trick": t, "kind": "acc", "overrides": [f"tricks.{t}.enabled=true"], "seeds": {
+            s: {"metric": v["metric"] + e + rng.gauss(0, noise), "time_s": 12.0} for s, v in b.items()}}
+    return {"recipes": {"digits-noisy": {"about": "x", "rows": rows, "not_run": {"augment": "refused: images"}}},
+            "sessions": []}
+
+
+def test_known_effects_get_their_verdicts(ev):
+    res = _fake({"mix": 0.03, "ema": -0.03, "sam": 0.0, "swa": 0.0, "clip": 0.0, "l1": 0.0, "tta": 0.001})
+    rows = {r["trick"]: r for r in ev.analyse(res)}
+    assert ev.verdict(rows["mix"]) == "helps, confirmed"
+    assert ev.verdict(rows["ema"]) == "hurts, confirmed"
+    for t in ("sam", "swa", "clip", "l1"):
+        assert ev.verdict(rows[t]) == "no evidence", t
+    m = rows["mix"]["main"]
+    assert m["n"] == 10 and m["low"] < 0.03 < m["high"]  # the interval covers the effect put in
+    assert rows["mix"]["main"]["time"] == pytest.approx(1.2)
+
+
+def test_holm_is_over_the_whole_table(ev):
+    # one small effect that passes alone at 0.05 but not once 8 rows share the family
+    effects = {"mix": 0.012}
+    alone = {r["trick"]: r for r in ev.analyse(_fake(effects, noise=0.012, rng_seed=5))}["mix"]["main"]
+    crowd = {r["trick"]: r for r in ev.analyse(_fake({**effects, **{t: 0.0 for t in (
+        "ema", "sam", "swa", "clip", "l1", "tta", "focal")}}, noise=0.012, rng_seed=5))}["mix"]["main"]
+    assert alone["p"] == pytest.approx(crowd["p"])  # the same numbers for mix ...
+    assert alone["p_holm"] == pytest.approx(alone["p"])  # a family of one: no correction
+    assert crowd["p_holm"] == pytest.approx(min(1.0, 8 * crowd["p"]))  # smallest of 8: times 8 (Holm's first step)
+
+
+def test_a_call_that_fresh_seeds_do_not_repeat_is_not_confirmed(ev):
+    res = _fake({"mix": 0.03}, seeds=range(10))
+    rows = res["recipes"]["digits-noisy"]["rows"]
+    rng = random.Random(9)
+    for s in range(10, 20):  # seeds 10-19: no effect at all
+        v = 0.8 + rng.gauss(0, 0.03)
+        rows["acc:baseline"]["seeds"][str(s)] = {"metric": v, "time_s": 10.0}
+        rows["acc:mix"]["seeds"][str(s)] = {"metric": v + rng.gauss(0, 0.01), "time_s": 10.0}
+    (row,) = ev.analyse(res)
+    assert ev.verdict(row) == "helps on seeds 0-9, not confirmed on 10-19"
+
+
+def test_unconfirmed_and_unrun_rows_say_so(ev):
+    (row,) = ev.analyse(_fake({"mix": 0.03}, seeds=range(10)))
+    assert ev.verdict(row) == "helps (not yet confirmed)"
+    text = ev.render(_fake({"mix": 0.03}, seeds=range(10)))
+    assert "| augment" in text and "n/a: refused: images" in text
+
+
+def test_the_rendering_depends_on_the_results_only(ev):
+    res = _fake({"mix": 0.03})
+    assert ev.render(res) == ev.render(res)
