@@ -154,6 +154,26 @@ def _target_scale(y_tr: torch.Tensor, stats: dict[str, Any] | None) -> tuple[tor
     return y_tr.mean(0), std.clamp_min(1e-8)
 
 
+def _split(x: torch.Tensor, y: torch.Tensor, cfg: Any, test: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[
+        np.ndarray, np.ndarray, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any] | None]:
+    """Training and validation positions, the test split, the labels (noisy with ``data.label_noise``) and what
+    :func:`~trickbag.data.sources.hard.harden` did (None when no harder-data key is set)."""
+    yn = y.numpy()
+    if test is None:
+        rest, test_idx = split_indices(yn, cfg.test_fraction, cfg.split_seed, "data.test_fraction")
+        x_test, y_test = x[test_idx], y[test_idx]
+    else:
+        rest = np.arange(len(yn))
+        x_test, y_test = test
+    tr_local, va_local = split_indices(yn[rest], cfg.val_fraction, cfg.split_seed + 1, "data.val_fraction")
+    tr, va = rest[tr_local], rest[va_local]
+    hard = None
+    if requested(cfg):
+        n_classes = int(max(int(y.max()), int(y_test.max()) if len(y_test) else 0)) + 1
+        y, tr, va, hard = harden(y, tr, va, n_classes, cfg)
+    return tr, va, x_test, y_test, y, hard
+
+
 def tensor_splits(
     x: torch.Tensor,
     y: torch.Tensor,
@@ -179,19 +199,7 @@ def tensor_splits(
     ``stats``: a run's stored statistics (``mean``/``std`` as nested lists, ``target_mean``/``target_std``)
     used instead of the training split's; the ones used are kept in ``fitted["normalise"]``.
     """
-    yn = y.numpy()
-    if test is None:
-        rest, test_idx = split_indices(yn, cfg.test_fraction, cfg.split_seed, "data.test_fraction")
-        x_test, y_test = x[test_idx], y[test_idx]
-    else:
-        rest = np.arange(len(yn))
-        x_test, y_test = test
-    tr_local, va_local = split_indices(yn[rest], cfg.val_fraction, cfg.split_seed + 1, "data.val_fraction")
-    tr, va = rest[tr_local], rest[va_local]
-    hard = None
-    if requested(cfg):
-        n_classes = int(max(int(y.max()), int(y_test.max()) if len(y_test) else 0)) + 1
-        y, tr, va, hard = harden(y, tr, va, n_classes, cfg)
+    tr, va, x_test, y_test, y, hard = _split(x, y, cfg, test)
     transform = encode(tr) if encode is not None else (lambda t: t)
     if encode is not None:
         x, x_test = transform(x), transform(x_test)
