@@ -47,7 +47,7 @@ from trickbag.audit import lint
 RECALL_FLOOR = 89 / 98
 
 HERE = Path(__file__).parent
-FILES = sorted(p for p in HERE.glob("[0-9][0-9]_*.py"))
+FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))
 _MARK = re.compile(r"#\s*(expect|also-ok|not):\s*((?:TB[0-9?]{3}[\s,]*)+)")
 _THREAD = re.compile(r"[\w.-]+/[\w.-]+ (?:issue|PR|pull request)s? #\d+")
 
@@ -127,7 +127,7 @@ def test_no_forbidden_code_on_its_line(path):
     assert not bad, f"{path.name}: reported {sorted(bad)} where the marker says it is not that mistake"
 
 
-FIXED = sorted((HERE / "fixed").glob("[0-9][0-9]_*.py"))
+FIXED = sorted((HERE / "fixed").glob("[0-9][0-9]*_*.py"))
 
 
 @pytest.mark.parametrize("path", FIXED, ids=[p.stem for p in FIXED])
