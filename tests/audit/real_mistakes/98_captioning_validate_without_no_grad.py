@@ -9,7 +9,7 @@ def validate(val_loader, encoder, decoder, criterion):
     if encoder is not None:
         encoder.eval()
     losses = []
-    for imgs, caps, caplens, allcaps in val_loader:
+    for imgs, caps, caplens, _allcaps in val_loader:
         imgs, caps, caplens = imgs.cuda(), caps.cuda(), caplens.cuda()
         if encoder is not None:
             imgs = encoder(imgs)

@@ -1,7 +1,7 @@
 # Reconstructed after ajhamdi/MVTN issue #2 ("Memory leak": the process was killed in the second epoch; the reporter
 # changed "total_loss += loss" to "total_loss += loss.item()", and the maintainer "updated the code as per your
 # recommendations"): the epoch's running loss summed the graph-carrying loss tensors.
-import torch
+import torch  # noqa: F401
 
 
 def train_epoch(mvnetwork, mvtn, mvrenderer, optimizer, criterion, data_loader, device):

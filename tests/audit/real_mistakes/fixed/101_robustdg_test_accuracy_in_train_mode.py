@@ -16,7 +16,7 @@ class BaseAlgo:
         dataset = self.val_dataset if case == "val" else self.test_dataset
         test_acc, test_size = 0, 0
         self.phi.eval()
-        for x_e, y_e, d_e, idx_e, obj_e in dataset["data_loader"]:
+        for x_e, y_e, _d_e, _idx_e, _obj_e in dataset["data_loader"]:
             with torch.no_grad():
                 x_e = x_e.to(self.cuda)
                 y_e = torch.argmax(y_e, dim=1).to(self.cuda)
@@ -30,7 +30,7 @@ class ErmMatch(BaseAlgo):
     def train(self):
         for _ in range(self.args.epochs):
             self.phi.train()
-            for x_e, y_e, d_e, idx_e, obj_e in self.train_dataset["data_loader"]:
+            for x_e, y_e, _d_e, _idx_e, _obj_e in self.train_dataset["data_loader"]:
                 self.opt.zero_grad()
                 out = self.phi(x_e.to(self.cuda))
                 loss = torch.nn.functional.cross_entropy(out, torch.argmax(y_e, dim=1).to(self.cuda))
