@@ -1,5 +1,9 @@
 """The default-vs-``--all`` policy from the pooled first-sight verdicts, and how it generalises (leave one round out).
 
+A negative result, kept as a record (``policy_loro.md``): the policy was measured on a fresh batch (round 12) at
+60 %, not the 96 % estimated here, and was not shipped.  This script needs the linter of the ``audit12`` branch
+(``trickbag.audit._policy`` and the evidence class on each finding); ``main`` does not have them.
+
 Every fresh round's FIRST measurement (``heldout_round*_verdicts.tsv``: verdicts of findings of the linter that
 round started with, before any tuning on it) is matched, by repository, file, line and rule, to the findings of
 the linter under test on the same batch with ``--all`` (a JSON written by ``benchmarks/lint_corpus.py --all
