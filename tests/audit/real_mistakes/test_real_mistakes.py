@@ -43,8 +43,10 @@ from trickbag.audit import lint
 #: before its one lint run with the rules tuned on round 8 (heldout_round9.md): 8 found, 75 and 77 missed: 78 of 88.
 #: Tuned on round 9 (77 found by TB103; 75 is a harmless double log_softmax, left unreported): 79 of 88.  Round 10
 #: added ten (85-94), written before its one lint run with the rules tuned on round 9 (heldout_round10.md): 8 found,
-#: 87 (--all only) and 94 missed: 87 of 98.  Tuned on round 10 (87 and 94 found): 89 of 98.
-RECALL_FLOOR = 89 / 98
+#: 87 (--all only) and 94 missed: 87 of 98.  Tuned on round 10 (87 and 94 found): 89 of 98.  Round 12 added ten
+#: (95-104, eleven marked mistakes), pinned with its batch before its one lint run (heldout_round12.md): 5 found by
+#: default (97, 99, 102 twice, 103), the same with main's rules and with the TB115 change tuned on round 12: 94 of 109.
+RECALL_FLOOR = 94 / 109
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))
