@@ -43,11 +43,13 @@ from trickbag.audit import lint
 #: before its one lint run with the rules tuned on round 8 (heldout_round9.md): 8 found, 75 and 77 missed: 78 of 88.
 #: Tuned on round 9 (77 found by TB103; 75 is a harmless double log_softmax, left unreported): 79 of 88.  Round 10
 #: added ten (85-94), written before its one lint run with the rules tuned on round 9 (heldout_round10.md): 8 found,
-#: 87 (--all only) and 94 missed: 87 of 98.  Tuned on round 10 (87 and 94 found): 89 of 98.
-RECALL_FLOOR = 89 / 98
+#: 87 (--all only) and 94 missed: 87 of 98.  Tuned on round 10 (87 and 94 found): 89 of 98.  Round 12 added ten
+#: (95-104, eleven marked mistakes), pinned with its batch before its one lint run (heldout_round12.md): 5 found by
+#: default (97, 99, 102 twice, 103), the same with main's rules and with the TB115 change tuned on round 12: 94 of 109.
+RECALL_FLOOR = 94 / 109
 
 HERE = Path(__file__).parent
-FILES = sorted(p for p in HERE.glob("[0-9][0-9]_*.py"))
+FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))
 _MARK = re.compile(r"#\s*(expect|also-ok|not):\s*((?:TB[0-9?]{3}[\s,]*)+)")
 _THREAD = re.compile(r"[\w.-]+/[\w.-]+ (?:issue|PR|pull request)s? #\d+")
 
@@ -127,7 +129,7 @@ def test_no_forbidden_code_on_its_line(path):
     assert not bad, f"{path.name}: reported {sorted(bad)} where the marker says it is not that mistake"
 
 
-FIXED = sorted((HERE / "fixed").glob("[0-9][0-9]_*.py"))
+FIXED = sorted((HERE / "fixed").glob("[0-9][0-9]*_*.py"))
 
 
 @pytest.mark.parametrize("path", FIXED, ids=[p.stem for p in FIXED])

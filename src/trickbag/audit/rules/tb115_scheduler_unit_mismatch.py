@@ -10,8 +10,8 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, dotted, name_tokens, walk
-from trickbag.audit._flow import SCHED, Event, FileModel, Loop
-from trickbag.audit._query import is_data_loop, short_name
+from trickbag.audit._flow import BACKWARD, SCHED, Event, FileModel, Loop
+from trickbag.audit._query import at_level, is_data_loop, short_name
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -82,12 +82,18 @@ def _data_loop(loops: tuple[Loop, ...]) -> Loop | None:
     return next((lp for lp in reversed(loops) if is_data_loop(lp)), None)
 
 
+def _batch_loop(loop: Loop) -> bool:
+    """A loop over the data (``for x, y in loader``) or one that runs a backward on every iteration (``for i, data
+    in enumerate(t)`` with ``t = tqdm(loader)``: the iterable's name says nothing, the backward says batches)."""
+    return is_data_loop(loop) or any(e.kind == BACKWARD and at_level(e, loop) for e in loop.events)
+
+
 def _stepped_at(ev: Event) -> str:
-    """'batch' when the step is inside a loop over the data, 'epoch' when it is in a loop that holds a data loop
-    but outside it; '' otherwise."""
-    if _data_loop(ev.loops) is not None:
+    """'batch' when the step is inside a loop over the batches, 'epoch' when it is in a loop that holds a batch
+    loop but outside it; '' otherwise."""
+    if _data_loop(ev.loops) is not None or (ev.loops and _batch_loop(ev.loops[-1])):
         return "batch"
-    if ev.loops and any(is_data_loop(lp) for lp in ev.fm.loops if lp.parent is ev.loops[-1]):
+    if ev.loops and any(_batch_loop(lp) for lp in ev.fm.loops if lp.parent is ev.loops[-1]):
         return "epoch"
     return ""
 

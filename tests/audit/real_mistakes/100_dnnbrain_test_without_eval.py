@@ -1,0 +1,28 @@
+# Reconstructed after BNUCNL/dnnbrain PR #72 ("add model.eval() to ban the dropout layer.", merged): the package's
+# test helper ran the network (AlexNet-like, with dropout) over the test loader in training mode.
+import torch
+
+
+def dnn_test_model(dataloaders, model):
+    model_target = []
+    actual_target = []
+    with torch.no_grad():
+        for stimuli, targets in dataloaders:
+            outputs = model(stimuli)  # expect: TB201
+            _, preds = torch.max(outputs, 1)
+            model_target.extend(preds.tolist())
+            actual_target.extend(targets.tolist())
+    acc = sum(int(m == a) for m, a in zip(model_target, actual_target)) / len(actual_target)
+    return model_target, actual_target, acc
+
+
+def dnn_train_model(dataloaders, model, criterion, optimizer, num_epoches, test_loader):
+    for _ in range(num_epoches):
+        model.train()
+        for inputs, targets in dataloaders:
+            optimizer.zero_grad()
+            loss = criterion(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+        dnn_test_model(test_loader, model)
+    return model

@@ -1,0 +1,17 @@
+# Fixed version of ../103_atlas_loss_not_divided_accumulation.py: silent on the codes that file expects.
+import torch
+
+
+def finetune(args, model, loss_fn, data_loader, optimizer, scheduler, num_batches):
+    model.train()
+    for i, batch in enumerate(data_loader):
+        step = i // args.num_grad_accumulation
+        inputs, labels = batch["images"].cuda(), batch["labels"].cuda()
+        logits = model(inputs)
+        loss = loss_fn(logits, labels) / args.num_grad_accumulation
+        loss.backward()  # not: TB105
+        if (i + 1) % args.num_grad_accumulation == 0:
+            scheduler(step)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
