@@ -45,6 +45,7 @@ from trickbag.integrations.core import TrickSession
 from trickbag.plugin.events import Event
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State
+from trickbag.tricks.base import GeneratorState
 
 try:
     from transformers import Trainer, TrainerCallback
@@ -293,14 +294,20 @@ class TricksCallback(TrainerCallback):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """The session's state (plug-ins, guard, counters); HF keeps the RNG in its own checkpoint files."""
-        return self._need().session.state_dict()
+        """The session's state (plug-ins, guard, counters) and the number of processes that wrote it (each writes its
+        own file); HF keeps the RNG in its own checkpoint files."""
+        return {**self._need().session.state_dict(), "world_size": runtime.dist_info().world_size}
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         run = self._need()
         sd = dict(sd)
         if "counters" not in sd:  # written before the HF adapter ran on the session
             sd["counters"] = {"step": sd["step"], "skipped_steps": sd["skipped_steps"], "epoch": run.state.epoch}
+        if sd.get("world_size") == runtime.dist_info().world_size:
+            # every process reads the file it wrote: its tricks' generators are its own, taken as they are (a plug-in
+            # otherwise forks a rank's stream from the saved one, which is rank 0's in trickbag's own checkpoints)
+            own = {p.key for p in run.plugins if isinstance(p, GeneratorState)}
+            sd["plugins"] = {k: {**v, "this_rank": True} if k in own else v for k, v in sd["plugins"].items()}
         run.session.load_state_dict(sd, rng=False)  # HF restores the RNG from its rng_state files
 
 
