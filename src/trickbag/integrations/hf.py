@@ -230,7 +230,8 @@ class TricksCallback(TrainerCallback):
         if self.audit:
             from trickbag.audit import audit
 
-            watch = audit(run.state.model, run.state.optimizer, scheduler=kw.get("lr_scheduler"), report=True)
+            # every scheduler on the optimizer is watched (HF's and any a user steps), not only HF's
+            watch = audit(run.state.model, run.state.optimizer, report=True)
             self._audit, self.audit_report = watch, watch.__enter__()
         run.session.fit_start()
 
