@@ -145,3 +145,41 @@ def test_sam_under_bf16_mixed_on_cpu(lit: Any) -> None:
     lightning_fit(module, loader(data()), callbacks=[cb], precision="bf16-mixed", epochs=1)
     assert cb.session.state.step == 5 and len(forwards) == 10
     assert torch.isfinite(flat(module.model)).all() and not torch.equal(flat(module.model), flat(model))
+
+
+def test_a_checkpoint_before_the_epochs_end_ends_that_epoch_on_resume(lit: Any, tmp_path: Path) -> None:
+    """A checkpoint written at validation's end (``save_on_train_epoch_end=False``) comes after the epoch's last
+    batch but before its end, and a resumed fit does not end that epoch again: the callback ends it for the tricks
+    with the metrics saved at the checkpoint. Observable with ``schedule=`` plateau (patience 0, stepped at each
+    epoch's end with ``val/loss``, here a constant, so every epoch after the first halves the LR): without that end
+    the resumed plateau misses epoch 0, halves the LR one epoch later, and the weights differ from the straight
+    run's."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    def module(model: torch.nn.Module) -> Any:
+        m = lit(clone(model), sgd)
+        m.validation_step = lambda batch, batch_idx: m.log("val/loss", 1.0)
+        return m
+
+    def callback() -> TricksCallback:
+        return TricksCallback(tricks={"ema": {"decay": 0.8}}, schedule={"name": "plateau", "patience": 0,
+                                                                      "gamma": 0.5}, seed=3)
+
+    model = net()
+    straight, cb = module(model), callback()
+    lightning_fit(straight, loader(data()), loader(data(), 20), callbacks=[cb], epochs=3)
+    assert cb.session.state.scheduler.last_epoch == 3 and cb.session.state.lrs() == [0.05]  # 0.2 halved twice
+    first = module(model)
+    lightning_fit(first, loader(data()), loader(data(), 20), epochs=1, enable_checkpointing=True,
+                  callbacks=[callback(), ModelCheckpoint(dirpath=tmp_path, save_last=True, save_on_train_epoch_end=False)])
+    saved = torch.load(tmp_path / "last.ckpt", weights_only=False)["callbacks"]["trickbag.TricksCallback"]
+    assert saved["loader"]["seen"] == 5 and saved["counters"]["epoch"] == 0  # the last batch, before the end
+    assert saved["scheduler"]["last_epoch"] == 0
+    resumed, again = module(model), callback()
+    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         callbacks=[again])
+    trainer.fit(resumed, loader(data()), loader(data(), 20), ckpt_path=str(tmp_path / "last.ckpt"))
+    assert torch.equal(flat(resumed.model), flat(straight.model))
+    assert again.session.state.scheduler.last_epoch == 3 and again.session.state.lrs() == [0.05]
