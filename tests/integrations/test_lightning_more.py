@@ -171,8 +171,9 @@ def test_a_checkpoint_before_the_epochs_end_ends_that_epoch_on_resume(lit: Any, 
     lightning_fit(straight, loader(data()), loader(data(), 20), callbacks=[cb], epochs=3)
     assert cb.session.state.scheduler.last_epoch == 3 and cb.session.state.lrs() == [0.05]  # 0.2 halved twice
     first = module(model)
+    at_validations_end = ModelCheckpoint(dirpath=tmp_path, save_last=True, save_on_train_epoch_end=False)
     lightning_fit(first, loader(data()), loader(data(), 20), epochs=1, enable_checkpointing=True,
-                  callbacks=[callback(), ModelCheckpoint(dirpath=tmp_path, save_last=True, save_on_train_epoch_end=False)])
+                  callbacks=[callback(), at_validations_end])
     saved = torch.load(tmp_path / "last.ckpt", weights_only=False)["callbacks"]["trickbag.TricksCallback"]
     assert saved["loader"]["seen"] == 5 and saved["counters"]["epoch"] == 0  # the last batch, before the end
     assert saved["scheduler"]["last_epoch"] == 0
