@@ -41,18 +41,22 @@ import torch
 from trickbag import runtime
 from trickbag.errors import ConflictError, RecipeError
 from trickbag.integrations.core import REFUSED as CORE_REFUSED
-from trickbag.integrations.core import TrickSession
+from trickbag.integrations.core import TrickSession, require
 from trickbag.plugin.events import Event
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State
 from trickbag.tricks.base import GeneratorState
 
 try:
+    import accelerate
+    import transformers
     from transformers import Trainer, TrainerCallback
 except ImportError as exc:  # pragma: no cover - the extra is missing
     from trickbag.errors import MissingExtraError
 
     raise MissingExtraError("trickbag.integrations.hf needs transformers: pip install 'trickbag[hf]'") from exc
+require("transformers", transformers.__version__)
+require("accelerate", accelerate.__version__)
 
 __all__ = ["TricksCallback", "TricksTrainer", "REFUSED", "HF_REFUSED"]
 
