@@ -50,7 +50,7 @@ REFUSED: dict[str, str] = {
 
 #: the oldest release of each framework the adapters pass their tests with (pyproject's extras say the same);
 #: tools/framework_versions.sh runs tests/integrations against a given release
-MINIMUM: dict[str, tuple[int, int]] = {"lightning": (2, 6), "transformers": (5, 24), "accelerate": (1, 3)}
+MINIMUM: dict[str, tuple[int, ...]] = {"lightning": (2, 5, 6), "transformers": (5, 24), "accelerate": (1, 7)}
 
 
 def require(package: str, installed: str) -> None:
@@ -62,9 +62,9 @@ def require(package: str, installed: str) -> None:
 
     if os.environ.get("TRICKBAG_ANY_FRAMEWORK_RELEASE") == "1":
         return
-    found = re.match(r"(\d+)\.(\d+)", installed)
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", installed)
     need = MINIMUM[package]
-    if found is None or (int(found[1]), int(found[2])) < need:
+    if found is None or (int(found[1]), int(found[2]), int(found[3] or 0))[:len(need)] < need:
         want = ".".join(map(str, need))
         raise MissingExtraError(f"trickbag.integrations needs {package}>={want}, installed is {installed}: "
                                 f"pip install -U '{package}>={want}'")
