@@ -69,8 +69,12 @@ def _lightning_module(plant: str) -> Any:
                 torch.nn.utils.clip_grad_norm_(self.parameters(), 1.0)
             if plant == "ema-before-step":
                 self.avg[0].update_parameters(self.model)
-            if plant == "zero-grad-before-step":  # under accumulation: the micro-batch's gradient is erased
+            if plant == "zero-grad-before-step-accumulating":  # a micro-batch's gradient is erased
                 self.zero_grad()
+
+        def on_before_optimizer_step(self, optimizer: Any) -> None:
+            if plant == "zero-grad-before-step":  # inside Lightning's closure, after its backward
+                optimizer.zero_grad()
 
         def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
             if plant == "clip-after-step":
@@ -103,7 +107,8 @@ def _lightning_audit(plant: str) -> Any:
     cb = TricksCallback(tricks={"ema": {"decay": 0.8}}, audit=True)
     # the update's last micro-batch runs inside optimizer.step(closure), which the audit counts as the step's (an
     # LBFGS closure may clip and zero_grad): clipping and zero_grad are seen on the micro-batches before it
-    accumulate = {"clip-per-micro-batch": 3, "ema-per-micro-batch": 2, "zero-grad-before-step": 2}.get(plant, 1)
+    accumulate = {"clip-per-micro-batch": 3, "ema-per-micro-batch": 2,
+                  "zero-grad-before-step-accumulating": 2}.get(plant, 1)
     lightning_fit(_lightning_module(plant), loader(data(), 4), callbacks=[cb], epochs=2,
                   accumulate_grad_batches=accumulate)
     return cb.audit_report
@@ -112,6 +117,10 @@ def _lightning_audit(plant: str) -> Any:
 @pytest.mark.parametrize("plant", LIGHTNING_PLANTS)
 def test_each_planted_mistake_is_reported_in_a_lightning_run(plant: str) -> None:
     assert plant in _rules(_lightning_audit(plant))
+
+
+def test_zero_grad_on_a_micro_batch_before_the_update_is_reported_in_a_lightning_run() -> None:
+    assert "zero-grad-before-step" in _rules(_lightning_audit("zero-grad-before-step-accumulating"))
 
 
 def test_the_lightning_run_without_a_plant_reports_nothing() -> None:

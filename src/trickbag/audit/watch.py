@@ -217,6 +217,7 @@ class Audit:
         self._sched_opt: dict[int, int] = {}
         self._sched_seen: dict[int, tuple[Any, str, int, int]] = {}  # id -> (scheduler, where, calls, first step)
         self._in_step = 0  # > 0 while an optimizer's step() runs (an LBFGS closure calls back into the loop)
+        self._erased_in_step: str | None = None  # a zero_grad inside step() after a backward, no backward since
 
     # ------------------------------------------------------------------ enter / exit
     def __enter__(self) -> AuditReport:
@@ -338,6 +339,10 @@ class Audit:
             out = orig(*args, **kwargs)
         finally:
             self._in_step -= 1
+        if self._erased_in_step is not None:  # Lightning's closure: zero_grad after its backward, then the update
+            self.finding("zero-grad-before-step", "zero_grad() after backward() and before the update: the "
+                         "gradients of this update are erased", self._erased_in_step)
+            self._erased_in_step = None
         if where is None and st.steps and st.stale_seen and not st.zeroed and not st.zero_seen:
             # the backward ran in a closure inside step() (Lightning's automatic optimization)
             self.finding("grads-never-zeroed", "optimizer.step() on gradients accumulated since the previous "
@@ -363,6 +368,8 @@ class Audit:
             self.finding("zero-grad-before-step", "zero_grad() after backward() and before step(): the "
                          "gradients of this update are erased")
             self._pending_backward = False
+        elif self._pending_backward:  # inside step(): an error only if no backward follows before the update
+            self._erased_in_step = user_where()
         for st in states:
             st.zeroed = True
         # an eval-mode forward stays pending: a backward may still go through it (Lightning's closure runs
@@ -373,6 +380,7 @@ class Audit:
         if not self._active:
             return None
         self._pending_backward = True
+        self._erased_in_step = None
         st.stepped = False
         self.report.counts["backwards"] += 1
         if st.steps and not st.zeroed and not st.zero_seen and not st.stale_seen:
