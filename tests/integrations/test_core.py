@@ -52,7 +52,7 @@ def test_session_validates_before_training() -> None:
     assert TrickSession({"ema": {}}).enabled("ema") and not TrickSession({}).enabled("ema")
 
 
-@pytest.mark.parametrize(("package", "installed"), [("lightning", "2.5.5"), ("lightning", "2.4.0"),
+@pytest.mark.parametrize(("package", "installed"), [("lightning", "2.5.2"), ("lightning", "2.4.0"),
                                                     ("transformers", "4.57.6"), ("transformers", "5.0.0"),
                                                     ("accelerate", "1.2.1"), ("accelerate", "1.6.0")])
 def test_a_framework_release_older_than_the_tested_one_is_refused_in_one_line(package: str, installed: str,
@@ -65,7 +65,7 @@ def test_a_framework_release_older_than_the_tested_one_is_refused_in_one_line(pa
                               f"pip install -U '{package}>={want}'")
 
 
-@pytest.mark.parametrize("installed", ["2.5.6", "2.6.0", "2.6.6", "3.0.0rc1", "10.1"])
+@pytest.mark.parametrize("installed", ["2.5.3", "2.5.6", "2.6.0", "2.6.6", "3.0.0rc1", "10.1"])
 def test_the_tested_releases_and_newer_pass(installed: str) -> None:
     require("lightning", installed)
 

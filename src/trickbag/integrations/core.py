@@ -50,7 +50,7 @@ REFUSED: dict[str, str] = {
 
 #: the oldest release of each framework the adapters pass their tests with (pyproject's extras say the same);
 #: tools/framework_versions.sh runs tests/integrations against a given release
-MINIMUM: dict[str, tuple[int, ...]] = {"lightning": (2, 5, 6), "transformers": (5, 24), "accelerate": (1, 7)}
+MINIMUM: dict[str, tuple[int, ...]] = {"lightning": (2, 5, 3), "transformers": (5, 24), "accelerate": (1, 7)}
 
 
 def require(package: str, installed: str) -> None:
