@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trickbag.errors import RecipeError
-from trickbag.integrations.core import REFUSED, TrickSession, split_batch
+from trickbag.errors import MissingExtraError, RecipeError
+from trickbag.integrations.core import MINIMUM, REFUSED, TrickSession, require, split_batch
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 
@@ -50,3 +50,28 @@ def test_session_validates_before_training() -> None:
     with pytest.raises(RecipeError, match="schedule= takes a recipe's schedule section"):
         TrickSession(schedule="cosine")  # type: ignore[arg-type]
     assert TrickSession({"ema": {}}).enabled("ema") and not TrickSession({}).enabled("ema")
+
+
+@pytest.mark.parametrize(("package", "installed"), [("lightning", "2.5.2"), ("lightning", "2.4.0"),
+                                                    ("transformers", "4.57.6"), ("transformers", "5.0.0"),
+                                                    ("accelerate", "1.2.1"), ("accelerate", "1.6.0")])
+def test_a_framework_release_older_than_the_tested_one_is_refused_in_one_line(package: str, installed: str,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRICKBAG_ANY_FRAMEWORK_RELEASE", raising=False)
+    want = ".".join(map(str, MINIMUM[package]))
+    with pytest.raises(MissingExtraError) as err:
+        require(package, installed)
+    assert str(err.value) == (f"trickbag.integrations needs {package}>={want}, installed is {installed}: "
+                              f"pip install -U '{package}>={want}'")
+
+
+@pytest.mark.parametrize("installed", ["2.5.3", "2.5.6", "2.6.0", "2.6.6", "3.0.0rc1", "10.1"])
+def test_the_tested_releases_and_newer_pass(installed: str) -> None:
+    require("lightning", installed)
+
+
+def test_the_minimums_are_pyprojects() -> None:
+    """pyproject's extras declare the releases :data:`MINIMUM` holds."""
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    for package, need in MINIMUM.items():
+        assert re.search(rf'"{package}>={re.escape(".".join(map(str, need)))}(\.0)?"', text), package

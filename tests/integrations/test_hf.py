@@ -359,6 +359,70 @@ def test_torchrun_two_gloo_processes_equal_one_process_with_the_global_batch(tmp
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < TOL
 
 
+DDP_RESUME = Path(__file__).parent / "hf_ddp_resume_script.py"
+
+
+def _torchrun(out: Path, *argv: object, ignore_state: bool = False, killed: bool = False) -> None:
+    """hf_ddp_resume_script.py under torchrun, 2 gloo CPU processes on a free port; ``killed``: both processes are
+    to end by SIGKILL (exit code -9 each), otherwise the run is to succeed."""
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "OMP_NUM_THREADS": "1"}
+    env.pop("TRICKBAG_TEST_IGNORE_STATE", None)
+    if ignore_state:
+        env["TRICKBAG_TEST_IGNORE_STATE"] = "1"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           str(port), str(DDP_RESUME), str(out), *map(str, argv)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    if killed:
+        assert done.returncode != 0 and done.stderr.count("exitcode  : -9") == 2, done.stderr[-3000:]
+    else:
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def ddp_straight(tmp_path_factory: Any) -> dict[str, torch.Tensor]:
+    out = tmp_path_factory.mktemp("ddp-straight")
+    _torchrun(out, "straight", 0)
+    return _final(out)
+
+
+def _ddp_kill_and_resume(out: Path, step: int, ignore_state: bool = False) -> dict[str, torch.Tensor]:
+    _torchrun(out, "kill", step, killed=True)  # every process SIGKILLed itself after checkpoint-<step>
+    assert {p.name for p in (out / f"checkpoint-{step}").glob("*rank*")} >= {"trickbag-rank0.pt", "trickbag-rank1.pt"}
+    assert not (out / "final.pt").exists()
+    _torchrun(out, "resume", step, ignore_state=ignore_state)
+    return _final(out)
+
+
+@pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+                    reason="torch built without distributed/gloo support")
+@pytest.mark.parametrize("step", [2, 3, 5], ids=["inside-epoch-0", "epoch-end", "inside-epoch-1"])
+def test_torchrun_sigkill_after_hfs_checkpoint_then_resume_equals_the_straight_run(
+        step: int, tmp_path: Path, ddp_straight: dict[str, torch.Tensor]) -> None:
+    """2 gloo processes, each with its own dropout stream and mix generator, HF's shuffling sampler, EMA and clip (3
+    updates an epoch): SIGKILLed right after HF's checkpoint-<step>, resumed with train(resume_from_checkpoint=True),
+    the final weights are the straight run's (torch.equal). Each process reads back the file it wrote, its own mix
+    generator included (taken as it is, not forked from the saved one as a rank > 0 does with rank 0's)."""
+    resumed = _ddp_kill_and_resume(tmp_path, step)
+    assert all(torch.equal(ddp_straight[k], resumed[k]) for k in ddp_straight)
+
+
+@pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+                    reason="torch built without distributed/gloo support")
+def test_torchrun_resume_without_trickbags_state_differs(tmp_path: Path, ddp_straight: dict[str, torch.Tensor]
+                                                         ) -> None:
+    """The negative control: the same DDP resume with trickbag's state ignored (fresh EMA shadow and generators) is
+    not the straight run."""
+    resumed = _ddp_kill_and_resume(tmp_path, 5, ignore_state=True)
+    assert not all(torch.equal(ddp_straight[k], resumed[k]) for k in ddp_straight)
+
+
 # ---------------------------------------------------------------- evaluation on the averaged weights
 def test_evaluation_uses_the_ema_weights_and_training_goes_on_with_the_raw_ones(tmp_path: Path) -> None:
     """eval_strategy="epoch": HF's evaluation runs on the EMA weights (its loss is theirs), then the raw weights

@@ -217,6 +217,7 @@ class Audit:
         self._sched_opt: dict[int, int] = {}
         self._sched_seen: dict[int, tuple[Any, str, int, int]] = {}  # id -> (scheduler, where, calls, first step)
         self._in_step = 0  # > 0 while an optimizer's step() runs (an LBFGS closure calls back into the loop)
+        self._erased_in_step: str | None = None  # a zero_grad inside step() after a backward, no backward since
 
     # ------------------------------------------------------------------ enter / exit
     def __enter__(self) -> AuditReport:
@@ -338,6 +339,14 @@ class Audit:
             out = orig(*args, **kwargs)
         finally:
             self._in_step -= 1
+        if self._erased_in_step is not None:  # Lightning's closure: zero_grad after its backward, then the update
+            self.finding("zero-grad-before-step", "zero_grad() after backward() and before the update: the "
+                         "gradients of this update are erased", self._erased_in_step)
+            self._erased_in_step = None
+        if where is None and st.steps and st.stale_seen and not st.zeroed and not st.zero_seen:
+            # the backward ran in a closure inside step() (Lightning's automatic optimization)
+            self.finding("grads-never-zeroed", "optimizer.step() on gradients accumulated since the previous "
+                         "step: call optimizer.zero_grad() once per update")
         self._after_step(st)
         return out
 
@@ -359,15 +368,19 @@ class Audit:
             self.finding("zero-grad-before-step", "zero_grad() after backward() and before step(): the "
                          "gradients of this update are erased")
             self._pending_backward = False
+        elif self._pending_backward:  # inside step(): an error only if no backward follows before the update
+            self._erased_in_step = user_where()
         for st in states:
             st.zeroed = True
-        self._resolve_eval_forwards()
+        # an eval-mode forward stays pending: a backward may still go through it (Lightning's closure runs
+        # forward, zero_grad, backward); the next forward or step settles it
         return orig(*args, **kwargs)
 
     def _grad_hook(self, st: _OptState, grad: torch.Tensor) -> None:
         if not self._active:
             return None
         self._pending_backward = True
+        self._erased_in_step = None
         st.stepped = False
         self.report.counts["backwards"] += 1
         if st.steps and not st.zeroed and not st.zero_seen and not st.stale_seen:
@@ -419,9 +432,19 @@ class Audit:
                          "(zero_grad(set_to_none=False)); build the optimizer from trainable parameters", where)
 
     # ------------------------------------------------------------------ scheduler, scaler, clipping, EMA
+    def _opt_of(self, sched: Any) -> _OptState | None:
+        """The audited optimizer a scheduler steps, through wrappers that keep it as ``.optimizer`` (accelerate's
+        AcceleratedOptimizer, which the HF Trainer's schedule is built on)."""
+        opt = getattr(sched, "optimizer", None)
+        for _ in range(4):
+            if opt is None or id(opt) in self._opt:
+                break
+            opt = getattr(opt, "optimizer", None)
+        return self._opt.get(id(opt)) if opt is not None else None
+
     def on_scheduler_step(self, sched: Any) -> None:
         self.report.counts["scheduler steps"] += 1
-        st = self._opt.get(id(getattr(sched, "optimizer", None)))
+        st = self._opt_of(sched)
         if st is None:
             return
         self._sched_opt[id(sched)] = id(st.opt)
@@ -444,7 +467,7 @@ class Audit:
         """A schedule counted in iterations (OneCycleLR, CyclicLR, a LambdaLR whose function reads a number of
         steps) stepped at most once per 4 optimizer steps over at least 8 of them: stepped per epoch."""
         for sched, where, n, first in self._sched_seen.values():
-            st = self._opt.get(id(getattr(sched, "optimizer", None)))
+            st = self._opt_of(sched)
             if st is None:
                 continue
             span = st.steps - first

@@ -24,6 +24,7 @@ What the framework owns is refused in one line each (:data:`REFUSED`); ``docs/in
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -34,7 +35,7 @@ import torch
 from trickbag import runtime
 from trickbag.errors import RecipeError
 
-__all__ = ["REFUSED", "TrickSession", "split_batch", "NONFINITE"]
+__all__ = ["REFUSED", "TrickSession", "split_batch", "NONFINITE", "MINIMUM", "require"]
 
 #: tricks an adapter refuses, and why: the framework owns what they change
 REFUSED: dict[str, str] = {
@@ -46,6 +47,28 @@ REFUSED: dict[str, str] = {
     "profile": "the framework has its own profiler (Lightning: profiler=; HF: the torch profiler callback)",
     "augment": "it edits a trickbag data source's image pipeline; put the policy in your dataset's transforms",
 }
+
+#: the oldest release of each framework the adapters pass their tests with (pyproject's extras say the same);
+#: tools/framework_versions.sh runs tests/integrations against a given release
+MINIMUM: dict[str, tuple[int, ...]] = {"lightning": (2, 5, 3), "transformers": (5, 24), "accelerate": (1, 7)}
+
+
+def require(package: str, installed: str) -> None:
+    """Refuse, in one line, an installed framework release older than :data:`MINIMUM` (its tests fail there).
+    ``TRICKBAG_ANY_FRAMEWORK_RELEASE=1`` lifts the check, for tools/framework_versions.sh to try an older one."""
+    import os
+
+    from trickbag.errors import MissingExtraError
+
+    if os.environ.get("TRICKBAG_ANY_FRAMEWORK_RELEASE") == "1":
+        return
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", installed)
+    need = MINIMUM[package]
+    if found is None or (int(found[1]), int(found[2]), int(found[3] or 0))[:len(need)] < need:
+        want = ".".join(map(str, need))
+        raise MissingExtraError(f"trickbag.integrations needs {package}>={want}, installed is {installed}: "
+                                f"pip install -U '{package}>={want}'")
+
 
 #: the non-finite guard's settings an adapter takes (``nonfinite=``)
 NONFINITE = ("skip", "stop")

@@ -41,17 +41,22 @@ import torch
 from trickbag import runtime
 from trickbag.errors import ConflictError, RecipeError
 from trickbag.integrations.core import REFUSED as CORE_REFUSED
-from trickbag.integrations.core import TrickSession
+from trickbag.integrations.core import TrickSession, require
 from trickbag.plugin.events import Event
 from trickbag.plugin.interface import Plugin
 from trickbag.plugin.state import State
+from trickbag.tricks.base import GeneratorState
 
 try:
+    import accelerate
+    import transformers
     from transformers import Trainer, TrainerCallback
 except ImportError as exc:  # pragma: no cover - the extra is missing
     from trickbag.errors import MissingExtraError
 
     raise MissingExtraError("trickbag.integrations.hf needs transformers: pip install 'trickbag[hf]'") from exc
+require("transformers", transformers.__version__)
+require("accelerate", accelerate.__version__)
 
 __all__ = ["TricksCallback", "TricksTrainer", "REFUSED", "HF_REFUSED"]
 
@@ -229,7 +234,8 @@ class TricksCallback(TrainerCallback):
         if self.audit:
             from trickbag.audit import audit
 
-            watch = audit(run.state.model, run.state.optimizer, scheduler=kw.get("lr_scheduler"), report=True)
+            # every scheduler on the optimizer is watched (HF's and any a user steps), not only HF's
+            watch = audit(run.state.model, run.state.optimizer, report=True)
             self._audit, self.audit_report = watch, watch.__enter__()
         run.session.fit_start()
 
@@ -293,14 +299,20 @@ class TricksCallback(TrainerCallback):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """The session's state (plug-ins, guard, counters); HF keeps the RNG in its own checkpoint files."""
-        return self._need().session.state_dict()
+        """The session's state (plug-ins, guard, counters) and the number of processes that wrote it (each writes its
+        own file); HF keeps the RNG in its own checkpoint files."""
+        return {**self._need().session.state_dict(), "world_size": runtime.dist_info().world_size}
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         run = self._need()
         sd = dict(sd)
         if "counters" not in sd:  # written before the HF adapter ran on the session
             sd["counters"] = {"step": sd["step"], "skipped_steps": sd["skipped_steps"], "epoch": run.state.epoch}
+        if sd.get("world_size") == runtime.dist_info().world_size:
+            # every process reads the file it wrote: its tricks' generators are its own, taken as they are (a plug-in
+            # otherwise forks a rank's stream from the saved one, which is rank 0's in trickbag's own checkpoints)
+            own = {p.key for p in run.plugins if isinstance(p, GeneratorState)}
+            sd["plugins"] = {k: {**v, "this_rank": True} if k in own else v for k, v in sd["plugins"].items()}
         run.session.load_state_dict(sd, rng=False)  # HF restores the RNG from its rng_state files
 
 

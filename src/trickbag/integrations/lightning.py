@@ -28,13 +28,14 @@ import torch
 
 from trickbag import runtime
 from trickbag.errors import RecipeError
-from trickbag.integrations.core import TrickSession
+from trickbag.integrations.core import TrickSession, require
 from trickbag.train import loader_state
 
 try:
     import lightning.pytorch as pl
 except ImportError:  # pragma: no cover - the older package name
     import pytorch_lightning as pl  # type: ignore[no-redef]
+require("lightning", pl.__version__)
 
 __all__ = ["TricksCallback", "REFUSED_HERE"]
 
