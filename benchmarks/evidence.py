@@ -18,7 +18,10 @@ trained with the baseline's seeds; the effect is the paired difference (trick - 
 Verdicts: over the whole table's accuracy rows, each row's paired t-test p-value (seeds 0-9) is Holm-adjusted;
 "helps" / "hurts" when the adjusted p is below 0.05, else "no evidence"; "n/a" with the reason when the recipe
 refuses the trick or the trick does not change training. A "helps" / "hurts" is then *confirmed* when seeds
-10-19, Holm-adjusted over the confirmation rows, agree in sign at 0.05.
+10-19, Holm-adjusted over the confirmation rows, agree in sign at 0.05. Rows below 0.05 on seeds 0-9 only
+before the correction are *candidates*: they are re-measured on seeds 10-19 in the same confirmation family
+(screen on one set of seeds, test on fresh ones), and a candidate those seeds confirm is reported as such,
+never as a call of the whole table.
 
 Run: ``.venv/bin/python benchmarks/evidence.py run --out DIR [--recipes ...] [--only ...] [--seeds 0-9]``,
 then ``... confirm --out DIR`` and ``... render``. ``tune --recipe R --lrs a,b --epochs m,n`` prints a tuning
@@ -42,9 +45,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
+import catalogue_gain as G  # noqa: E402
 
 from trickbag.errors import TrickbagError  # noqa: E402
 from trickbag.experiments.stats import holm, paired_difference, paired_p_value  # noqa: E402
+
+_first_line = G._first_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "evidence" / "results.json"
@@ -74,11 +80,6 @@ SETTINGS: dict[str, list[str]] = {
 NOT_FROM_SCRATCH = {"freeze": "keeps pretrained weights; these recipes train from scratch, nothing is trained yet"}
 
 
-def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:200] + ("..." if len(text) > 200 else "")
-
-
 def _tricks() -> list[str]:
     from trickbag.tricks import TRICKS
 
@@ -86,20 +87,13 @@ def _tricks() -> list[str]:
 
 
 def _check(recipe: str, overrides: list[str]) -> str | None:
-    """Build the run without training: None, or the refusal's first line."""
-    import tempfile
-
+    """Build the run without training (catalogue_gain's check): None, or the refusal's first line."""
     from trickbag.recipe import load_recipe
-    from trickbag.train.build import build
 
     try:
-        r = load_recipe(recipe, [*QUIET, *overrides])
-        with tempfile.TemporaryDirectory(prefix="trickbag-evidence-") as tmp, \
-                contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            build(r, run_dir=Path(tmp))
+        return G._check(load_recipe(recipe, [*QUIET, *overrides]))
     except (TrickbagError, ValueError) as exc:
         return _first_line(exc)
-    return None
 
 
 def teacher_path(out: Path, recipe: str) -> Path:
@@ -308,7 +302,7 @@ def analyse(res: dict[str, Any]) -> list[dict[str, Any]]:
     rec_order = {r: i for i, r in enumerate(RECIPES)}
     rows.sort(key=lambda x: (rec_order.get(x["recipe"], 99), order.get(x["trick"], 99)))
     for part in ("main", "confirm"):
-        family = [r for r in rows if r[part]["n"] >= 2 and (part == "main" or _called(r))]
+        family = [r for r in rows if r[part]["n"] >= 2 and (part == "main" or _selected(r))]
         for r, adj in zip(family, holm([r[part]["p"] for r in family])):
             r[part]["p_holm"] = adj
     return rows
@@ -319,25 +313,39 @@ def _called(row: dict[str, Any]) -> bool:
     return row["main"].get("p_holm", 1.0) < ALPHA
 
 
+def _screened(row: dict[str, Any]) -> bool:
+    """Not called, but seeds 0-9 alone (before the correction) put it below ``ALPHA``: a candidate for fresh seeds."""
+    return not _called(row) and row["main"]["p"] < ALPHA
+
+
+def _selected(row: dict[str, Any]) -> bool:
+    """Re-measured on seeds 10-19: every call and every candidate (one Holm family over them all)."""
+    return _called(row) or _screened(row)
+
+
 def verdict(row: dict[str, Any]) -> str:
     m, c = row["main"], row["confirm"]
     if m["n"] < 2:
         return "not run yet"
-    if not _called(row):
+    if not _selected(row):
         return "no evidence"
     word = "helps" if m["delta"] > 0 else "hurts"
+    agree = c["n"] >= 2 and c.get("p_holm", 1.0) < ALPHA and (c["delta"] > 0) == (m["delta"] > 0)
+    if _screened(row):
+        if c["n"] < 2:
+            return "no evidence (a candidate for seeds 10-19, not run yet)"
+        return (f"{word} on fresh seeds 10-19 (a candidate on 0-9)" if agree
+                else "no evidence (a candidate on 0-9, not confirmed on 10-19)")
     if c["n"] < 2:
         return f"{word} (not yet confirmed)"
-    if c.get("p_holm", 1.0) < ALPHA and (c["delta"] > 0) == (m["delta"] > 0):
-        return f"{word}, confirmed"
-    return f"{word} on seeds 0-9, not confirmed on 10-19"
+    return f"{word}, confirmed" if agree else f"{word} on seeds 0-9, not confirmed on 10-19"
 
 
 def cmd_confirm(args: argparse.Namespace) -> None:
     QUIET.extend(args.set)
     out = Path(args.out).resolve()
     disk, started, load0, done = _load_results(), time.perf_counter(), _load(), 0
-    called = [r for r in analyse(disk) if _called(r)]
+    called = [r for r in analyse(disk) if _selected(r)]
     res: dict[str, Any] = {"recipes": {k: {**v, "rows": {}} for k, v in disk["recipes"].items()}}
     print(f"{len(called)} rows to confirm: {', '.join(r['recipe'] + '/' + r['trick'] for r in called)}", flush=True)
     for r in called:
@@ -392,7 +400,10 @@ def render(res: dict[str, Any]) -> str:
         "recipe itself (`train.seed=0..9`); Δ is the mean paired difference of test accuracy (points), with its",
         "95 % Student-t interval; *p (Holm)* is the paired t-test's p-value, Holm-adjusted over every row of the",
         "table. *helps* / *hurts*: adjusted p < 0.05; each is then re-measured on fresh seeds 10-19 (Holm over",
-        "those rows) and called *confirmed* when they agree. *time ×*: training wall time, trick / baseline.",
+        "those rows) and called *confirmed* when they agree. A row below 0.05 on seeds 0-9 before the correction",
+        "only is a *candidate*: it joins the seeds 10-19 family, and is reported as helping or hurting *on fresh",
+        "seeds 10-19* when they confirm it (screened on one set of seeds, tested on another; never a call of the",
+        "whole table). *time ×*: training wall time, trick / baseline.",
         "",
     ]
     for recipe, r in sorted(res["recipes"].items(), key=lambda kv: list(RECIPES).index(kv[0])):

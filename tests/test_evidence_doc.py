@@ -90,3 +90,30 @@ def test_unconfirmed_and_unrun_rows_say_so(ev):
 def test_the_rendering_depends_on_the_results_only(ev):
     res = _fake({"mix": 0.03})
     assert ev.render(res) == ev.render(res)
+
+
+def _candidate_results(fresh_effect: float):
+    """mix: a +0.7-point signal on seeds 0-9 that passes alone but not after Holm over 4 rows; seeds 10-19
+    carry ``fresh_effect``."""
+    d = [0.01, 0.02, -0.005, 0.015, 0.0, 0.005, 0.02, -0.005, 0.01, 0.0]  # paired t: p = 0.0445
+    res = _fake({"ema": 0.0, "sam": 0.0, "swa": 0.0}, seeds=range(20))
+    rows = res["recipes"]["digits-noisy"]["rows"]
+    base = rows["acc:baseline"]["seeds"]
+    rng = random.Random(4)
+    rows["acc:mix"] = {"trick": "mix", "kind": "acc", "overrides": [], "seeds": {
+        str(s): {"metric": base[str(s)]["metric"] + (d[s] if s < 10 else fresh_effect + rng.gauss(0, 0.002)),
+                 "time_s": 10.0} for s in range(20)}}
+    return res
+
+
+def test_a_candidate_that_fresh_seeds_confirm_is_reported_as_such(ev):
+    rows = {r["trick"]: r for r in ev.analyse(_candidate_results(0.01))}
+    m = rows["mix"]["main"]
+    assert m["p"] < 0.05 <= m["p_holm"]  # a candidate, not a call of the table
+    assert ev.verdict(rows["mix"]) == "helps on fresh seeds 10-19 (a candidate on 0-9)"
+
+
+def test_a_candidate_that_fresh_seeds_do_not_confirm_is_no_evidence(ev):
+    rows = {r["trick"]: r for r in ev.analyse(_candidate_results(0.0))}
+    assert ev.verdict(rows["mix"]) == "no evidence (a candidate on 0-9, not confirmed on 10-19)"
+    assert ev.verdict(rows["ema"]) == "no evidence"
