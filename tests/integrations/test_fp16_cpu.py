@@ -113,13 +113,13 @@ def trickbag_fp16(model: torch.nn.Module, tricks: dict[str, Any], nonfinite: str
     return t
 
 
-def check_fp16_trick(name: str, device: str, atol: float) -> None:
+def check_fp16_trick(name: str, device: str, atol: float, precision: Any = None) -> None:
     """Lightning fp16 with one entry of :data:`FP16_TRICKS`: fp16 outputs, every update taken, weights moved and
     finite, equal to trickbag's fp16 Trainer (``atol``) and within fp16's noise of trickbag's fp32 run."""
     tricks, nonfinite = FP16_TRICKS[name]
     model = net()
     start = flat(model).clone()
-    module, cb, _, trainer = lightning_fp16(clone(model), tricks, nonfinite, device=device)
+    module, cb, _, trainer = lightning_fp16(clone(model), tricks, nonfinite, device=device, precision=precision)
     got = flat(module.model).float().cpu()
     assert module.dtypes == {torch.float16}
     assert cb.session.state.step == 10 and trainer.precision_plugin.scaler.get_scale() > 0
@@ -136,12 +136,12 @@ def test_fp16_mixed_tricks_equal_trickbag_trainer_fp16(name: str) -> None:
     check_fp16_trick(name, "cpu", atol=1e-5)
 
 
-def check_overflow_skipped(device: str) -> None:
+def check_overflow_skipped(device: str, precision: Any = None) -> None:
     """A batch whose fp16 backward overflows: the GradScaler skips that update (weights unchanged over it, the scale
     halves), the guard vetoes it, the session does not count it, and the run goes on to trickbag's fp16 result."""
     model = net()
     module, cb, log, trainer = lightning_fp16(clone(model), {}, "skip", device=device, epochs=1,
-                                              overflow_at=OVERFLOW_AT)
+                                              overflow_at=OVERFLOW_AT, precision=precision)
     rows = log.rows
     assert len(rows) == 5 and torch.isfinite(rows[-1]).all()
     assert torch.equal(rows[OVERFLOW_AT], rows[OVERFLOW_AT - 1])  # the overflowed update changed nothing
@@ -209,9 +209,9 @@ def test_nonfinite_stop_ends_a_lightning_run_at_the_bad_update() -> None:
     assert cb.session.state.should_stop and trainer.global_step <= 2
 
 
-def check_sam_refused(device: str) -> None:
+def check_sam_refused(device: str, precision: Any = None) -> None:
     with pytest.raises(RecipeError) as e:
-        lightning_fp16(net(), {"sam": {"rho": 0.05}}, None, device=device, epochs=1)
+        lightning_fp16(net(), {"sam": {"rho": 0.05}}, None, device=device, epochs=1, precision=precision)
     assert "\n" not in str(e.value) and "16-mixed" in str(e.value) and "bf16-mixed" in str(e.value)
 
 
