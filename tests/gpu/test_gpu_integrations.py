@@ -1,0 +1,142 @@
+"""The framework adapters on CUDA: Lightning ``precision="16-mixed"`` with clip, AGC and the non-finite guard against
+trickbag's own fp16 Trainer and its fp32 run, a planted fp16 overflow skipped by the GradScaler while the run goes on,
+SAM refused under 16-mixed; HF ``fp16=True`` refused with SAM, clip, AGC and the guard (HF itself refuses fp16 on
+the CPU); EMA under Lightning ``strategy="fsdp"`` on one GPU equal to the unsharded run and to an EMA computed here.
+
+The checks are those of ``tests/integrations/test_fp16_cpu.py``, which runs them on the CPU through Lightning's fp16
+plugin with a CPU GradScaler; here Lightning makes its own 16-mixed plugin on CUDA."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.integrations.conftest import clone, data, flat, loader, net
+
+from .helpers import CUDA_ONLY
+
+pytestmark = CUDA_ONLY
+
+pl = pytest.importorskip("lightning.pytorch")
+
+from tests.integrations.test_fp16_cpu import (  # noqa: E402
+    FP16_TRICKS,
+    GRADSCALER_BUG,
+    Module,
+    Weights,
+    check_fp16_trick,
+    check_overflow_skipped,
+    check_overflow_without_guard,
+    check_sam_refused,
+    check_stop_guard_leaves_overflows_to_the_scaler,
+)
+from trickbag.integrations.lightning import TricksCallback  # noqa: E402
+
+FP16 = "16-mixed"  # Lightning's own fp16 plugin on CUDA (autocast + torch.amp.GradScaler("cuda"))
+
+
+# ---------------------------------------------------------------- Lightning 16-mixed
+@pytest.mark.parametrize("name", sorted(FP16_TRICKS))
+def test_lightning_16_mixed_tricks_equal_trickbag_trainer_fp16(no_tf32: None, name: str) -> None:
+    check_fp16_trick(name, "cuda", atol=1e-4, precision=FP16)
+
+
+def test_lightning_16_mixed_overflow_is_skipped_and_the_run_goes_on() -> None:
+    check_overflow_skipped("cuda", precision=FP16)
+
+
+@pytest.mark.xfail(strict=True, reason=GRADSCALER_BUG)
+def test_lightning_16_mixed_overflow_without_the_guard_advances_neither_step_nor_ema() -> None:
+    check_overflow_without_guard("cuda")
+
+
+@pytest.mark.xfail(strict=True, reason=GRADSCALER_BUG)
+def test_lightning_16_mixed_stop_guard_leaves_an_overflow_to_the_grad_scaler() -> None:
+    check_stop_guard_leaves_overflows_to_the_scaler("cuda")
+
+
+def test_lightning_16_mixed_refuses_sam_in_one_line() -> None:
+    check_sam_refused("cuda", precision=FP16)
+
+
+# ---------------------------------------------------------------- HF fp16=True
+HF_TRICKS: dict[str, tuple[dict[str, Any], str | None]] = {
+    "sam": ({"sam": {"rho": 0.05}}, None),
+    "clip": ({"clip": {"max_norm": 0.05}}, None),
+    "agc": ({"clip": {"mode": "agc", "clip_factor": 0.01}}, None),
+    "guard": ({}, "skip"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HF_TRICKS))
+def test_hf_fp16_on_cuda_is_refused_in_one_line(name: str, tmp_path: Path) -> None:
+    """accelerate's GradScaler would hand the tricks scaled gradients: ``fp16=True`` is refused before training,
+    with each of the tricks (SAM through TricksTrainer, the rest through TricksCallback too)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
+    from hf_models import HFNet, run_hf
+
+    from trickbag.errors import ConflictError
+
+    tricks, nonfinite = HF_TRICKS[name]
+    model = HFNet()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ConflictError, match="^fp16=True: ") as e:
+        run_hf(tricks, str(tmp_path), model=model, nonfinite=nonfinite, fp16=True, use_cpu=False)
+    assert "\n" not in str(e.value) and "bf16=True" in str(e.value)
+    assert all(torch.equal(before[k], v.cpu()) for k, v in model.state_dict().items())  # nothing trained
+
+
+# ---------------------------------------------------------------- EMA under Lightning FSDP
+DECAY = 0.8
+
+
+def _fit_ema(strategy: str, accelerator: str = "cuda") -> tuple[dict[str, torch.Tensor], list[torch.Tensor], Any]:
+    """EMA (no warm-up) through the callback, on one GPU: (the module's full state at the end, where fit leaves the
+    EMA weights; the weights after every update; the trainer)."""
+    torch.manual_seed(0)
+    module = Module(net())
+    cb, log = TricksCallback(tricks={"ema": {"decay": DECAY, "warmup": False}}, seed=0), Weights()
+    trainer = pl.Trainer(max_epochs=2, accelerator=accelerator, devices=1, strategy=strategy, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         num_sanity_val_steps=0, callbacks=[cb, log])
+    trainer.fit(module, loader(data()))
+    full = trainer.strategy.lightning_module_state_dict()  # FSDP: the full (gathered) state
+    state = {k.replace("_fsdp_wrapped_module.", ""): v.detach().float().cpu() for k, v in full.items()}
+    return state, log.rows, trainer
+
+
+def test_ema_under_lightning_fsdp_on_one_gpu_equals_the_unsharded_run(no_tf32: None) -> None:
+    start = flat(clone(net())).float()  # net() seeds itself: the initial weights of both runs
+    plain, rows, _ = _fit_ema("auto")
+    assert len(rows) == 10
+    ema = start.clone()
+    for w in rows:  # the EMA of the per-update weights, written out
+        ema = DECAY * ema + (1 - DECAY) * w
+    got_plain = torch.cat([plain[k].flatten() for k in sorted(plain) if k.startswith("model.")])
+    want = torch.cat([v.flatten() for v in _by_name(ema, net())])
+    torch.testing.assert_close(got_plain, want, rtol=0, atol=1e-5)
+    assert float((ema - rows[-1]).norm()) > 1e-3  # the average is not the last weights
+    try:
+        sharded, _, trainer = _fit_ema("fsdp")
+        assert "FSDP" in type(trainer.strategy).__name__
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()  # the later tests of the session run without a group
+    assert sharded.keys() == plain.keys()
+    for k in plain:
+        torch.testing.assert_close(sharded[k], plain[k], rtol=0, atol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
+
+
+def _by_name(vector: torch.Tensor, model: torch.nn.Module) -> list[torch.Tensor]:
+    """A flat parameter vector cut into ``model``'s parameters, ordered like ``sorted("model." + name)``."""
+    pieces, i = {}, 0
+    for name, p in model.named_parameters():
+        pieces["model." + name] = vector[i:i + p.numel()].view_as(p)
+        i += p.numel()
+    return [pieces[k] for k in sorted(pieces)]
