@@ -25,7 +25,6 @@ pl = pytest.importorskip("lightning.pytorch")
 
 from tests.integrations.test_fp16_cpu import (  # noqa: E402
     FP16_TRICKS,
-    GRADSCALER_BUG,
     Module,
     Weights,
     check_fp16_trick,
@@ -49,12 +48,10 @@ def test_lightning_16_mixed_overflow_is_skipped_and_the_run_goes_on() -> None:
     check_overflow_skipped("cuda", precision=FP16)
 
 
-@pytest.mark.xfail(strict=True, reason=GRADSCALER_BUG)
 def test_lightning_16_mixed_overflow_without_the_guard_advances_neither_step_nor_ema() -> None:
     check_overflow_without_guard("cuda")
 
 
-@pytest.mark.xfail(strict=True, reason=GRADSCALER_BUG)
 def test_lightning_16_mixed_stop_guard_leaves_an_overflow_to_the_grad_scaler() -> None:
     check_stop_guard_leaves_overflows_to_the_scaler("cuda")
 

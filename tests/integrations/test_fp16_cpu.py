@@ -170,12 +170,6 @@ def check_overflow_without_guard(device: str) -> None:
                                atol=1e-5)  # fit's end leaves the EMA weights in both
 
 
-GRADSCALER_BUG = ("src/trickbag/integrations/lightning.py: the session is set up with precision '32' and a disabled "
-                  "GradScaler, so under 16-mixed an update the GradScaler skipped is counted (step, schedule, EMA) "
-                  "and the guard treats the GradScaler's routine overflow as non-finite gradients")
-
-
-@pytest.mark.xfail(strict=True, reason=GRADSCALER_BUG)
 def test_an_fp16_overflow_without_the_guard_advances_neither_step_nor_ema() -> None:
     check_overflow_without_guard("cpu")
 
@@ -190,14 +184,10 @@ def check_stop_guard_leaves_overflows_to_the_scaler(device: str) -> None:
     assert cb.session.guard is not None and cb.session.guard.skipped == 0
 
 
-@pytest.mark.xfail(strict=True, reason=GRADSCALER_BUG)
 def test_the_stop_guard_leaves_an_fp16_overflow_to_the_grad_scaler() -> None:
     check_stop_guard_leaves_overflows_to_the_scaler("cpu")
 
 
-@pytest.mark.xfail(strict=True, reason="src/trickbag/integrations/lightning.py never reads session.state.should_stop "
-                                       "(the HF adapter sets control.should_training_stop): nonfinite='stop' and "
-                                       "max_nonfinite do not stop a Lightning run")
 def test_nonfinite_stop_ends_a_lightning_run_at_the_bad_update() -> None:
     ds = data()
     ds.tensors[0][9] = float("nan")  # the second batch (fp32: a real non-finite loss)

@@ -96,6 +96,7 @@ class TricksCallback(pl.Callback):
         self._audit: Any = None
         self.loss_fn, self.seed, self.num_classes = loss_fn, seed, num_classes
         self._ready = False
+        self._scale: float | None = None  # the GradScaler's scale before the update being taken (fp16)
         self._loaded: dict[str, Any] | None = None
         self._loss_called = False
         self._checked_loss = False
@@ -144,6 +145,9 @@ class TricksCallback(pl.Callback):
                  accumulate=trainer.accumulate_grad_batches, loss_fn=self.loss_fn, seed=self.seed,
                  task=Classification(num_classes=self.num_classes),
                  clip=None, dist=dist, device=pl_module.device)
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        if scaler is not None and scaler.is_enabled():  # fp16: inf gradients are the GradScaler's business, and an
+            s.state.scaler = scaler  # update it skips is no update (no step, schedule or EMA), as in trickbag's Trainer
         if s.optimizer is not user_opt:
             if has_sched:
                 raise _refuse("scheduler+groups")
@@ -262,11 +266,21 @@ class TricksCallback(pl.Callback):
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         if self._ready:
+            scaler = self.session.state.scaler
+            self._scale = scaler.get_scale() if scaler.is_enabled() else None  # (the GradScaler updates after this)
             self.session.before_update()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self._ready and self.session.update_size()[1]:
-            self.session.after_update()
+        if not (self._ready and self.session.update_size()[1]):
+            return
+        s = self.session.state
+        if self._scale is not None and s.scaler.get_scale() < self._scale and not s.step_skipped:
+            s.step_skipped = True  # the GradScaler found inf gradients and skipped the optimizer step
+            s.skipped_steps += 1
+        self._scale = None
+        self.session.after_update()
+        if s.should_stop:  # nonfinite="stop" (or max_nonfinite reached): end the run after this update
+            trainer.should_stop = True
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
         if self._ready and trainer.training is False and trainer.state.fn == "fit":
