@@ -196,10 +196,20 @@ def _merge(res: dict[str, Any], recipe: str, label: str, kind: str, overrides: l
     row["seeds"][str(seed)] = keep if rec.get("status") == "done" else {"failed": rec.get("message", "")}
 
 
+def _commit() -> str:
+    """The checkout's commit, ``+`` when it has uncommitted changes (taken when a command starts)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True, cwd=ROOT)
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
+COMMIT_AT_START = ""
+
+
 def _session(res: dict[str, Any], command: str, started: float, load0: str, cells: int) -> None:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     res.setdefault("new_sessions", []).append({
-        "command": command, "date": datetime.date.today().isoformat(), "commit": commit.stdout.strip(),
+        "command": command, "date": datetime.date.today().isoformat(), "commit": COMMIT_AT_START,
         "minutes": round((time.perf_counter() - started) / 60, 1), "cells": cells, "load_start": load0,
         "load_end": _load(), "cpu": C.machine_info().get("cpu", ""), "torch": _torch_version()})
 
@@ -428,19 +438,22 @@ def render(res: dict[str, Any]) -> str:
     speed = _speed_rows(res)
     lines += ["## Speed tricks", "",
               f"Each in its own process with its own baseline ({SPEED_SEEDS} seeds, one CPU thread): training time",
-              "ratio and peak resident memory (the whole process). On a CPU, channels_last and compile are not",
-              "expected to pay for networks this small; the GPU lane measures them where they are meant to.", ""]
+              "ratio and peak resident memory (the whole process: here it is the ~1.1 GB the CUDA build of torch",
+              "maps when imported, so a network this small does not move it). On a CPU, channels_last and compile",
+              "are not expected to pay for networks this small; the GPU lane measures them where they are meant to.",
+              "compile's first cell includes the compilation; later cells reuse inductor's on-disk cache.", ""]
     speed += [[recipe, trick, "–", "–", "–", f"n/a: {why}"] for recipe, r in res["recipes"].items()
               for trick, why in r.get("not_run", {}).items() if trick in SPEED]
     lines += [C.markdown_table(["recipe", "trick", "seeds", "time ×", "peak RSS MB (trick / baseline)",
                                 "accuracy % (trick / baseline)"], speed) if speed else "Not run yet.", ""]
-    lines += ["## Sessions", "", "Every command that added cells, in order (CPU minutes are wall minutes of one",
-              "process pinned to one thread on a shared 2-core machine):", ""]
+    lines += ["## Sessions", "", "Every command that added cells, in order (minutes: the wall time of one process",
+              "with one torch thread on a shared 2-core machine; commands on different recipes may run side by",
+              "side; cells: trained or read back from an earlier command):", ""]
     lines += [C.markdown_table(["date", "commit", "command", "cells", "minutes", "load (start → end)"],
                                [[s["date"], s["commit"], f"`{s['command']}`", str(s["cells"]), str(s["minutes"]),
                                  f"{s['load_start']} → {s['load_end']}"] for s in res.get("sessions", [])]), ""]
     total = sum(s["minutes"] for s in res.get("sessions", []))
-    lines += [f"A full regeneration took {total:.0f} minutes of one core here (the sum above).", ""]
+    lines += [f"A full regeneration costs about {total:.0f} minutes of one core here (the sum above).", ""]
     return "\n".join(lines)
 
 
@@ -497,6 +510,8 @@ def main() -> None:
     if args.results:
         RESULTS = Path(args.results).resolve()
     os.environ["OMP_NUM_THREADS"] = "1"
+    global COMMIT_AT_START
+    COMMIT_AT_START = _commit()
     {"run": cmd_run, "confirm": cmd_confirm, "render": cmd_render, "tune": cmd_tune}[args.cmd](args)
 
 
