@@ -109,6 +109,9 @@ RUNS: tuple[GoldenRun, ...] = (
                "tricks.multiscale.finetune_epochs=1")),
     GoldenRun("imagefolder-scratch", "imagefolder-scratch",
               (*_TWO, "data.root=data/images", "data.image_size=32", "data.batch_size=8")),
+    GoldenRun("digits-noisy", "digits-noisy", _TWO),
+    GoldenRun("digits-longtail", "digits-longtail", _TWO),
+    GoldenRun("mnist1d-small", "mnist1d-small", (*_TWO, "data.num_samples=2000", "data.train_samples=400")),
     # several processes
     GoldenRun("digits-ddp2", "digits", (*_TWO, "dist.nproc=2"), stop_exit=1),
     GoldenRun("digits-fsdp2", "digits", (*_TWO, "dist.nproc=2", "dist.strategy=fsdp"), stop_exit=1),
