@@ -1,7 +1,8 @@
 """The framework adapters on CUDA: Lightning ``precision="16-mixed"`` with clip, AGC and the non-finite guard against
-trickbag's own fp16 Trainer and its fp32 run, a planted fp16 overflow skipped by the GradScaler while the run goes on,
-SAM refused under 16-mixed; HF ``fp16=True`` refused with SAM, clip, AGC and the guard (HF itself refuses fp16 on
-the CPU); EMA under Lightning ``strategy="fsdp"`` on one GPU equal to the unsharded run and to an EMA computed here.
+trickbag's own fp16 Trainer and its fp32 run, a planted fp16 overflow skipped by the GradScaler while the run goes
+on, SAM under 16-mixed with an overflow in either pass; HF ``fp16=True`` refused with SAM, clip, AGC and the guard
+(HF itself refuses fp16 on the CPU); EMA under Lightning ``strategy="fsdp"`` on one GPU equal to the unsharded run
+and to an EMA computed here.
 
 The checks are those of ``tests/integrations/test_fp16_cpu.py``, which runs them on the CPU through Lightning's fp16
 plugin with a CPU GradScaler; here Lightning makes its own 16-mixed plugin on CUDA."""
@@ -30,7 +31,7 @@ from tests.integrations.test_fp16_cpu import (  # noqa: E402
     check_fp16_trick,
     check_overflow_skipped,
     check_overflow_without_guard,
-    check_sam_refused,
+    check_sam_overflow,
     check_stop_guard_leaves_overflows_to_the_scaler,
 )
 from trickbag.integrations.lightning import TricksCallback  # noqa: E402
@@ -56,8 +57,9 @@ def test_lightning_16_mixed_stop_guard_leaves_an_overflow_to_the_grad_scaler() -
     check_stop_guard_leaves_overflows_to_the_scaler("cuda")
 
 
-def test_lightning_16_mixed_refuses_sam_in_one_line() -> None:
-    check_sam_refused("cuda", precision=FP16)
+@pytest.mark.parametrize("overflow_pass", [1, 2], ids=["first-pass", "second-pass"])
+def test_lightning_16_mixed_sam_skips_an_overflow_in_either_pass(overflow_pass: int) -> None:
+    check_sam_overflow("cuda", overflow_pass, precision=FP16)
 
 
 # ---------------------------------------------------------------- HF fp16=True

@@ -1,11 +1,13 @@
 """fp16 mixed precision (autocast + GradScaler) through the Lightning adapter, on the CPU.
 
-Lightning turns ``precision="16-mixed"`` on the CPU into bf16-mixed, but takes its fp16 precision plugin with a
-CPU GradScaler (``plugins=[MixedPrecision("16-mixed", "cpu", GradScaler("cpu"))]``): the same plugin, autocast and
+Lightning turns ``precision="16-mixed"`` on the CPU into bf16-mixed, but takes its fp16 precision plugin with a CPU
+GradScaler (``plugins=[MixedPrecision("16-mixed", "cpu", GradScaler("cpu"))]``): the same plugin, autocast and
 GradScaler steps as on a GPU. Through it clip (norm), AGC and the non-finite guard equal trickbag's own Trainer with
-``precision="16"`` (same model, data order, seed), a planted fp16 overflow is skipped by the GradScaler and the run
-goes on, and SAM is refused in one line. The helpers here are reused on CUDA by ``tests/gpu/test_gpu_integrations.py``.
-HF refuses ``fp16=True`` on the CPU itself (and the adapter refuses it everywhere: see the GPU file)."""
+``precision="16"`` (same model, data order, seed), and so does SAM, whose passes the callback scales and checks
+itself (Lightning's plugin steps through the GradScaler without a closure); a planted fp16 overflow, in the first
+pass or in SAM's second, is skipped by the GradScaler and the run goes on. The helpers here are reused on CUDA by
+``tests/gpu/test_gpu_integrations.py``. HF refuses ``fp16=True`` on the CPU itself (and the adapter refuses it
+everywhere: see the GPU file)."""
 
 from __future__ import annotations
 
@@ -25,8 +27,12 @@ from trickbag.integrations.lightning import TricksCallback  # noqa: E402
 from trickbag.plugin.interface import Plugin  # noqa: E402
 from trickbag.train.trainer import Trainer  # noqa: E402
 
-#: the tricks run under fp16, as a recipe's tricks: section (SAM is refused under 16-mixed, see below)
+#: the tricks run under fp16, as a recipe's tricks: section
 FP16_TRICKS: dict[str, tuple[dict[str, Any], str | None]] = {
+    "sam": ({"sam": {"rho": 0.05}}, None),
+    "sam+clip+guard": ({"sam": {"rho": 0.05}, "clip": {"max_norm": 0.5}}, "skip"),
+    "sam+agc+ema": ({"sam": {"rho": 0.05}, "clip": {"mode": "agc", "clip_factor": 0.01},
+                     "ema": {"decay": 0.8, "warmup": False}}, None),
     "clip": ({"clip": {"max_norm": 0.05}}, None),
     "agc": ({"clip": {"mode": "agc", "clip_factor": 0.01}}, None),
     "guard": ({}, "skip"),
@@ -46,12 +52,14 @@ def fp16_plugin(device: str) -> MixedPrecision:
 
 
 class Module(pl.LightningModule):
-    """The net; the loss of micro-batch ``overflow_at`` times 1e5; the output dtypes autocast gave."""
+    """The net; the loss of micro-batch ``overflow_at`` times 1e5 (in its pass ``overflow_pass``: 2 is SAM's second);
+    the output dtypes autocast gave."""
 
-    def __init__(self, model: torch.nn.Module, overflow_at: int | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, overflow_at: int | None = None, overflow_pass: int = 1) -> None:
         super().__init__()
-        self.model, self.overflow_at = model, overflow_at
+        self.model, self.overflow_at, self.overflow_pass = model, overflow_at, overflow_pass
         self.dtypes: set[torch.dtype] = set()
+        self.passes: dict[tuple[int, int], int] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
@@ -61,7 +69,9 @@ class Module(pl.LightningModule):
         out = self(x)
         self.dtypes.add(out.dtype)
         loss = torch.nn.functional.cross_entropy(out, y)
-        return loss * 1e5 if batch_idx == self.overflow_at else loss
+        key = (self.current_epoch, batch_idx)
+        self.passes[key] = self.passes.get(key, 0) + 1
+        return loss * 1e5 if batch_idx == self.overflow_at and self.passes[key] == self.overflow_pass else loss
 
     def configure_optimizers(self) -> Any:
         return sgd(self.parameters())
@@ -78,21 +88,22 @@ class Weights(pl.Callback):
 
 
 class ScaleLoss(Plugin):
-    """The reference's plant: the loss of micro-batch ``batch_idx`` times 1e5 (as :class:`Module` does)."""
+    """The reference's plant: the loss of micro-batch ``batch_idx`` times 1e5 in pass ``in_pass`` (as :class:`Module`
+    does)."""
 
-    def __init__(self, batch_idx: int) -> None:
-        self.batch_idx = batch_idx
+    def __init__(self, batch_idx: int, in_pass: int = 1) -> None:
+        self.batch_idx, self.in_pass = batch_idx, in_pass
 
     def on_loss(self, state: Any) -> None:
-        if state.batch_idx == self.batch_idx:
+        if state.batch_idx == self.batch_idx and state.closure_pass == (self.in_pass == 2):
             state.loss = state.loss * 1e5
 
 
 def lightning_fp16(model: torch.nn.Module, tricks: dict[str, Any], nonfinite: str | None, *, device: str = "cpu",
-                   epochs: int = 2, overflow_at: int | None = None, precision: Any = None, **kw: Any
-                   ) -> tuple[Module, TricksCallback, Weights, Any]:
+                   epochs: int = 2, overflow_at: int | None = None, precision: Any = None, overflow_pass: int = 1,
+                   **kw: Any) -> tuple[Module, TricksCallback, Weights, Any]:
     """One Lightning fit of ``model`` with the tricks, fp16-mixed on ``device`` unless ``precision=`` says."""
-    module = Module(model, overflow_at)
+    module = Module(model, overflow_at, overflow_pass)
     cb, log = TricksCallback(tricks=tricks, nonfinite=nonfinite, seed=0), Weights()
     prec = {"plugins": [fp16_plugin(device)]} if precision is None else {"precision": precision}
     trainer = pl.Trainer(max_epochs=epochs, accelerator=device, devices=1, logger=False, enable_checkpointing=False,
@@ -103,10 +114,11 @@ def lightning_fp16(model: torch.nn.Module, tricks: dict[str, Any], nonfinite: st
 
 
 def trickbag_fp16(model: torch.nn.Module, tricks: dict[str, Any], nonfinite: str | None, *, device: str = "cpu",
-                  epochs: int = 2, overflow_at: int | None = None, precision: str = "16") -> Trainer:
+                  epochs: int = 2, overflow_at: int | None = None, precision: str = "16", overflow_pass: int = 1
+                  ) -> Trainer:
     """The same run through trickbag's own Trainer (the reference)."""
     held = Holder(model)
-    plugins = [ScaleLoss(overflow_at)] if overflow_at is not None else []
+    plugins = [ScaleLoss(overflow_at, overflow_pass)] if overflow_at is not None else []
     t = Trainer(held, sgd(held.parameters()), loader(data()), tricks=tricks, max_epochs=epochs, device=device,
                 seed=0, progress=False, precision=precision, nonfinite=nonfinite, plugins=plugins)
     t.fit()
@@ -199,14 +211,35 @@ def test_nonfinite_stop_ends_a_lightning_run_at_the_bad_update() -> None:
     assert cb.session.state.should_stop and trainer.global_step <= 2
 
 
-def check_sam_refused(device: str, precision: Any = None) -> None:
+def check_sam_overflow(device: str, overflow_pass: int, precision: Any = None) -> None:
+    """SAM under fp16 with an overflow in the first pass (no perturbation: the update is skipped at once) or in the
+    second (SAM puts the weights back): the update changes nothing, the scale halves, the session counts one skip,
+    and the run ends where trickbag's fp16 Trainer ends."""
+    tricks = {"sam": {"rho": 0.05}}
+    model = net()
+    _, cb, log, trainer = lightning_fp16(clone(model), tricks, None, device=device, epochs=1, overflow_at=OVERFLOW_AT,
+                                         overflow_pass=overflow_pass, precision=precision)
+    rows = log.rows
+    assert len(rows) == 5 and torch.isfinite(rows[-1]).all()
+    assert torch.equal(rows[OVERFLOW_AT], rows[OVERFLOW_AT - 1])  # the weights are back where the update began
+    assert not torch.equal(rows[OVERFLOW_AT + 1], rows[OVERFLOW_AT])
+    assert trainer.precision_plugin.scaler.get_scale() == 65536.0 / 2
+    assert cb.session.state.step == 4 and cb.session.state.skipped_steps == 1
+    ref = trickbag_fp16(clone(model), tricks, None, device=device, epochs=1, overflow_at=OVERFLOW_AT,
+                        overflow_pass=overflow_pass)
+    assert ref.state.step == 4 and ref.state.scaler.get_scale() == 65536.0 / 2
+    torch.testing.assert_close(rows[-1], flat(ref.model.model).float().cpu(), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("overflow_pass", [1, 2], ids=["first-pass", "second-pass"])
+def test_sam_under_fp16_skips_an_overflow_in_either_pass(overflow_pass: int) -> None:
+    check_sam_overflow("cpu", overflow_pass)
+
+
+def test_sam_with_accumulation_under_fp16_is_refused_in_one_line() -> None:
     with pytest.raises(RecipeError) as e:
-        lightning_fp16(net(), {"sam": {"rho": 0.05}}, None, device=device, epochs=1, precision=precision)
-    assert "\n" not in str(e.value) and "16-mixed" in str(e.value) and "bf16-mixed" in str(e.value)
-
-
-def test_sam_under_a_real_16_mixed_trainer_is_refused_in_one_line() -> None:
-    check_sam_refused("cpu")
+        lightning_fp16(net(), {"sam": {"rho": 0.05}}, None, epochs=1, accumulate_grad_batches=2)
+    assert "\n" not in str(e.value) and "accumulate_grad_batches" in str(e.value)
 
 
 def test_16_mixed_on_the_cpu_is_bf16_in_lightning() -> None:

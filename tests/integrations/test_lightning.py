@@ -188,13 +188,17 @@ def test_layer_decay_keeps_the_users_optimizer_class(lit: Any) -> None:
     assert len({g["lr"] for g in opt.param_groups}) > 1
 
 
-def test_sam_under_16_mixed_is_refused(lit: Any) -> None:
-    """fp16 AMP needs a GPU; the refusal reads the Trainer's precision, so a stand-in Trainer shows it on the CPU."""
+def test_sam_under_a_scaler_without_lightnings_after_closure_hook_is_refused(lit: Any) -> None:
+    """16-mixed SAM needs the precision plugin's ``_after_closure`` (the hook that runs on_before_optimizer_step); a
+    plugin with a GradScaler and without it is refused in one line (a stand-in Trainer shows it)."""
     from types import SimpleNamespace
 
-    fake = SimpleNamespace(strategy=object(), gradient_clip_val=None, accumulate_grad_batches=1, precision="16-mixed")
-    with pytest.raises(RecipeError, match="16-mixed"):
+    plugin = SimpleNamespace(scaler=torch.amp.GradScaler("cpu"))
+    fake = SimpleNamespace(strategy=object(), gradient_clip_val=None, accumulate_grad_batches=1, precision="16-mixed",
+                           precision_plugin=plugin)
+    with pytest.raises(RecipeError, match="_after_closure") as e:
         TricksCallback(tricks={"sam": {"rho": 0.05}}).setup(fake, lit(net(), sgd), "fit")
+    assert "\n" not in str(e.value)
 
 
 def test_manual_optimization_is_refused(lit: Any) -> None:

@@ -14,8 +14,10 @@ Decided collisions (one line each):
 * the module's LR scheduler with ``schedule=``: refused (one schedule).
 * accumulation is Lightning's ``accumulate_grad_batches``, read, never set.
 
-SAM runs through Lightning's optimizer closure (32 and bf16-mixed); SAM under 16-mixed or with accumulation,
-DeepSpeed and manual optimization are refused in one line (see :data:`REFUSED_HERE`).
+SAM runs through Lightning's optimizer closure (32 and bf16-mixed); under 16-mixed, whose precision plugin runs the
+closure itself and hands the GradScaler's ``step`` no closure, the callback takes that plugin's optimizer step over
+for SAM (both passes scaled, each unscaled and checked, as trickbag's Trainer does). SAM with accumulation, DeepSpeed
+and manual optimization are refused in one line (see :data:`REFUSED_HERE`).
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ __all__ = ["TricksCallback", "REFUSED_HERE"]
 
 #: what this adapter refuses besides :data:`trickbag.integrations.core.REFUSED`, and why
 REFUSED_HERE: dict[str, str] = {
-    "sam": "under precision='16-mixed' Lightning's precision plugin runs the closure itself and steps without one, "
-           "which leaves SAM no second pass; and with accumulate_grad_batches > 1 Lightning's closure re-runs only the "
-           "last micro-batch; use 32, bf16-mixed or accumulate_grad_batches=1",
+    "sam": "with accumulate_grad_batches > 1 Lightning's closure re-runs only the last micro-batch, so SAM's second "
+           "pass would not see the update's batch; use accumulate_grad_batches=1 (or trickbag's Trainer, which "
+           "re-runs every micro-batch)",
+    "sam+scaler": "this precision plugin has a GradScaler but no _after_closure hook (a Lightning older than 2.5?), "
+                  "so SAM's passes cannot be scaled and checked; use bf16-mixed or 32",
     "deepspeed": "DeepSpeed owns the optimizer step, gradient clipping and accumulation; use strategy='ddp' or 'fsdp'",
     "manual_optimization": "the tricks hook Lightning's automatic optimization; a module with "
                            "automatic_optimization=False steps its own optimizer",
@@ -97,6 +101,7 @@ class TricksCallback(pl.Callback):
         self.loss_fn, self.seed, self.num_classes = loss_fn, seed, num_classes
         self._ready = False
         self._scale: float | None = None  # the GradScaler's scale before the update being taken (fp16)
+        self._plugin: Any = None  # the precision plugin whose optimizer step SAM took over (fp16)
         self._loaded: dict[str, Any] | None = None
         self._loss_called = False
         self._checked_loss = False
@@ -123,9 +128,12 @@ class TricksCallback(pl.Callback):
             raise _refuse("manual_optimization")
         if trainer.gradient_clip_val and (self.session.enabled("clip")):
             raise _refuse("gradient_clip_val")
-        if self.session.enabled("sam") and (trainer.accumulate_grad_batches > 1 or "16" in str(trainer.precision)
-                                            and "bf16" not in str(trainer.precision)):
+        if self.session.enabled("sam") and trainer.accumulate_grad_batches > 1:
             raise _refuse("sam")
+        plugin = getattr(trainer, "precision_plugin", None)
+        if self.session.enabled("sam") and getattr(plugin, "scaler", None) is not None \
+                and not hasattr(plugin, "_after_closure"):
+            raise _refuse("sam+scaler")
         self._setup_rng = runtime.get_rng_state()  # (a resumed run loads its checkpoint after this hook)
         self._first_epoch = True
 
@@ -153,7 +161,11 @@ class TricksCallback(pl.Callback):
                 raise _refuse("scheduler+groups")
             trainer.strategy.optimizers = [s.optimizer]
         if getattr(s.optimizer, "takes_closure", False):
-            _first_pass_first(s.optimizer, s.state)
+            if s.state.scaler.is_enabled():  # fp16: the precision plugin's step is SAM's, both passes scaled
+                self._plugin = trainer.precision_plugin
+                self._plugin.optimizer_step = _scaled_two_pass(self._plugin, s.state)
+            else:
+                _first_pass_first(s.optimizer, s.state)
         pl_module.trickbag_loss = self._loss
         pl_module.training_step = self._wrap_step(pl_module.training_step)
         self._ready = True
@@ -308,6 +320,9 @@ class TricksCallback(pl.Callback):
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         for name in ("training_step", "trickbag_loss"):
             pl_module.__dict__.pop(name, None)
+        if self._plugin is not None:
+            self._plugin.__dict__.pop("optimizer_step", None)
+            self._plugin = None
         self._ready = False
 
     # ------------------------------------------------------------------ checkpoints
@@ -412,3 +427,56 @@ def _first_pass_first(optimizer: Any, state: Any) -> None:
             state.closure_pass = False
 
     optimizer.step = step
+
+
+def _scaled_two_pass(plugin: Any, state: Any) -> Any:
+    """SAM under a precision plugin with a GradScaler (16-mixed): the plugin's own ``optimizer_step`` runs Lightning's
+    closure once, unscales and steps through ``GradScaler.step``, which calls ``step`` without a closure, leaving SAM
+    no second pass. This replacement takes the update as trickbag's Trainer does with fp16: the first pass (Lightning's
+    closure, scaled backward), ``unscale_`` and ``on_before_optimizer_step`` (the guard, clipping); an overflow there
+    skips the update before any perturbation; else SAM's step with a second pass that re-runs the closure on the same
+    batch, unscales its gradients by hand (the GradScaler unscales once per update), skips the update on an overflow
+    (SAM puts the weights back, the scale backs off) and runs ``on_before_optimizer_step`` again on the gradients the
+    update uses. The scale grows or backs off once per update, as the GradScaler's own step would."""
+    from trickbag.train import stepping
+
+    def optimizer_step(optimizer: Any, model: Any, closure: Any, **kwargs: Any) -> Any:
+        scaler = plugin.scaler
+        first = closure()
+        if first is None and getattr(model, "automatic_optimization", True):
+            return first  # training_step returned None: Lightning skipped the backward, nothing to step
+        scaler.unscale_(optimizer)
+        plugin._after_closure(model, optimizer)  # on_before_optimizer_step: the callback's guard and clipping
+        if state.step_skipped or not stepping.finite_grads(optimizer):
+            scaler.update()  # vetoed, or the first pass overflowed (unscale_ recorded it: the scale backs off)
+            optimizer.zero_grad(set_to_none=True)
+            return first
+
+        def second_pass() -> Any:
+            state.closure_pass = True
+            try:
+                loss = closure()
+                grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+                torch._foreach_mul_(grads, 1.0 / scaler.get_scale())
+                if not stepping.finite_grads(optimizer):
+                    raise stepping.Overflow
+                plugin._after_closure(model, optimizer)  # the gradients the update uses: guard and clip them too
+                if state.step_skipped:
+                    raise stepping.VetoedUpdate
+                return loss
+            finally:
+                state.closure_pass = False
+
+        try:
+            type(optimizer).step(optimizer, second_pass)
+        except stepping.Overflow:
+            optimizer.zero_grad(set_to_none=True)
+            scaler.update(new_scale=scaler.get_scale() * scaler.get_backoff_factor())
+        except stepping.VetoedUpdate:
+            optimizer.zero_grad(set_to_none=True)
+            scaler.update()
+        else:
+            scaler.update()
+        return first
+
+    return optimizer_step
