@@ -1,8 +1,8 @@
 """The framework adapters on CUDA: Lightning ``precision="16-mixed"`` with clip, AGC and the non-finite guard against
 trickbag's own fp16 Trainer and its fp32 run, a planted fp16 overflow skipped by the GradScaler while the run goes
-on, SAM under 16-mixed with an overflow in either pass; HF ``fp16=True`` refused with SAM, clip, AGC and the guard
-(HF itself refuses fp16 on the CPU); EMA under Lightning ``strategy="fsdp"`` on one GPU equal to the unsharded run
-and to an EMA computed here.
+on, SAM under 16-mixed with an overflow in either pass; HF's own ``fp16=True`` with SAM, clip, AGC and the guard
+against trickbag's fp16 Trainer, and SAM's overflows (``tests/integrations/test_hf_fp16_cpu.py`` on CUDA); EMA under
+Lightning ``strategy="fsdp"`` on one GPU equal to the unsharded run and to an EMA computed here.
 
 The checks are those of ``tests/integrations/test_fp16_cpu.py``, which runs them on the CPU through Lightning's fp16
 plugin with a CPU GradScaler; here Lightning makes its own 16-mixed plugin on CUDA."""
@@ -63,32 +63,24 @@ def test_lightning_16_mixed_sam_skips_an_overflow_in_either_pass(overflow_pass: 
 
 
 # ---------------------------------------------------------------- HF fp16=True
-HF_TRICKS: dict[str, tuple[dict[str, Any], str | None]] = {
-    "sam": ({"sam": {"rho": 0.05}}, None),
-    "clip": ({"clip": {"max_norm": 0.05}}, None),
-    "agc": ({"clip": {"mode": "agc", "clip_factor": 0.01}}, None),
-    "guard": ({}, "skip"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(HF_TRICKS))
-def test_hf_fp16_on_cuda_is_refused_in_one_line(name: str, tmp_path: Path) -> None:
-    """accelerate's GradScaler would hand the tricks scaled gradients: ``fp16=True`` is refused before training,
-    with each of the tricks (SAM through TricksTrainer, the rest through TricksCallback too)."""
+def _hf_fp16() -> Any:
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
-    from hf_models import HFNet, run_hf
+    from tests.integrations import test_hf_fp16_cpu
 
-    from trickbag.errors import ConflictError
+    return test_hf_fp16_cpu
 
-    tricks, nonfinite = HF_TRICKS[name]
-    model = HFNet()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    with pytest.raises(ConflictError, match="^fp16=True: ") as e:
-        run_hf(tricks, str(tmp_path), model=model, nonfinite=nonfinite, fp16=True, use_cpu=False)
-    assert "\n" not in str(e.value) and "bf16=True" in str(e.value)
-    assert all(torch.equal(before[k], v.cpu()) for k, v in model.state_dict().items())  # nothing trained
+
+@pytest.mark.parametrize("name", ["sam", "sam+clip+guard", "sam+ema+label_smoothing", "clip", "agc", "guard"])
+def test_hf_fp16_tricks_equal_trickbag_trainer_fp16_on_cuda(no_tf32: None, name: str, tmp_path: Path) -> None:
+    """HF's own fp16=True on CUDA (accelerate's GradScaler) with the tricks, against trickbag's fp16 Trainer."""
+    _hf_fp16().check_fp16_trick(name, tmp_path, device="cuda", tol=1e-4)
+
+
+@pytest.mark.parametrize("in_pass", [1, 2], ids=["first-pass", "second-pass"])
+def test_hf_fp16_sam_skips_an_overflow_in_either_pass_on_cuda(no_tf32: None, in_pass: int, tmp_path: Path) -> None:
+    _hf_fp16().check_sam_overflow(in_pass, tmp_path, device="cuda", tol=1e-4)
 
 
 # ---------------------------------------------------------------- EMA under Lightning FSDP

@@ -93,8 +93,8 @@ def run_hf(tricks: dict[str, Any], out: str, *, model: nn.Module | None = None, 
 
 
 def run_reference(tricks: dict[str, Any], *, n: int = 44, epochs: int = 2, accumulate: int = 1,
-                  clip: Any = None, weight_decay: float = 0.0, scheduler: Any = None, residual: bool = False
-                  ) -> nn.Module:
+                  clip: Any = None, weight_decay: float = 0.0, scheduler: Any = None, residual: bool = False,
+                  device: str = "cpu", **trainer_kw: Any) -> nn.Module:
     """trickbag's own Trainer on the same network, initial weights, data order and seed."""
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -107,8 +107,8 @@ def run_reference(tricks: dict[str, Any], *, n: int = 44, epochs: int = 2, accum
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay)
     x, y = data(n)
     Trainer(model, opt, DataLoader(TensorDataset(x, y), batch_size=8, shuffle=False), tricks=tricks,
-            max_epochs=epochs, accumulate=accumulate, device="cpu", seed=0, progress=False, clip=clip,
-            scheduler=scheduler).fit()
+            max_epochs=epochs, accumulate=accumulate, device=device, seed=0, progress=False, clip=clip,
+            scheduler=scheduler, **trainer_kw).fit()
     return model
 
 

@@ -171,7 +171,6 @@ def _args(**kw: Any) -> Any:
 
 @pytest.mark.parametrize(("kw", "tricks", "match"), [
     ({"deepspeed": "ds.json"}, {}, "^DeepSpeed owns the optimizer step"),
-    ({"fp16": True}, {}, "^fp16=True: "),
     ({"label_smoothing_factor": 0.1}, {"label_smoothing": {}}, "^label_smoothing_factor and tricks.label_smoothing"),
     ({"world_size": 2, "average_tokens_across_devices": False}, {}, "^average_tokens_across_devices=False"),
 ])

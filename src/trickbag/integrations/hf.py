@@ -89,9 +89,6 @@ def refuse_args(args: Any, section: Any, schedule: Any = None) -> None:
     if getattr(args, "deepspeed", None):
         raise ConflictError("DeepSpeed owns the optimizer step, gradients and weights (ZeRO shards them) where "
                             "trickbag's tricks act; train without deepspeed=")
-    if getattr(args, "fp16", False):
-        raise ConflictError("fp16=True: the HF/accelerate GradScaler hands trickbag scaled gradients; use bf16=True "
-                            "(or fp32)")
     if getattr(args, "label_smoothing_factor", 0) and (section.label_smoothing.enabled or section.mix.enabled):
         raise ConflictError("label_smoothing_factor and tricks.label_smoothing/mix both smooth the targets; set "
                             "label_smoothing_factor=0")
@@ -127,6 +124,8 @@ class _Run:
     session: TrickSession
     losses_seen: int = 0
     vetoed: Any = None  # a vetoed update: HF's schedule position, put back after HF steps it
+    scale: float | None = None  # fp16: the GradScaler's scale when the update's gradients were complete
+    overflow: bool = False  # fp16 with SAM: the second pass overflowed (the scale backs off after HF's update)
 
     @property
     def state(self) -> State:
@@ -200,7 +199,7 @@ class TricksCallback(TrainerCallback):
         # builds and steps the schedule= scheduler itself (create_scheduler)
         session.set_up(trainer.model, trainer.optimizer, loader, epochs=epochs,
                        accumulate=args.gradient_accumulation_steps, task=task, seed=args.seed, dist=dist,
-                       device=args.device, precision="bf16" if args.bf16 else "32",
+                       device=args.device, precision="bf16" if args.bf16 else "16" if args.fp16 else "32",
                        optimizer_kw={"weight_decay": args.weight_decay}, build_schedule=False)
         if session.guard is not None and not dist.is_main:
             session.guard.out = None
@@ -215,6 +214,9 @@ class TricksCallback(TrainerCallback):
             print(f"trickbag: tricks.clip takes over gradient clipping (max_grad_norm={args.max_grad_norm} -> 0)",
                   file=sys.stderr)
             args.max_grad_norm = 0.0
+        scaler = getattr(trainer.accelerator, "scaler", None)
+        if scaler is not None and scaler.is_enabled():  # fp16: inf gradients are the GradScaler's business, and an
+            session.state.scaler = scaler  # update it skips is no update (no step count, schedule or EMA)
         trainer.optimizer = session.optimizer
         self.run = _Run(session)
 
@@ -250,6 +252,8 @@ class TricksCallback(TrainerCallback):
                               "that ignores it): the update would be silently unmixed/unsmoothed")
         run.losses_seen = 0
         s = run.state
+        # (fp16: HF's gradient norm has unscaled the gradients already, through accelerate's clip_grad_norm_)
+        run.scale = s.scaler.get_scale() if s.scaler.is_enabled() else None
         # HF's loss is already normalised by num_items_in_batch: no count correction (exact=False)
         if run.session.before_update(exact=False):  # vetoed: the gradients are gone, the update counted skipped
             run.vetoed = _schedule_position(s, kw.get("lr_scheduler"))
@@ -260,6 +264,7 @@ class TricksCallback(TrainerCallback):
         run = self._need()
         s = run.state
         run.losses_seen = 0  # a closure pass (SAM) counts for nothing
+        _scaler_skip(run, kw.get("optimizer"))
         if run.vetoed is not None:
             _undo_schedule(s, kw.get("lr_scheduler"), run.vetoed)
             run.vetoed = None
@@ -314,6 +319,21 @@ class TricksCallback(TrainerCallback):
             own = {p.key for p in run.plugins if isinstance(p, GeneratorState)}
             sd["plugins"] = {k: {**v, "this_rank": True} if k in own else v for k, v in sd["plugins"].items()}
         run.session.load_state_dict(sd, rng=False)  # HF restores the RNG from its rng_state files
+
+
+def _scaler_skip(run: _Run, optimizer: Any) -> None:
+    """fp16: an update the GradScaler skipped (inf gradients of the first pass), or whose SAM second pass overflowed
+    (SAM put the weights back; accelerate's ``update`` saw finite first-pass gradients, so the scale backs off here,
+    as trickbag's Trainer backs it off): counted as skipped, not as an update."""
+    s = run.state
+    if run.scale is None:
+        return
+    if run.overflow:
+        s.scaler.update(new_scale=run.scale * s.scaler.get_backoff_factor())
+    if (run.overflow or getattr(optimizer, "step_was_skipped", False)) and not s.step_skipped:
+        s.step_skipped = True
+        s.skipped_steps += 1
+    run.scale, run.overflow = None, False
 
 
 def _schedule_position(s: State, scheduler: Any) -> Any:
@@ -389,20 +409,24 @@ class TricksTrainer(Trainer):
         return optimizer
 
     def _closure_step(self, opt: Any) -> None:
-        """SAM: HF calls ``optimizer.step()`` with no closure; the step is given the closure that runs the
-        update's micro-batches again (a vetoed second pass leaves the update as a skipped one)."""
-        from trickbag.train.stepping import VetoedUpdate
+        """SAM: HF calls ``optimizer.step()`` with no closure (under fp16 through the GradScaler's ``step``, which
+        calls it only when the first pass's gradients are finite); the step is given the closure that runs the
+        update's micro-batches again (a vetoed or overflowed second pass leaves the update as a skipped one)."""
+        from trickbag.train.stepping import Overflow, VetoedUpdate
 
         self._group: list[Any] = []
+        self._group_step = -1  # HF's global step the kept micro-batches belong to
         own_step = type(opt).step
 
         def step(closure: Any = None) -> Any:
             group, self._group = self._group, []
+            run = self.tricks._need()
             try:
                 return own_step(opt, closure or self._closure(group))
-            except VetoedUpdate:
-                run = self.tricks._need()
+            except (VetoedUpdate, Overflow) as exc:
+                opt.zero_grad(set_to_none=True)
                 run.vetoed = _schedule_position(run.state, self.lr_scheduler)
+                run.overflow = isinstance(exc, Overflow)
                 return None
 
         opt.step = step
@@ -412,7 +436,7 @@ class TricksTrainer(Trainer):
         they ran already), then AFTER_BACKWARD, the guard and clipping on the gradients the update uses."""
         import contextlib
 
-        from trickbag.train.stepping import VetoedUpdate
+        from trickbag.train.stepping import Overflow, VetoedUpdate, finite_grads
 
         cb = self.tricks
         run = cb._need()
@@ -426,6 +450,11 @@ class TricksTrainer(Trainer):
                     quiet = j < len(group) - 1 and self.args.world_size > 1
                     with self.accelerator.no_sync(model) if quiet else contextlib.nullcontext():
                         total = total + Trainer.training_step(self, model, inputs, n)
+                if s.scaler.is_enabled():  # fp16: unscale by hand (the GradScaler unscales once per update)
+                    grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
+                    torch._foreach_mul_(grads, 1.0 / s.scaler.get_scale())
+                    if not finite_grads(s.optimizer):
+                        raise Overflow
                 # a first pass vetoed already, or this one is: AFTER_BACKWARD, the guard, clipping otherwise
                 if s.step_skipped or run.session.before_update(exact=False):
                     raise VetoedUpdate
@@ -455,6 +484,8 @@ class TricksTrainer(Trainer):
         elif self.tricks.guard is not None:
             self.tricks.guard.before_batch()
         if getattr(run.state.optimizer, "takes_closure", False):  # SAM: the closure runs these again
+            if self._group_step != self.state.global_step:  # a new update (the last may have been skipped unstepped)
+                self._group, self._group_step = [], self.state.global_step
             self._group.append((model, inputs, num_items_in_batch))
         return super().training_step(model, inputs, num_items_in_batch)
 
