@@ -482,3 +482,30 @@ def test_an_epoch_schedule_stepped_per_epoch_is_not_a_finding(build):
     with audit(model, opt, report=False) as report:
         _epochs(model, opt, build(opt), per_batch=False)
     assert report.findings == []
+
+
+def test_a_step_the_grad_scaler_calls_through_a_replaced_method_is_still_counted():
+    """accelerate's fp16 step (as in ``AcceleratedOptimizer.step``): the optimizer's ``step`` method was captured
+    before the audit began; for each update it is replaced by a wrapper of that captured method while the GradScaler
+    steps, then the captured method is put back. The audit still counts every step, a skipped one as skipped (not as
+    a missed step), and a clean loop reports nothing."""
+    model, opt = make()
+    scaler = torch.amp.GradScaler("cpu")
+    captured = opt.step  # what the framework captured when it prepared the optimizer
+
+    def framework_step():
+        opt.step = lambda *a, **kw: captured(*a, **kw)  # its per-step patch of the captured method
+        scaler.step(opt)
+        scaler.update()
+        opt.step = captured  # and the captured method put back
+
+    with audit(model, opt, report=False) as report:
+        for i, (x, y) in enumerate(batches(4)):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            scaler.scale(loss * (1e38 if i == 2 else 1.0)).backward()  # update 3's gradients overflow
+            scaler.unscale_(opt)
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            framework_step()
+    assert report.findings == []
+    assert report.counts["optimizer steps"] == 3 and report.counts["skipped steps"] == 1

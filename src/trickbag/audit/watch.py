@@ -24,10 +24,11 @@ Everything is restored when the ``with`` block ends.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
@@ -139,6 +140,7 @@ class _OptState:
     attached: bool = False
     hook: Any = None
     sample: torch.Tensor | None = None
+    step_wrapper: Any = None  # the audit's wrapper of ``opt.step``
 
 
 _STEP_CELLS = ("num_training_steps", "num_warmup_steps", "warmup_steps", "total_steps", "max_steps",
@@ -298,11 +300,11 @@ class Audit:
         if id(opt) in self._opt:
             return self._opt[id(opt)]
         st = self._opt[id(opt)] = _OptState(opt)
-        self._wrap_method(opt, "step", lambda orig, a, kw: self._step(st, orig, a, kw))
+        st.step_wrapper = self._wrap_method(opt, "step", lambda orig, a, kw: self._step(st, orig, a, kw))
         self._wrap_method(opt, "zero_grad", lambda orig, a, kw: self._zero_grad([st], orig, a, kw))
         return st
 
-    def _wrap_method(self, obj: Any, name: str, body: Callable[[Callable, tuple, dict], Any]) -> None:
+    def _wrap_method(self, obj: Any, name: str, body: Callable[[Callable, tuple, dict], Any]) -> Any:
         orig = getattr(obj, name)
         audit = self
 
@@ -312,7 +314,9 @@ class Audit:
                 return orig(*args, **kwargs)
             return body(orig, args, kwargs)
 
-        self.patch(obj, name, types.MethodType(wrapper, obj))
+        bound = types.MethodType(wrapper, obj)
+        self.patch(obj, name, bound)
+        return bound
 
     def _attach_optimizer(self, st: _OptState) -> None:
         st.attached = True
@@ -491,14 +495,42 @@ class Audit:
     def on_scaler_step(self, optimizer: Any, run: Callable[[], Any]) -> Any:
         st = self._opt.get(id(optimizer))
         before = st.steps if st is not None else None
-        out = run()
+        with self._step_watched(st):
+            out = run()
         self._pending_backward = False
         if st is not None and st.steps == before:
             st.skipped = True
             self.report.counts["skipped steps"] += 1
             for key in [k for k, opt_id in self._sched_opt.items() if opt_id == id(st.opt)]:
                 self._sched_since[key] = 0
+            self._clips.clear()  # the update is over (skipped): the next one's clip and EMA update are its own
+            self._ema_since.clear()
         return out
+
+    @contextlib.contextmanager
+    def _step_watched(self, st: _OptState | None) -> Iterator[None]:
+        """The step the GradScaler is about to call goes through the audit's watch. accelerate's fp16 step puts its
+        own ``optimizer.step`` in place for that call (a wrapper of the method it captured when it prepared the
+        optimizer, before an audit that began later) and afterwards sets that captured method back: the audit's
+        wrapper is put around whatever step is in place, for this call."""
+        if st is None or vars(st.opt).get("step") is st.step_wrapper:
+            yield
+            return
+        opt, had = st.opt, "step" in vars(st.opt)
+        current = opt.step
+
+        def step(*args: Any, **kwargs: Any) -> Any:
+            return self._step(st, current, args, kwargs) if self._active else current(*args, **kwargs)
+
+        opt.step = step  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            if vars(opt).get("step") is step:
+                if had:
+                    opt.step = current  # type: ignore[method-assign]
+                else:
+                    del opt.step
 
     def on_clip(self, parameters: Any) -> None:
         self.report.counts["clips"] += 1
