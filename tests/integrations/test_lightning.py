@@ -121,6 +121,27 @@ def test_nonfinite_guard_skips_like_trickbag_trainer(lit: Any) -> None:
     torch.testing.assert_close(flat(module.model), flat(ref_model), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("tricks", [{"sam": {"rho": 0.05}}, {"sam": {"rho": 0.05}, "ema": {"decay": 0.8}}],
+                         ids=["sam", "sam+ema"])
+def test_a_vetoed_first_pass_under_sam_takes_no_second_pass(lit: Any, tricks: dict) -> None:
+    """SAM + the guard, a NaN batch: the first pass's veto ends the update (no second pass, one skip), as in
+    trickbag's Trainer; the other updates train the same."""
+    ds = data()
+    ds.tensors[0][9] = float("nan")
+    model = net()
+    ref_model = clone(model)
+    t = Trainer(ref_model, sgd(ref_model.parameters()), loader(ds), tricks=tricks, max_epochs=1, device="cpu",
+                progress=False, nonfinite="skip", seed=0)
+    t.fit()
+    module = lit(clone(model), sgd)
+    cb = TricksCallback(tricks=tricks, nonfinite="skip", seed=0)
+    lightning_fit(module, loader(ds), callbacks=[cb], epochs=1)
+    assert t.guard.skipped == 1 and t.state.skipped_steps == 1
+    assert cb.session.guard.skipped == 1 and cb.session.state.skipped_steps == 1
+    assert cb.session.state.step == t.state.step == 4
+    torch.testing.assert_close(flat(module.model), flat(ref_model), rtol=0, atol=1e-5)
+
+
 # ---------------------------------------------------------------------- refusals, one by one
 @pytest.mark.parametrize("trick", ["compile", "channels_last", "multiscale", "tta", "profile", "augment"])
 def test_framework_owned_tricks_are_refused(trick: str) -> None:

@@ -415,11 +415,13 @@ def _first_pass_first(optimizer: Any, state: Any) -> None:
     """A two-pass optimizer (SAM) under Lightning: Lightning hands ``step`` a closure that runs forward + backward
     (and ``on_before_optimizer_step``: the guard, clipping) without having run it; run it once for the first pass,
     then the optimizer's own step with the same closure for the second pass at the perturbed weights, as trickbag's
-    Trainer does."""
+    Trainer does; a first pass the guard vetoed ends the update (no second pass, one skip)."""
     own_step = type(optimizer).step
 
     def step(closure: Any = None) -> Any:
-        closure()
+        first = closure()
+        if state.step_skipped:  # the first pass was vetoed (the guard): the update ends there, no second pass
+            return first
         state.closure_pass = True
         try:
             return own_step(optimizer, closure)
