@@ -46,14 +46,15 @@ def _fake(effects: dict[str, float], noise: float = 0.01, seeds=range(20), base=
 
 
 def test_known_effects_get_their_verdicts(ev):
-    res = _fake({"mix": 0.03, "ema": -0.03, "sam": 0.0, "swa": 0.0, "clip": 0.0, "l1": 0.0, "tta": 0.001})
+    res = _fake({"mix": 0.03, "ema": -0.03, "sam": 0.0, "swa": 0.0, "clip": 0.0, "l1": 0.0, "tta": 0.001},
+                seeds=range(ev.CONFIRM.stop))
     rows = {r["trick"]: r for r in ev.analyse(res)}
     assert ev.verdict(rows["mix"]) == "helps, confirmed"
     assert ev.verdict(rows["ema"]) == "hurts, confirmed"
     for t in ("sam", "swa", "clip", "l1"):
         assert ev.verdict(rows[t]) == "no evidence", t
     m = rows["mix"]["main"]
-    assert m["n"] == 10 and m["low"] < 0.03 < m["high"]  # the interval covers the effect put in
+    assert m["n"] == len(ev.MAIN) and m["low"] < 0.03 < m["high"]  # the interval covers the effect put in
     assert rows["mix"]["main"]["time"] == pytest.approx(1.2)
 
 
@@ -69,21 +70,21 @@ def test_holm_is_over_the_whole_table(ev):
 
 
 def test_a_call_that_fresh_seeds_do_not_repeat_is_not_confirmed(ev):
-    res = _fake({"mix": 0.03}, seeds=range(10))
+    res = _fake({"mix": 0.03}, seeds=ev.MAIN)
     rows = res["recipes"]["digits-noisy"]["rows"]
     rng = random.Random(9)
-    for s in range(10, 20):  # seeds 10-19: no effect at all
+    for s in ev.CONFIRM:  # the fresh seeds: no effect at all
         v = 0.8 + rng.gauss(0, 0.03)
         rows["acc:baseline"]["seeds"][str(s)] = {"metric": v, "time_s": 10.0}
         rows["acc:mix"]["seeds"][str(s)] = {"metric": v + rng.gauss(0, 0.01), "time_s": 10.0}
     (row,) = ev.analyse(res)
-    assert ev.verdict(row) == "helps on seeds 0-9, not confirmed on 10-19"
+    assert ev.verdict(row) == f"helps on seeds {ev._span(ev.MAIN)}, not confirmed on {ev._span(ev.CONFIRM)}"
 
 
 def test_unconfirmed_and_unrun_rows_say_so(ev):
-    (row,) = ev.analyse(_fake({"mix": 0.03}, seeds=range(10)))
+    (row,) = ev.analyse(_fake({"mix": 0.03}, seeds=ev.MAIN))
     assert ev.verdict(row) == "helps (not yet confirmed)"
-    text = ev.render(_fake({"mix": 0.03}, seeds=range(10)))
+    text = ev.render(_fake({"mix": 0.03}, seeds=ev.MAIN))
     assert "| augment" in text and "n/a: refused: images" in text
 
 
@@ -92,28 +93,30 @@ def test_the_rendering_depends_on_the_results_only(ev):
     assert ev.render(res) == ev.render(res)
 
 
-def _candidate_results(fresh_effect: float):
-    """mix: a +0.7-point signal on seeds 0-9 that passes alone but not after Holm over 4 rows; seeds 10-19
-    carry ``fresh_effect``."""
-    d = [0.01, 0.02, -0.005, 0.015, 0.0, 0.005, 0.02, -0.005, 0.01, 0.0]  # paired t: p = 0.0445
-    res = _fake({"ema": 0.0, "sam": 0.0, "swa": 0.0}, seeds=range(20))
+def _candidate_results(ev, fresh_effect: float):
+    """mix: a +0.4-point signal on the 20 main seeds that passes alone but not after Holm over 4 rows; the fresh
+    seeds carry ``fresh_effect``."""
+    d = [0.01, 0.02, -0.005, 0.015, 0.0, 0.005, 0.02, -0.005, 0.01, 0.0,
+         0.005, -0.01, 0.01, 0.0, 0.015, -0.005, 0.005, 0.01, -0.01, 0.005]  # paired t: p = 0.031
+    assert len(d) == len(ev.MAIN) and ev.MAIN.start == 0
+    res = _fake({"ema": 0.0, "sam": 0.0, "swa": 0.0}, seeds=range(ev.CONFIRM.stop))
     rows = res["recipes"]["digits-noisy"]["rows"]
     base = rows["acc:baseline"]["seeds"]
     rng = random.Random(4)
     rows["acc:mix"] = {"trick": "mix", "kind": "acc", "overrides": [], "seeds": {
-        str(s): {"metric": base[str(s)]["metric"] + (d[s] if s < 10 else fresh_effect + rng.gauss(0, 0.002)),
-                 "time_s": 10.0} for s in range(20)}}
+        str(s): {"metric": base[str(s)]["metric"] + (d[s] if s in ev.MAIN else fresh_effect + rng.gauss(0, 0.002)),
+                 "time_s": 10.0} for s in range(ev.CONFIRM.stop)}}
     return res
 
 
 def test_a_candidate_that_fresh_seeds_confirm_is_reported_as_such(ev):
-    rows = {r["trick"]: r for r in ev.analyse(_candidate_results(0.01))}
+    rows = {r["trick"]: r for r in ev.analyse(_candidate_results(ev, 0.01))}
     m = rows["mix"]["main"]
     assert m["p"] < 0.05 <= m["p_holm"]  # a candidate, not a call of the table
-    assert ev.verdict(rows["mix"]) == "helps on fresh seeds 10-19 (a candidate on 0-9)"
+    assert ev.verdict(rows["mix"]) == "helps on fresh seeds 20-29 (a candidate on 0-19)"
 
 
 def test_a_candidate_that_fresh_seeds_do_not_confirm_is_no_evidence(ev):
-    rows = {r["trick"]: r for r in ev.analyse(_candidate_results(0.0))}
-    assert ev.verdict(rows["mix"]) == "no evidence (a candidate on 0-9, not confirmed on 10-19)"
+    rows = {r["trick"]: r for r in ev.analyse(_candidate_results(ev, 0.0))}
+    assert ev.verdict(rows["mix"]) == "no evidence (a candidate on 0-19, not confirmed on 20-29)"
     assert ev.verdict(rows["ema"]) == "no evidence"
