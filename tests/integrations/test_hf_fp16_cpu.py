@@ -137,3 +137,21 @@ def test_fp16_overflow_without_sam_is_the_grad_scalers_skip(tmp_path: Path) -> N
     assert cb.run.state.step == 5 and cb.run.state.skipped_steps == 1
     ref = reference(tricks, None, at=OVERFLOW_AT, epochs=1)
     assert max_diff(model, ref) < TOL
+
+
+def test_a_vetoed_first_pass_under_sam_takes_no_second_pass(tmp_path: Path) -> None:
+    """SAM + the guard (fp32), a NaN batch: the first pass's veto ends the update, as in trickbag's Trainer (no second
+    forward, whose dropout draws and BatchNorm statistics would otherwise differ); one skip, the rest trains the same."""
+    from trickbag.integrations.hf import TricksCallback, TricksTrainer
+
+    tricks = {"sam": {"rho": 0.05}}
+    x, y = data(N)
+    x[9, 0, 0, 0] = float("nan")  # batch 1's loss is NaN
+    torch.manual_seed(0)
+    model = PlantedNet()
+    cb = TricksCallback(tricks, nonfinite="skip")
+    TricksTrainer(model=model, args=hf_args(str(tmp_path), num_train_epochs=1), train_dataset=hf_dataset(x, y),
+                  callbacks=[cb]).train()
+    assert model.calls == 2 * 6 - 1  # 6 batches, two passes each but the vetoed one
+    assert cb.run.state.skipped_steps == 1 and cb.run.state.step == 5
+    assert all(torch.isfinite(p).all() for p in model.parameters())

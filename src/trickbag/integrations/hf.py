@@ -421,6 +421,8 @@ class TricksTrainer(Trainer):
         def step(closure: Any = None) -> Any:
             group, self._group = self._group, []
             run = self.tricks._need()
+            if run.state.step_skipped:  # the first pass was vetoed (the guard): no second pass, as trickbag's Trainer
+                return None
             try:
                 return own_step(opt, closure or self._closure(group))
             except (VetoedUpdate, Overflow) as exc:
