@@ -141,7 +141,7 @@ def test_fp16_overflow_without_sam_is_the_grad_scalers_skip(tmp_path: Path) -> N
 
 def test_a_vetoed_first_pass_under_sam_takes_no_second_pass(tmp_path: Path) -> None:
     """SAM + the guard (fp32), a NaN batch: the first pass's veto ends the update, as in trickbag's Trainer (no second
-    forward, whose dropout draws and BatchNorm statistics would otherwise differ); one skip, the rest trains the same."""
+    forward, whose dropout draws and BatchNorm statistics would otherwise differ); one skip, the rest trains alike."""
     from trickbag.integrations.hf import TricksCallback, TricksTrainer
 
     tricks = {"sam": {"rho": 0.05}}

@@ -149,6 +149,7 @@ class TrickSession:
         self.loss_tricks = False  # a trick changes the loss or the targets: the module must use loss()
         self.changes_loss = False  # a trick replaced the loss function or handles LOSS (the targets aside)
         self.updates_per_epoch = 0
+        self.base_loss: Any = None
 
     def enabled(self, name: str) -> bool:
         """Whether trick ``name`` is switched on."""
@@ -159,13 +160,16 @@ class TrickSession:
                accumulate: int, loss_fn: Any = None, task: Any = None, seed: int | None = None, clip: Any = None,
                monitor: str = "val/loss", mode: str = "min", dist: Any = None,
                device: torch.device | None = None, precision: str = "32",
-               optimizer_kw: dict[str, Any] | None = None, build_schedule: bool = True) -> None:
+               optimizer_kw: dict[str, Any] | None = None, build_schedule: bool = True,
+               total_updates: int | None = None) -> None:
         """Check and build the tricks on the framework's model, optimizer and training loader; afterwards read
         :attr:`optimizer`, :attr:`scheduler` (None unless ``schedule=`` was given), :attr:`clip`.
 
         ``precision``: the framework's (what the plug-ins see); ``optimizer_kw``: options for an optimizer the tricks
         rebuild beyond the user's optimizer's own (HF's ``weight_decay``); ``build_schedule=False``: the framework
-        builds and steps the ``schedule=`` scheduler itself (HF), the session only validated the section."""
+        builds and steps the ``schedule=`` scheduler itself (HF), the session only validated the section;
+        ``total_updates``: the run's updates as the framework counts them (its ``max_steps``, ``limit_train_batches``),
+        the ``schedule=`` horizon (default: ``epochs`` x the loader's updates)."""
         from trickbag.nn import device_of
         from trickbag.plugin.assemble import assemble
         from trickbag.plugin.events import Event
@@ -187,12 +191,13 @@ class TrickSession:
 
             ctx.make_optimizer = functools.partial(ctx.make_optimizer, **optimizer_kw)
         built = build_sections(self.section)
-        make = self._make_schedule(ctx, epochs, mode) if build_schedule else (lambda opt: None)
+        make = self._make_schedule(ctx, epochs, mode, total_updates) if build_schedule else (lambda opt: None)
         done = assemble(ctx, built, schedule=make, keep=optimizer)
         self.plugins, new_opt, scheduler = done.plugins, done.optimizer, done.scheduler
         device = device or device_of(model)
         if ctx.model is not model:
             raise RecipeError(f"a trick replaced the model object, which {self.framework} holds; turn it off")
+        self.base_loss = given_loss  # the task's own loss (evaluation's)
         self.changes_loss = ctx.loss_fn is not given_loss or any(p.handles(Event.LOSS) for p in self.plugins)
         self.loss_tricks = self.changes_loss or self.enabled("mix")
         self.clip = ctx.clip
@@ -204,7 +209,8 @@ class TrickSession:
                            monitor=monitor, mode=mode)
         self.counts = ExactAccumulation(self.state)
 
-    def _make_schedule(self, ctx: Any, epochs: int, mode: str) -> Callable[[torch.optim.Optimizer], Any]:
+    def _make_schedule(self, ctx: Any, epochs: int, mode: str, total: int | None = None
+                       ) -> Callable[[torch.optim.Optimizer], Any]:
         def make(optimizer: torch.optim.Optimizer) -> Any:
             if self.schedule is None:
                 return None
@@ -217,7 +223,8 @@ class TrickSession:
                 name = "sgd"
             recipe = SimpleNamespace(schedule=self.schedule, optim=SimpleNamespace(name=name),
                                      train=SimpleNamespace(epochs=epochs))
-            return build_schedule(recipe, optimizer, ctx.updates_per_epoch, [], mode)  # type: ignore[arg-type]
+            return build_schedule(recipe, optimizer, ctx.updates_per_epoch, [], mode,  # type: ignore[arg-type]
+                                  total_steps=total)
         return make
 
     @property
@@ -289,6 +296,11 @@ class TrickSession:
         size, _ = self.update_size()
         weighted = self.counts.weighted(s.loss, size)
         return weighted * s.accumulate if framework_divides and (size > 1 or s.accumulate > 1) else weighted
+
+    def eval_loss(self, output: torch.Tensor, target: Any) -> torch.Tensor:
+        """The loss of an evaluation batch: the task's own loss of ``output`` against ``target`` (no trick changes
+        it, no guard watches it, nothing of training's state is touched), comparable from run to run."""
+        return self.base_loss(output, target)
 
     def plain_loss(self, output: torch.Tensor, target: Any = None) -> torch.Tensor:
         """The training loss of ``output`` with the loss tricks (LOSS plug-ins, the guard's watch), not weighted:

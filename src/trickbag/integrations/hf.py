@@ -89,6 +89,10 @@ def refuse_args(args: Any, section: Any, schedule: Any = None) -> None:
     if getattr(args, "deepspeed", None):
         raise ConflictError("DeepSpeed owns the optimizer step, gradients and weights (ZeRO shards them) where "
                             "trickbag's tricks act; train without deepspeed=")
+    if getattr(args, "load_best_model_at_end", False) and (section.ema.enabled or section.swa.enabled):
+        raise ConflictError("load_best_model_at_end=True with tricks.ema/swa: HF's checkpoints hold the raw weights "
+                            "while the evaluation that ranks them ran on the averaged ones, so the 'best' model would "
+                            "be neither; set load_best_model_at_end=False (training ends on the averaged weights)")
     if getattr(args, "label_smoothing_factor", 0) and (section.label_smoothing.enabled or section.mix.enabled):
         raise ConflictError("label_smoothing_factor and tricks.label_smoothing/mix both smooth the targets; set "
                             "label_smoothing_factor=0")
@@ -141,7 +145,9 @@ class _Run:
 
     @property
     def changes_loss(self) -> bool:
-        return self.session.changes_loss
+        """A trick changes the loss or the targets (mix): HF's compute_loss_func is the tricks' (a model's own loss
+        would read mixed, float targets as multi-label ones)."""
+        return self.session.loss_tricks
 
     @property
     def updates(self) -> int:  # optimizer updates in one epoch
@@ -191,10 +197,10 @@ class TricksCallback(TrainerCallback):
         epochs = max(1, math.ceil(args.num_train_epochs))
         dist = runtime.dist_info()
         loader = torch.utils.data.DataLoader(trainer.train_dataset, batch_size=args.per_device_train_batch_size)
-        task = Classification(num_classes=_num_outputs(trainer))
+        task = Classification(num_classes=_num_outputs(trainer) or None)
+        tricks = _keep_hf_no_decay(self._tricks, self.section, args.weight_decay)
         # a session per train(): the tricks' plug-ins are built afresh on this trainer's model and optimizer
-        session = TrickSession(self._tricks, schedule=self._schedule, nonfinite=self.nonfinite,
-                               framework="the HF Trainer")
+        session = TrickSession(tricks, schedule=self._schedule, nonfinite=self.nonfinite, framework="the HF Trainer")
         # the groups a trick rebuilds get HF's weight decay (torch's AdamW default is not the user's choice); HF
         # builds and steps the schedule= scheduler itself (create_scheduler)
         session.set_up(trainer.model, trainer.optimizer, loader, epochs=epochs,
@@ -203,7 +209,7 @@ class TricksCallback(TrainerCallback):
                        optimizer_kw={"weight_decay": args.weight_decay}, build_schedule=False)
         if session.guard is not None and not dist.is_main:
             session.guard.out = None
-        changes_loss = session.changes_loss
+        changes_loss = session.loss_tricks
         problem = getattr(getattr(trainer.model, "config", None), "problem_type", None)
         if changes_loss and problem in ("regression", "multi_label_classification"):
             raise RecipeError(f"the loss tricks here replace a single-label classification (or token) loss; the "
@@ -298,6 +304,9 @@ class TricksCallback(TrainerCallback):
         update's ``num_items_in_batch`` (see the module's docstring)."""
         run = self._need()
         out, target, n = counted(_logits(outputs), labels, getattr(self, "shift_labels", False))
+        if not run.state.model.training:  # evaluation: the task's own loss (no trick, no guard, nothing counted)
+            loss = run.session.eval_loss(out, target)
+            return loss if num_items_in_batch is None else loss * (n / num_items_in_batch)
         loss = run.session.plain_loss(out, target)  # the tricks' loss, LOSS, the guard's watch
         run.losses_seen += 1
         return loss if num_items_in_batch is None else loss * (n / num_items_in_batch)
@@ -319,6 +328,16 @@ class TricksCallback(TrainerCallback):
             own = {p.key for p in run.plugins if isinstance(p, GeneratorState)}
             sd["plugins"] = {k: {**v, "this_rank": True} if k in own else v for k, v in sd["plugins"].items()}
         run.session.load_state_dict(sd, rng=False)  # HF restores the RNG from its rng_state files
+
+
+def _keep_hf_no_decay(tricks: dict[str, Any], section: Any, weight_decay: float) -> dict[str, Any]:
+    """layer_decay rebuilds the optimizer's groups; HF's own groups keep biases and LayerNorm weights out of weight
+    decay, which the rebuilt groups keep too (``param_groups.no_decay_bias_norm``), said in one line."""
+    if not (section.layer_decay.enabled and weight_decay > 0) or section.param_groups.enabled:
+        return tricks
+    print("trickbag: tricks.layer_decay rebuilds HF's parameter groups; biases and norm weights keep HF's weight "
+          "decay 0 (tricks.param_groups.no_decay_bias_norm)", file=sys.stderr)
+    return {**tricks, "param_groups": {"no_decay_bias_norm": True}}
 
 
 def _scaler_skip(run: _Run, optimizer: Any) -> None:
@@ -363,6 +382,13 @@ def _num_outputs(trainer: Any) -> int:
     """The width of the model's logits, from one forward on the first training sample (RNG put back)."""
     if _is_causal(trainer.model):
         return int(trainer.model.config.vocab_size)
+    try:
+        return _probe_outputs(trainer)
+    except Exception:  # noqa: BLE001 (a probe: a model or dataset it cannot feed leaves the count unknown)
+        return 0  # the tricks that need it (mix) say so in one line
+
+
+def _probe_outputs(trainer: Any) -> int:
     batch = trainer.data_collator([trainer.train_dataset[0]])
     batch = {k: v.to(trainer.args.device) if hasattr(v, "to") else v for k, v in batch.items() if k != "labels"}
     rng, was = runtime.get_rng_state(), trainer.model.training
@@ -475,7 +501,9 @@ class TricksTrainer(Trainer):
         run = cb._need()
         recipe = SimpleNamespace(schedule=cb.schedule, optim=SimpleNamespace(name="sgd"),  # not schedule-free
                                  train=SimpleNamespace(epochs=run.state.max_epochs))
-        self.lr_scheduler = build_schedule(recipe, run.state.optimizer, run.updates, [], "min")  # type: ignore[arg-type]
+        # over HF's own count of updates (max_steps, fractional epochs, drop_last), warm-up in HF's epochs
+        self.lr_scheduler = build_schedule(recipe, run.state.optimizer, run.updates, [], "min",  # type: ignore[arg-type]
+                                           total_steps=num_training_steps)
         self._created_lr_scheduler = True
         return self.lr_scheduler
 

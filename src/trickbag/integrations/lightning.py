@@ -52,6 +52,9 @@ REFUSED_HERE: dict[str, str] = {
     "manual_optimization": "the tricks hook Lightning's automatic optimization; a module with "
                            "automatic_optimization=False steps its own optimizer",
     "gradient_clip_val": "Trainer(gradient_clip_val=...) and tricks.clip would both clip; keep one of them",
+    "averaging": "Lightning's own weight averaging callback (WeightAveraging, EMAWeightAveraging or "
+                 "StochasticWeightAveraging) and tricks.ema/swa would both average the weights and swap them in for "
+                 "validation; keep one of them",
     "scheduler+schedule": "the module's LR scheduler and schedule= would both set the learning rate; keep one",
     "scheduler+groups": "the tricks rebuilt the optimizer's parameter groups, so the module's LR scheduler would "
                         "step the replaced optimizer; pass schedule= (a recipe's schedule section) instead",
@@ -128,6 +131,9 @@ class TricksCallback(pl.Callback):
             raise _refuse("manual_optimization")
         if trainer.gradient_clip_val and (self.session.enabled("clip")):
             raise _refuse("gradient_clip_val")
+        if (self.session.enabled("ema") or self.session.enabled("swa")) and any(
+                type(c).__name__ in _AVERAGING or isinstance(c, _lightning_averaging()) for c in trainer.callbacks):
+            raise _refuse("averaging")
         if self.session.enabled("sam") and trainer.accumulate_grad_batches > 1:
             raise _refuse("sam")
         plugin = getattr(trainer, "precision_plugin", None)
@@ -149,10 +155,11 @@ class TricksCallback(pl.Callback):
                         local_rank=trainer.local_rank) if trainer.world_size > 1 else DistInfo()
         from trickbag.train.tasks import Classification
 
-        s.set_up(pl_module, user_opt, trainer.train_dataloader, epochs=trainer.max_epochs,
+        total, epochs = _horizon(trainer, s.schedule is not None)
+        s.set_up(pl_module, user_opt, trainer.train_dataloader, epochs=epochs,
                  accumulate=trainer.accumulate_grad_batches, loss_fn=self.loss_fn, seed=self.seed,
                  task=Classification(num_classes=self.num_classes),
-                 clip=None, dist=dist, device=pl_module.device)
+                 clip=None, dist=dist, device=pl_module.device, total_updates=total)
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         if scaler is not None and scaler.is_enabled():  # fp16: inf gradients are the GradScaler's business, and an
             s.state.scaler = scaler  # update it skips is no update (no step, schedule or EMA), as in trickbag's Trainer
@@ -223,6 +230,11 @@ class TricksCallback(pl.Callback):
         accumulation (Lightning divides it by ``accumulate_grad_batches`` afterwards, as always)."""
         self._loss_called = True
         s = self.session.state
+        if not s.model.training:  # validation / test: the task's own loss of the given targets, no trick, no guard
+            if target is None:
+                raise RecipeError("self.trickbag_loss(output) outside training needs the targets: call "
+                                  "self.trickbag_loss(output, y)")
+            return self.session.eval_loss(output, target)
         if target is not None and self.session.enabled("mix"):
             target = None  # mix made the targets: the batch's labels are the soft ones the module was handed
         return self.session.loss(output, target if target is not None else s.batch[1])
@@ -355,6 +367,35 @@ class TricksCallback(pl.Callback):
             # a resume inside the run's first epoch, whose iterator Lightning makes before any hook sees the loader
             # (after this one): the RNG goes back to where it was when that iterator was made in the first place
             runtime.set_rng_state(start["rng"])
+
+
+_AVERAGING = ("WeightAveraging", "EMAWeightAveraging", "StochasticWeightAveraging")
+
+
+def _lightning_averaging() -> tuple[type, ...]:
+    """Lightning's weight-averaging callback classes this version has."""
+    import lightning.pytorch.callbacks as callbacks
+
+    return tuple(getattr(callbacks, n) for n in _AVERAGING if hasattr(callbacks, n))
+
+
+def _horizon(trainer: Any, needed: bool) -> tuple[int | None, int]:
+    """(the run's optimizer updates as Lightning counts them (``max_steps``, ``limit_train_batches``, accumulation),
+    the epochs the tricks plan over): the ``schedule=`` horizon; None when Lightning cannot tell (an endless run:
+    refused when ``schedule=`` needs it)."""
+    import math
+
+    total = trainer.estimated_stepping_batches
+    known = total is not None and math.isfinite(total) and total > 0
+    if not known and needed:
+        raise RecipeError("schedule= needs the run's length and this Trainer runs without end (max_epochs=-1 and no "
+                          "max_steps): set max_epochs or max_steps")
+    epochs = trainer.max_epochs
+    if not epochs or epochs < 0:  # max_steps alone: the epochs it spans
+        per_epoch = max(1, int(trainer.num_training_batches) // max(1, trainer.accumulate_grad_batches)) \
+            if math.isfinite(trainer.num_training_batches) else 1
+        epochs = max(1, math.ceil(total / per_epoch)) if known else 1
+    return (int(total) if known else None), int(epochs)
 
 
 def _scalars(metrics: Any) -> dict[str, float]:

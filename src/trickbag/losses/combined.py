@@ -50,15 +50,16 @@ class ClassificationLoss:
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: int | None,
         *,
         smoothing: float = 0.0,
         gamma: float | None = None,
         alpha: float | Tensor | None = None,
         weight: Tensor | None = None,
     ) -> None:
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes must be an int >= 1, got {num_classes!r}")
+        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+                                        or num_classes < 1):
+            raise ValueError(f"num_classes must be an int >= 1 (or None: the logits' width), got {num_classes!r}")
         if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
             raise TypeError(f"smoothing must be a float in [0, 1), got {smoothing!r}")
         if not 0.0 <= smoothing < 1.0:
@@ -73,7 +74,8 @@ class ClassificationLoss:
         if self.gamma is None:
             return F.cross_entropy(logits, target, weight=self.weight, label_smoothing=self.smoothing)
         if self.smoothing > 0:
-            target = smooth_targets(target, self.num_classes, self.smoothing).to(logits.device)
+            n = self.num_classes or logits.shape[-1]
+            target = smooth_targets(target, n, self.smoothing).to(logits.device)
         return focal_loss(logits, target, self.gamma, self.alpha, weight=self.weight)
 
     def __repr__(self) -> str:

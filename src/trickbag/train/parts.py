@@ -169,9 +169,11 @@ def _with_lookahead(groups: list[dict[str, Any]], *, base: Callable[[list[dict[s
 
 
 def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_epoch: int,
-                   notes: list[str] | None = None, mode: str = "max") -> Any:
+                   notes: list[str] | None = None, mode: str = "max", total_steps: int | None = None) -> Any:
     """The recipe's LR schedule, in optimizer updates (epochs in the recipe are converted); ``mode``:
-    whether the monitored metric (plateau) should rise or fall."""
+    whether the monitored metric (plateau) should rise or fall; ``total_steps``: the run's updates when another
+    framework counts them (its ``max_steps``, a fraction of an epoch, batches it drops); default: epochs x
+    ``steps_per_epoch``."""
     from trickbag.optim import build_scheduler, optimizers
     from trickbag.optim.schedules import SCHEDULES
     from trickbag.optim.schedules.base import RecipeSteps
@@ -186,7 +188,7 @@ def build_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, steps_per_e
             raise RecipeError(f"schedule.name=none takes no warm-up (schedule.warmup_epochs={sc.warmup_epochs}); "
                               "set schedule.warmup_epochs=0, or use schedule.name=constant for a warm-up alone")
         return None
-    total = steps_per_epoch * recipe.train.epochs
+    total = steps_per_epoch * recipe.train.epochs if total_steps is None else int(total_steps)
     warmup = int(round(sc.warmup_epochs * steps_per_epoch))
     schedule = SCHEDULES[sc.name]
     if warmup >= total and schedule.shorten_warmup:

@@ -102,9 +102,13 @@ def _num_outputs(model: torch.nn.Module, task: Any, train: Any, device: torch.de
     try:
         with torch.inference_mode():
             out = model.eval()(torch.zeros((1, *sample_shape(train)), device=device))
+    except Exception:  # noqa: BLE001 (a probe: a forward that takes other inputs (token ids, dicts) leaves it unknown)
+        return 0  # unknown: the tricks that need it (mix) say so in one line
     finally:
         model.train(was_training)
-    return int(out.shape[-1])
+    if isinstance(out, dict) and "logits" in out:
+        out = out["logits"]
+    return int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() >= 1 else 0
 
 
 def remake(optimizer: torch.optim.Optimizer) -> functools.partial:

@@ -17,5 +17,5 @@ def classification_loss(ctx: TrickContext, trick: str) -> Any:
 
     if isinstance(ctx.loss_fn, ClassificationLoss):
         return ctx.loss_fn
-    ctx.loss_fn = ClassificationLoss(ctx.num_outputs)
+    ctx.loss_fn = ClassificationLoss(ctx.num_outputs or None)  # (0: unknown, the logits' width at each call)
     return ctx.loss_fn

@@ -70,6 +70,10 @@ class MixPlugin(GeneratorState, Plugin):
                 f"tricks.mix.cutmix_alpha={self.kw['cutmix_alpha']} needs images [C, H, W] or signals [C, L]; "
                 f"the data gives samples of shape {list(shape)}: set tricks.mix.cutmix_alpha=0 (mixup only)"
             )
+        if not ctx.num_outputs:
+            raise RecipeError("tricks.mix needs the number of classes and the model's output on a sample did not tell "
+                              "(its forward takes other inputs, or returns no logits tensor): pass num_classes= to "
+                              "the callback")
         self.rank = ctx.rank
         self.generator = trick_generator(ctx.seed, "mix", self.rank)
         # multi-label and regression targets are float [N, outputs]: mixed as they are
