@@ -19,6 +19,7 @@ from trickbag.audit._flow import (
     FileModel,
     FunctionModel,
     Loop,
+    steps_like,
 )
 from trickbag.audit._query import (
     has_kind,
@@ -173,6 +174,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                         and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
                     if _backward_before(fm, kept, loop, order) and _reset_anywhere_in_loop(fm, target, loop):
                         continue  # backward() freed the graph's tensors; the sum restarts every update: bounded
+                    if _one_update_of_micro_batches(fm, target, loop):
+                        continue
                     yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
                                     f"graph stays in memory")
         yield from _helper_accumulations(fm, losses)
@@ -313,6 +316,19 @@ def _backward_before(fm: FunctionModel, kept: str, loop: Loop, order: int) -> bo
     """``kept.backward()`` (or a backward of an expression naming it) ran earlier in the same iteration."""
     return any(b.order < order and loop in b.loops and kept in _names(b.extra.get("loss"))
                for b in fm.kind_events(BACKWARD))
+
+
+def _one_update_of_micro_batches(fm: FunctionModel, target: str, loop: Loop) -> bool:
+    """The loop is the accumulation loop of one optimizer update: it back-propagates, steps nowhere inside, and the
+    function steps after it; the sum is a local name started before the loop in this function.  It lives over the
+    micro-batches of one update, whose backward already freed the saved tensors of their graphs: bounded."""
+    if loop.parent is not None or "." in target or "[" in target or any(steps_like(e) for e in loop.events):
+        return False
+    end = getattr(loop.node, "end_lineno", 0) or 0
+    after = [e for e in fm.events if steps_like(e) and getattr(e.node, "lineno", 0) > end and not e.loops]
+    started = [a for a in fm.assigns if target in a.names and a.op is None and not a.loops
+               and getattr(a.node, "lineno", 0) < loop.node.lineno]  # type: ignore[attr-defined]  # a statement
+    return bool(after) and bool(started)
 
 
 def _reset_anywhere_in_loop(fm: FunctionModel, target: str, loop: Loop) -> bool:
