@@ -242,3 +242,63 @@ MEGATRON = """
 def test_tb204_data_a_call_is_told_is_not_a_loss():
     """Megatron: ``loss_func(output, non_loss_data=True)`` returns data to collect, not a loss."""
     assert found(MEGATRON.format(kw="non_loss_data"), "TB204") == []
+
+
+EPOCH_FUNCTION = """
+    import torch
+
+    def train_epoch(net, loader, optimizer, scheduler, criterion):
+        {first}
+        net.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(net(x), y).backward()
+            optimizer.step()
+        {last}
+"""
+
+
+def test_tb101_scheduler_at_the_top_of_an_epoch_function():
+    """Missed mistake 95: the epoch function steps the scheduler first, before the optimizer steps of its batch
+    loop; stepped after the loop it is right."""
+    assert found(EPOCH_FUNCTION.format(first="scheduler.step()", last="pass"), "TB101") == [5]
+    assert found(EPOCH_FUNCTION.format(first="pass", last="scheduler.step()"), "TB101") == []
+
+
+def test_tb101_code_for_torch_0_3_is_uncertain():
+    """darts: ``Variable(x, volatile=True)`` / ``.cuda(async=True)`` / ``loss.data[0]`` code was written when the
+    scheduler was stepped first: low confidence (``--all``) with the reason."""
+    old = EPOCH_FUNCTION.format(first="scheduler.step()", last="return loss.data[0]")
+    assert found(old, "TB101") == []
+    assert found(old, "TB101", show_all=True) == [5]
+
+
+PAIR = """
+    import torch
+
+    class OptimizerScheduler:
+        def __init__(self, optimizer, scheduler):
+            self.optimizer, self.scheduler = optimizer, scheduler
+
+        def step(self):
+            {body}
+
+    class Runner:
+        def __init__(self, model, optimizer, scheduler):
+            self.model = model
+            self.optimizer_scheduler = OptimizerScheduler(optimizer, scheduler)
+
+        def run_train_step(self, batch):
+            loss = self.model(**batch).loss
+            loss.backward()
+            self.optimizer_scheduler.step()
+"""
+
+
+def test_tb101_scheduler_first_in_the_update_helper_of_the_training_step():
+    """Missed mistake 96: the training step calls a helper object's ``step()`` after its backward, and that helper
+    steps the scheduler before the optimizer."""
+    wrong = PAIR.format(body="self.scheduler.step()\n            self.optimizer.step()")
+    right = PAIR.format(body="self.optimizer.step()\n            self.scheduler.step()")
+    assert found(wrong, "TB101") == [9]
+    assert found(right, "TB101") == []
