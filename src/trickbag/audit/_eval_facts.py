@@ -210,6 +210,15 @@ def eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
     yield from ((f, "loop") for f in _full_batch_validation(fm))
 
 
+def unconditional_forward(fm: FunctionModel, fwd: Event, scope: str) -> Event:
+    """The first forward of the evaluation scope of ``fwd`` that runs on every pass (not under an ``if`` of the
+    scope: ``if encoder is not None: imgs = encoder(imgs)`` comes before the decoder that always runs), else ``fwd``."""
+    loop = fwd.loops[-1] if scope == "loop" and fwd.loops else None
+    same = [e for e in _forwards(fm) if e.order >= fwd.order and (loop is None or loop in e.loops)
+            and not e.rel_guards(loop) and e.grad_disabled == fwd.grad_disabled]
+    return fwd if not fwd.rel_guards(loop) or not same else min(same, key=lambda e: e.order)
+
+
 def _full_batch_validation(fm: FunctionModel) -> Iterator[Event]:
     """``model(X_valid)`` under ``no_grad`` / ``inference_mode`` right in an epoch loop that trains the same model
     (one full-batch validation forward, no loop over a validation loader), compared to labels named alike."""

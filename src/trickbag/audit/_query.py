@@ -253,8 +253,8 @@ def is_valish(loop: Loop) -> bool:
     return bool(words & VALISH)
 
 
-_DATA = {"loader", "dataloader", "dl", "data", "dataset", "ds", "batches", "iterator", "split", "images", "samples",
-         "inputs", "examples", "records"}
+_DATA = {"loader", "loaders", "dataloader", "dataloaders", "dl", "data", "dataset", "ds", "batches", "iterator",
+         "split", "images", "samples", "inputs", "examples", "records"}
 
 
 def is_data_loop(loop: Loop) -> bool:

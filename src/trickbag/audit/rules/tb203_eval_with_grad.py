@@ -17,6 +17,7 @@ from trickbag.audit._eval_facts import (
     runs_without_grad,
     smoke_check,
     test_code,
+    unconditional_forward,
 )
 from trickbag.audit._flow import (
     BACKWARD,
@@ -147,7 +148,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     for fm in file.functions:
         if fm.grad_disabled or _grad_off_statement(fm) or test_code(fm):
             continue
-        for fwd, scope in eval_forwards(fm):
+        for first, scope in eval_forwards(fm):
+            fwd = unconditional_forward(fm, first, scope)
             if fwd.grad_disabled or fwd.in_context("grad") is not None or smoke_check(fm, fwd) \
                     or runs_without_grad(file, fwd.recv or ""):
                 continue
