@@ -52,12 +52,16 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     loop of its own counts as one iteration (Lightning's manual optimisation:
     ``self.manual_backward(loss); sch.step(); opt.step()`` in ``training_step``).  A handler run at the start of
     an epoch or iteration (ignite's ``@trainer.on(Events.EPOCH_STARTED)``, an ``on_epoch_start`` hook) that steps
-    the scheduler runs before that epoch's updates, in a file that steps an optimizer.
+    the scheduler runs before that epoch's updates, in a file that steps an optimizer.  So does an epoch function
+    (its batch loop back-propagates and steps) that steps the scheduler at its own top, before that loop, and a
+    loop-less update helper (``self.optimizer_scheduler.step()`` called after the training step's backward) that
+    steps the scheduler before the optimizer.
 
     In a project that pins a torch older than 1.1 (``torch==0.4.1``) stepping the scheduler first was the documented
-    order: low confidence there.  Not torch's schedulers are left alone: an instance of a hand-written schedule
-    class of the project (no base class but ``object``, built in the file or returned by a project factory such
-    as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
+    order: low confidence there, and so is a file written for torch <= 0.3 (``Variable(x, volatile=True)``,
+    ``.cuda(async=True)``, ``loss.data[0]``).  Not torch's schedulers are left alone: an instance of a hand-written
+    schedule class of the project (no base class but ``object``, built in the file or returned by a project factory
+    such as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
     (I-JEPA's ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``:
     torch's returns None).
 

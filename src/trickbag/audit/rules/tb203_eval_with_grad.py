@@ -124,7 +124,13 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     before the training loop began (a frozen module kept in eval through training, run per sample) is part of the
     training step, not an evaluation.  The callers are followed into methods inherited within the file (a base
     class's ``run_all_evals`` running ``self.evaluate_mt`` under ``no_grad``, defined only by one subclass) and
-    into an evaluator class's own ``self.eval()`` method (no ``nn.Module``: not a mode switch).
+    into an evaluator class's own ``self.eval()`` method (no ``nn.Module``: not a mode switch).  A function whose
+    callers are not in its file is not reported when every call of it by name in the project (other modules
+    included, tests left out) that is not a training forward runs under ``no_grad`` / ``inference_mode``
+    (``predict()`` shared by ``update()`` and an ``accuracy()`` helper of another module that holds ``no_grad``);
+    nor is a loop that calls ``autograd.grad`` (a Hessian-vector product needs the graph), nor a forward on batches
+    a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``.  The
+    finding is on the first forward of the evaluation that runs on every pass (not one under an ``if``).
 
     Wrong::
 

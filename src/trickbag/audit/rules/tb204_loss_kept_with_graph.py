@@ -125,7 +125,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     memory grows each step until the epoch ends or the GPU runs out — the classic "out of memory
     after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.  After that loss's own
     ``backward()`` its graph has already freed the saved activations: a sum restarted inside the loop (at every
-    optimizer step) stays small and is not reported; one never restarted grows a history all epoch long.  A step's
+    optimizer step) stays small and is not reported, nor a local sum started before the accumulation loop of one
+    update (backward inside, the step after it); one never restarted grows a history all epoch long.  A value a
+    call is told is not a loss (``loss_func(output, non_loss_data=True)``) is not a loss.  A step's
     output dict appended to a list (``outputs.append(output)``) after ``output["loss"].backward()``, its loss not
     replaced by ``output["loss"].detach()`` first, keeps every step's graph too.
     The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,

@@ -627,7 +627,9 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     under one name) and a resume that restores the optimizer state or step count in a file that trains (not one
     that also builds the model for inference), both unless the path comes from the command line, an environment
     variable or a user's config file (``args.ckpt``, ``json.load(f)["checkpoint_path"]``); a reload of the best
-    weights after training in the same function, and the same path reloaded elsewhere in the file.  A tool that
+    weights after training in the same function (or the path an object was built with, loaded after its
+    ``train*`` / ``fit*`` method ran: ``SentenceRE(..., ckpt=ckpt)``, ``framework.train_model()``), and the same
+    path reloaded elsewhere in the file.  A tool that
     loads a file and saves it back (``strip_optimizer``) is not a save of the program's own results.  A path
     returned by a function of this file that saves to it (``f = preprocess(...)``, ``torch.save(data, f); return
     f``) is the program's own file, and so is the path a method loads when a sibling method of the same
