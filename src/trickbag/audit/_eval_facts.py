@@ -44,11 +44,40 @@ def mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     """The train/eval switch last run (in this function) before ``fwd``: 'eval', 'train' or None."""
     events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
     modes = [(e, kind) for e, kind in mode_events(fm, events) if same_model(e, fwd)]
+    inner = _wrapped_model(fm.file, fwd.recv) if not modes and fwd.recv else None
+    if inner:
+        modes = [(e, kind) for e, kind in mode_events(fm, events) if (e.recv or "") == inner]
     if modes:
         return modes[-1][1]
     if fwd.recv and _built_in_eval(fm, fwd):
         return EVAL
     return EVAL if fwd.recv and _keeps_itself_in_eval(fm.file, fwd.recv) else None
+
+
+_WRAPPERS = ("DataParallel", "DistributedDataParallel", "cuda", "to", "cpu")
+
+
+def _wrapped_model(file: FileModel, name: str) -> str | None:
+    """The model that a plain name of the file wraps: every assignment of ``name`` in the file is that model, moved
+    (``model.cuda()``, ``model.to(device)``) or wrapped (``nn.DataParallel(model, dim=1)``): switching the model
+    switches the wrapper, whose replicas copy its mode (darts' ``parallel_model``)."""
+    table = file.memo("wrapped_model", dict)
+    if name not in table:
+        bases = {_unwrap(n.value) for n in file.nodes if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)} if "." not in name else set()
+        table[name] = bases.pop() if len(bases) == 1 and None not in bases else None
+        if table[name] == name:
+            table[name] = None
+    return table[name]
+
+
+def _unwrap(value: ast.AST | None) -> str | None:
+    while isinstance(value, ast.Call):
+        if call_name(value) not in _WRAPPERS:
+            return None
+        value = value.func.value if isinstance(value.func, ast.Attribute) and call_name(value) != "DataParallel" \
+            and call_name(value) != "DistributedDataParallel" else (value.args[0] if value.args else None)
+    return value.id if isinstance(value, ast.Name) else None
 
 
 def _built_in_eval(fm: FunctionModel, fwd: Event) -> bool:
@@ -181,6 +210,15 @@ def eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
     yield from ((f, "loop") for f in _full_batch_validation(fm))
 
 
+def unconditional_forward(fm: FunctionModel, fwd: Event, scope: str) -> Event:
+    """The first forward of the evaluation scope of ``fwd`` that runs on every pass (not under an ``if`` of the
+    scope: ``if encoder is not None: imgs = encoder(imgs)`` comes before the decoder that always runs), else ``fwd``."""
+    loop = fwd.loops[-1] if scope == "loop" and fwd.loops else None
+    same = [e for e in _forwards(fm) if e.order >= fwd.order and (loop is None or loop in e.loops)
+            and not e.rel_guards(loop) and e.grad_disabled == fwd.grad_disabled]
+    return fwd if not fwd.rel_guards(loop) or not same else min(same, key=lambda e: e.order)
+
+
 def _full_batch_validation(fm: FunctionModel) -> Iterator[Event]:
     """``model(X_valid)`` under ``no_grad`` / ``inference_mode`` right in an epoch loop that trains the same model
     (one full-batch validation forward, no loop over a validation loader), compared to labels named alike."""
@@ -226,11 +264,24 @@ def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], a
     return parents
 
 
+def _differentiates(fm: FunctionModel, loop: Loop) -> bool:
+    """The loop calls ``torch.autograd.grad``, itself or through a function defined in ``fm`` or in the file
+    (a Hessian-vector product of the loss of its forward): its forward needs the graph."""
+    def grads(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and call_name(n) == "grad" and "autograd" in (dotted(n.func) or "")
+                   for n in walk(node))
+    if grads(loop.node):
+        return True
+    local = {n.name: n for n in fm.nodes if isinstance(n, ast.FunctionDef)}
+    names = {n.func.id for n in walk(loop.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return any(grads(local[x]) if x in local else x in fm.file.top and grads(fm.file.top[x].node) for x in names)
+
+
 def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
     if has_kind(loop, BACKWARD) or any(stepish(e) for e in loop.events):
         return False
     fwds = [e for e in _forwards(fm) if loop in e.loops]
-    if not fwds:
+    if not fwds or _differentiates(fm, loop):
         return False
     first_fwd = min(fwds, key=lambda e: e.order)
     return is_valish(loop) or (mode_before(fm, first_fwd) == EVAL and not _kept_in_eval(fm, loop, first_fwd)) or \

@@ -33,7 +33,8 @@ class FunctionModel(Protocol):
     def role(self, name: str | None) -> str | None: ...
 
 
-_BACKWARD_DRIVERS = re.compile(r"accelerator|fabric|engine|^self$|trainer|manual")
+#: receivers whose ``.backward(loss)`` back-propagates its argument (apex FP16_Optimizer too)
+_BACKWARD_DRIVERS = re.compile(r"accelerator|fabric|engine|^self$|trainer|manual|optim")
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
 
 

@@ -48,11 +48,13 @@ __all__ = ["FileModel", "FunctionModel", "Event", "Loop", "Guard", "Assignment",
            "BACKWARD", "STEP", "ZERO", "SCHED", "SCALE", "UNSCALE", "SCALER_UPDATE", "CLIP", "EMA_UPDATE",
            "FORWARD", "EVAL", "TRAIN", "CALL", "TRAIN_CALL"]
 
-_ACCUM_WORDS = re.compile(r"accum|sync_grad|grad_acc|should_step|do_step|should_update|do_update|is_update|"
+_ACCUM_WORDS = re.compile(r"accum|sync_grad|grad(ient)?_acc|should_step|do_step|should_update|do_update|is_update|"
                           r"update_step|is_last|last_micro|boundary|optim_step|step_now|take_step|micro")
 _NOT_ACCUM_WORDS = {"log", "logging", "print", "eval", "val", "valid", "save", "ckpt", "checkpoint", "display",
                     "report", "plot", "vis", "sample", "test", "warmup", "swa"}
 _GRAD_OFF = {"no_grad", "inference_mode"}
+#: objects whose ``train()`` runs a training (not a mode switch of a module)
+_TRAINER_LIKE = re.compile(r"trainer|runner|engine|solver|experiment|pipeline")
 
 
 @dataclass(eq=False)
@@ -258,8 +260,10 @@ class Accumulation:
             return self.inner in ev.loops
         if self.loop not in ev.loops:
             return False
-        if self.guard is None:
-            return ev not in self.updates and not any(g.accum for g in ev.rel_guards(self.loop))
+        if self.guard is None:  # ``if self._backprop_step(loss): scheduler.step()``: run when the helper stepped
+            tests = [u.node for u in self.updates]
+            return ev not in self.updates and not any(
+                g.accum or any(t in walk_no_defs(g.node.test) for t in tests) for g in ev.rel_guards(self.loop))
         if ev.under(self.guard):
             return False
         if any(g.node is self.guard.node for g in ev.guards):
@@ -481,13 +485,16 @@ def _guarded_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
     return Accumulation(loop, g, None, _counter(g))
 
 
+_COUNT_NAME = re.compile(r"accum|grad(ient)?_acc")
+
+
 def _counter(g: Guard) -> set[str]:
     """The names of the accumulation count in an update test (``k`` in ``(i + 1) % k == 0``)."""
     counter: set[str] = set()
     for n in walk_no_defs(g.node.test):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
             counter |= {d for m in walk_no_defs(n.right) if (d := dotted(m))}
-        elif isinstance(n, (ast.Name, ast.Attribute)) and "accum" in (name := dotted(n) or "").lower():
+        elif isinstance(n, (ast.Name, ast.Attribute)) and _COUNT_NAME.search((name := dotted(n) or "").lower()):
             counter.add(name)
     # ``self.accum``, not ``self`` (every ``self.model(x)`` would look divided)
     return {c for c in counter if c not in ("self", "cls") and not any(o.startswith(c + ".") for o in counter)}
@@ -564,8 +571,11 @@ def _rescales_grads(fm: FunctionModel) -> bool:
 
 
 def _helper_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:
-    """``self.maybe_step(i)`` called on every iteration, the helper testing ``(i + 1) % k == 0`` itself."""
+    """``self.maybe_step(i)`` called on every iteration, the helper testing ``(i + 1) % k == 0`` itself (or one helper
+    that back-propagates the micro-batch and steps under its own accumulation counter)."""
     steps, backs = _own_events(fm, loop, steps_like), _own_events(fm, loop, backward_like)
+    if not steps and not backs:  # ``self._backprop_step(loss)``: one helper back-propagates, steps when its count says
+        steps = backs = _own_events(fm, loop, lambda e: e.kind == CALL and {BACKWARD, STEP} <= e.kinds())
     if not steps or not backs or not all(s.kind == CALL for s in steps):
         return None
     counter: set[str] = set()
@@ -767,7 +777,9 @@ class FileModel:
             and isinstance(n.func, ast.Attribute) and dotted(n.func.value)} | {
             dotted(n.func.value) for n in self.nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and ((call_name(n) == "eval" and not n.args and not n.keywords)
-                 or (call_name(n) == "train" and len(n.args) == 1 and const_value(n.args[0]) is False))
+                 or (call_name(n) == "train" and len(n.args) == 1 and const_value(n.args[0]) is False)
+                 or (call_name(n) == "train" and not n.args and not n.keywords and dotted(n.func.value) != "self"
+                     and not _TRAINER_LIKE.search((dotted(n.func.value) or "").lower())))
             and dotted(n.func.value) and "trainer" not in (dotted(n.func.value) or "").lower()})
 
     def memo(self, key: str, compute):

@@ -7,7 +7,7 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, has_binop, name_tokens, names_in, walk
+from trickbag.audit._ast import call_name, const_value, dotted, has_binop, name_tokens, names_in, walk
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, STEP, TRAIN, TRAIN_CALL, Event, FileModel, FunctionModel, Loop
 
 __all__ = ["stepish", "has_kind", "train_loop", "at_level", "loops_of", "scaled_loss", "mode_events", "same_model",
@@ -253,8 +253,8 @@ def is_valish(loop: Loop) -> bool:
     return bool(words & VALISH)
 
 
-_DATA = {"loader", "dataloader", "dl", "data", "dataset", "ds", "batches", "iterator", "split", "images", "samples",
-         "inputs", "examples", "records"}
+_DATA = {"loader", "loaders", "dataloader", "dataloaders", "dl", "data", "dataset", "ds", "batches", "iterator",
+         "split", "images", "samples", "inputs", "examples", "records"}
 
 
 def is_data_loop(loop: Loop) -> bool:
@@ -285,6 +285,7 @@ def loss_names(fm: FunctionModel) -> set[str]:
             and len(a.names) == 1
             and R.is_loss_value(a.value, fm.role)
             and not _running_sum(a)
+            and not _declared_not_loss(a.value)
             or a.value is not None
             and a.op is None
             and len(a.names) == 1
@@ -292,6 +293,12 @@ def loss_names(fm: FunctionModel) -> set[str]:
         ):
             out.add(a.names[0])
     return out | _loss_terms(fm, out)
+
+
+def _declared_not_loss(value: ast.AST) -> bool:
+    """``loss_func(output, non_loss_data=True)``: the call is told to return something other than the loss."""
+    return isinstance(value, ast.Call) and any(
+        k.arg and "non_loss" in k.arg and const_value(k.value) is True for k in value.keywords)
 
 
 _LOSS_FN_WORDS = {"loss", "criterion", "crit", "mse", "bce", "ce", "nll", "kl", "l1", "l2", "huber", "smooth"}

@@ -52,12 +52,16 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     loop of its own counts as one iteration (Lightning's manual optimisation:
     ``self.manual_backward(loss); sch.step(); opt.step()`` in ``training_step``).  A handler run at the start of
     an epoch or iteration (ignite's ``@trainer.on(Events.EPOCH_STARTED)``, an ``on_epoch_start`` hook) that steps
-    the scheduler runs before that epoch's updates, in a file that steps an optimizer.
+    the scheduler runs before that epoch's updates, in a file that steps an optimizer.  So does an epoch function
+    (its batch loop back-propagates and steps) that steps the scheduler at its own top, before that loop, and a
+    loop-less update helper (``self.optimizer_scheduler.step()`` called after the training step's backward) that
+    steps the scheduler before the optimizer.
 
     In a project that pins a torch older than 1.1 (``torch==0.4.1``) stepping the scheduler first was the documented
-    order: low confidence there.  Not torch's schedulers are left alone: an instance of a hand-written schedule
-    class of the project (no base class but ``object``, built in the file or returned by a project factory such
-    as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
+    order: low confidence there, and so is a file written for torch <= 0.3 (``Variable(x, volatile=True)``,
+    ``.cuda(async=True)``, ``loss.data[0]``).  Not torch's schedulers are left alone: an instance of a hand-written
+    schedule class of the project (no base class but ``object``, built in the file or returned by a project factory
+    such as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
     (I-JEPA's ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``:
     torch's returns None).
 
@@ -82,12 +86,24 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     if not any(fm.kind_events(SCHED) for fm in file.functions):
         return
     old = torch_pinned_below(file.path, (1, 1))
+    old_code = not old and _pre_04_code(file)
     for hit in _hits(file):
-        yield dataclasses.replace(hit, confidence="low", message=hit.message + _PRE_11) if old else hit
+        if old or old_code:
+            hit = dataclasses.replace(hit, confidence="low", message=hit.message + (_PRE_11 if old else _PRE_04))
+        yield hit
 
 
 _PRE_11 = (" (uncertain: the project pins a torch older than 1.1, where the scheduler was stepped before the epoch's "
            "updates)")
+_PRE_04 = (" (uncertain: the file is written for torch <= 0.3 (Variable(volatile=...), .cuda(async=...), "
+           "loss.data[0]), where the scheduler was stepped before the epoch's updates)")
+_PRE_04_CODE = re.compile(r"\bvolatile\s*=|\.cuda\(\s*async\s*=|\.data\[0\]")
+
+
+def _pre_04_code(file: FileModel) -> bool:
+    """Code written for torch <= 0.3: ``Variable(x, volatile=True)``, ``.cuda(async=True)`` or ``loss.data[0]``
+    (removed or an error from torch 0.4 / Python 3.7 on)."""
+    return bool(file.memo("pre_04", lambda: any(_PRE_04_CODE.search(ast.unparse(n)) for n in file.tree.body)))
 
 
 def _hits(file: FileModel) -> Iterator[Hit]:
@@ -100,7 +116,48 @@ def _hits(file: FileModel) -> Iterator[Hit]:
                 yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same iteration")
     for fm in file.functions:
         yield from _scheduler_first_in_step_function(file, fm)
+        yield from _scheduler_first_in_epoch_function(file, fm)
     yield from _scheduler_in_start_handler(file)
+
+
+def _scheduler_first_in_epoch_function(file: FileModel, fm) -> Iterator[Hit]:
+    """An epoch function (its batch loop back-propagates and steps the optimizer) that steps the scheduler first, at
+    its own top level, before that loop: every call runs the scheduler before the epoch's updates."""
+    loops = [lp for lp in fm.loops if lp.parent is None]
+    train = [lp for lp in loops if any(BACKWARD in e.kinds() for e in lp.events) and any(stepish(e) for e in lp.events)]
+    if len(loops) != 1 or not train:
+        return
+    start = train[0].node.lineno
+    for e in fm.events:
+        if e.kind != SCHED or e.loops or e.guards or cast(ast.Call, e.node).args or e.node.lineno >= start:
+            continue
+        steps = [s for s in train[0].events if stepish(s)]
+        own = _scheduler_optimizer(file, e.recv or "")
+        if own and not any(s.kind == STEP and s.recv == own for s in steps):
+            continue
+        if not _sets_value_ahead(file, e) and not _stepped_later(fm, e):
+            yield Hit(e.node, f"{e.recv}.step() runs at the start of the epoch function, before the optimizer steps "
+                              f"of its batch loop")
+
+
+def _update_helper(fm, flat: list[Event]) -> bool:
+    """A helper without a loop that steps the optimizer, called by the file's training step after its backward
+    (``loss.backward(); self.optimizer_scheduler.step()``): its body is the update of that step."""
+    if fm.loops or not any(e.kind == STEP for e in flat):
+        return False
+    if any(any(b.order < site.order for b in site.fm.events if BACKWARD in b.kinds()) for site in fm.call_sites()):
+        return True
+    if fm.cls is None:
+        return False
+    made = {dotted(t) for n in fm.file.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+            and call_name(n.value) == fm.cls.name for t in n.targets}  # ``self.opt_sched = OptimizerScheduler(...)``
+    return any(e.recv in made and call_name(e.node) == fm.name
+               and any(b.order < e.order for b in g.events if BACKWARD in b.kinds())
+               for g in fm.file.functions for e in g.events if isinstance(e.node, ast.Call))
+
+
+def _stepped_later(fm, e: Event) -> bool:
+    return any(x.kind == SCHED and x.recv == e.recv and x.order > e.order for x in fm.events)
 
 
 _START_EVENT = re.compile(r"^(EPOCH|ITERATION)_STARTED$")
@@ -142,7 +199,7 @@ def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
     """A step function without a loop of its own (Lightning's manual optimisation in ``training_step``:
     ``self.manual_backward(loss); sch.step(); opt.step()``): its body is one iteration."""
     flat = [e for e in fm.events if not e.loops]
-    if not any(BACKWARD in e.kinds() for e in flat):
+    if not any(BACKWARD in e.kinds() for e in flat) and not _update_helper(fm, flat):
         return
     for e in flat:
         if e.kind != SCHED or e.node.args or per_micro_batch(e) or _after_first_guarded(e):

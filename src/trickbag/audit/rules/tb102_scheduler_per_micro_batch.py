@@ -85,7 +85,9 @@ def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
     scheduler stepped per batch advances ``k`` times per update: the warm-up ends ``k`` times too
     early and the decay finishes when a ``1/k`` of the training is done.  When the file counts the schedule's
     length in batches too (``max_step = epochs * len(loader)``, no division by the accumulation count), the
-    schedule still spans the run: the finding is uncertain (``--all``).
+    schedule still spans the run: the finding is uncertain (``--all``).  A helper that back-propagates each
+    micro-batch and steps under its own count (``self._backprop_step(loss)``) makes its loop an accumulation loop;
+    a scheduler run under ``if self._backprop_step(loss):`` runs only when it stepped.
 
     Wrong::
 

@@ -106,8 +106,9 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     instance of a class of the file that is no module (an evaluator object with ``__call__``, called with the
     network).  ``model.eval()`` puts the submodules in eval mode too (``model.encoder(x)`` after it is in eval
     mode), and ``[model[k].eval() for k in model]`` every part of ``model``; so does ``eval()`` in the chain that
-    makes the model (``inception = InceptionV3().eval().to(device)``).  A model made by a constructor of another
-    module counts as built here (train mode) when a function that does not train loads its weights with
+    makes the model (``inception = InceptionV3().eval().to(device)``).  A name that is only ever the model moved or
+    wrapped (``parallel_model = nn.DataParallel(model)``) is in the model's mode.  A model made by a constructor of
+    another module counts as built here (train mode) when a function that does not train loads its weights with
     ``load_state_dict`` before the forward (an evaluation script).  An epoch function shared by training and
     evaluation (``self._epoch(test_loader, train=False)``), run with constants that rule out its backward and
     step, under ``no_grad`` or from a ``test`` / ``validate`` function, is reported at that call when neither it

@@ -9,6 +9,7 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, const_value, walk
+from trickbag.audit._callers import project_calls
 from trickbag.audit._eval_facts import (
     eval_forwards,
     file_trains,
@@ -16,6 +17,7 @@ from trickbag.audit._eval_facts import (
     runs_without_grad,
     smoke_check,
     test_code,
+    unconditional_forward,
 )
 from trickbag.audit._flow import (
     BACKWARD,
@@ -24,6 +26,7 @@ from trickbag.audit._flow import (
     FunctionModel,
 )
 from trickbag.audit._intent import frozen_models
+from trickbag.audit._project import imported_definition
 from trickbag.audit._query import short_name
 from trickbag.audit.registry import Hit, rule
 
@@ -71,9 +74,36 @@ def _grad_off_statement(fm: FunctionModel) -> bool:
 
 def _volatile_inputs(fm: FunctionModel) -> bool:
     """``Variable(x, volatile=True)``: the no-grad of torch <= 0.3, which the function's code is written for (a
-    forward of a volatile input records no graph there)."""
+    forward of a volatile input records no graph there); or a helper of the file or of an imported project module
+    that makes ``Variable(x, volatile=evaluation)`` called with ``evaluation=True``
+    (``get_batch(data, i, evaluation=True)``)."""
     return any(isinstance(n, ast.Call) and call_name(n) == "Variable"
-               and any(k.arg == "volatile" and const_value(k.value) is True for k in n.keywords) for n in fm.nodes)
+               and any(k.arg == "volatile" and const_value(k.value) is True for k in n.keywords) for n in fm.nodes) \
+        or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and _volatile_helper(fm, n) for n in fm.nodes)
+
+
+def _volatile_helper(fm: FunctionModel, call: ast.Call) -> bool:
+    flags = {k.arg for k in call.keywords if k.arg and const_value(k.value) is True}
+    if not flags:
+        return False
+    name = call.func.id if isinstance(call.func, ast.Name) else ""
+    local = fm.file.top.get(name)
+    helper = local.node if local is not None else imported_definition(fm.file.tree, fm.file.path, name)
+    return isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        isinstance(n, ast.Call) and call_name(n) == "Variable" and any(
+            k.arg == "volatile" and isinstance(k.value, ast.Name) and k.value.id in flags for k in n.keywords)
+        for n in walk(helper))
+
+
+def _evaluation_callers_disable_grad(fm: FunctionModel) -> bool:
+    """Every call of ``fm`` by name in its project (this module and the others, test modules left out) that is not
+    a training forward runs without gradients, and there is at least one: a method that is both the training
+    forward (``update()`` computes the loss through ``self.predict(x)``) and the evaluation forward, run by an
+    evaluation loop of another module under ``torch.no_grad()``."""
+    if fm.name.startswith("__") or fm.name in ("forward", "main", "run"):
+        return False
+    calls = [c for c in project_calls(fm.file.path, fm.name) if not c.trains]
+    return bool(calls) and all(c.grad_off for c in calls)
 
 
 @rule("TB203", "eval-with-grad", fix="evaluate under `with torch.inference_mode():` (or @torch.no_grad())")
@@ -94,7 +124,13 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     before the training loop began (a frozen module kept in eval through training, run per sample) is part of the
     training step, not an evaluation.  The callers are followed into methods inherited within the file (a base
     class's ``run_all_evals`` running ``self.evaluate_mt`` under ``no_grad``, defined only by one subclass) and
-    into an evaluator class's own ``self.eval()`` method (no ``nn.Module``: not a mode switch).
+    into an evaluator class's own ``self.eval()`` method (no ``nn.Module``: not a mode switch).  A function whose
+    callers are not in its file is not reported when every call of it by name in the project (other modules
+    included, tests left out) that is not a training forward runs under ``no_grad`` / ``inference_mode``
+    (``predict()`` shared by ``update()`` and an ``accuracy()`` helper of another module that holds ``no_grad``);
+    nor is a loop that calls ``autograd.grad`` (a Hessian-vector product needs the graph), nor a forward on batches
+    a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``.  The
+    finding is on the first forward of the evaluation that runs on every pass (not one under an ``if``).
 
     Wrong::
 
@@ -118,14 +154,15 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     for fm in file.functions:
         if fm.grad_disabled or _grad_off_statement(fm) or test_code(fm):
             continue
-        for fwd, scope in eval_forwards(fm):
+        for first, scope in eval_forwards(fm):
+            fwd = unconditional_forward(fm, first, scope)
             if fwd.grad_disabled or fwd.in_context("grad") is not None or smoke_check(fm, fwd) \
                     or runs_without_grad(file, fwd.recv or ""):
                 continue
             if scope == "function" and fm.kind_events(BACKWARD):
                 continue
             callers = _callers_disable_grad(fm)
-            if callers:
+            if callers or (callers is None and _evaluation_callers_disable_grad(fm)):
                 continue
             # run from another module: a caller may disable gradients, unless this function set eval() itself
             sure = "low" if callers is None and mode_before(fm, fwd) != EVAL and not file_trains(file) else "high"

@@ -19,6 +19,7 @@ from trickbag.audit._flow import (
     FileModel,
     FunctionModel,
     Loop,
+    steps_like,
 )
 from trickbag.audit._query import (
     has_kind,
@@ -124,7 +125,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     memory grows each step until the epoch ends or the GPU runs out — the classic "out of memory
     after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.  After that loss's own
     ``backward()`` its graph has already freed the saved activations: a sum restarted inside the loop (at every
-    optimizer step) stays small and is not reported; one never restarted grows a history all epoch long.  A step's
+    optimizer step) stays small and is not reported, nor a local sum started before the accumulation loop of one
+    update (backward inside, the step after it); one never restarted grows a history all epoch long.  A value a
+    call is told is not a loss (``loss_func(output, non_loss_data=True)``) is not a loss.  A step's
     output dict appended to a list (``outputs.append(output)``) after ``output["loss"].backward()``, its loss not
     replaced by ``output["loss"].detach()`` first, keeps every step's graph too.
     The spelled-out forms are the same: ``meters["loss"] = meters["loss"] + loss``,
@@ -173,6 +176,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                         and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
                     if _backward_before(fm, kept, loop, order) and _reset_anywhere_in_loop(fm, target, loop):
                         continue  # backward() freed the graph's tensors; the sum restarts every update: bounded
+                    if _one_update_of_micro_batches(fm, target, loop):
+                        continue
                     yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
                                     f"graph stays in memory")
         yield from _helper_accumulations(fm, losses)
@@ -313,6 +318,19 @@ def _backward_before(fm: FunctionModel, kept: str, loop: Loop, order: int) -> bo
     """``kept.backward()`` (or a backward of an expression naming it) ran earlier in the same iteration."""
     return any(b.order < order and loop in b.loops and kept in _names(b.extra.get("loss"))
                for b in fm.kind_events(BACKWARD))
+
+
+def _one_update_of_micro_batches(fm: FunctionModel, target: str, loop: Loop) -> bool:
+    """The loop is the accumulation loop of one optimizer update: it back-propagates, steps nowhere inside, and the
+    function steps after it; the sum is a local name started before the loop in this function.  It lives over the
+    micro-batches of one update, whose backward already freed the saved tensors of their graphs: bounded."""
+    if loop.parent is not None or "." in target or "[" in target or any(steps_like(e) for e in loop.events):
+        return False
+    end = getattr(loop.node, "end_lineno", 0) or 0
+    after = [e for e in fm.events if steps_like(e) and getattr(e.node, "lineno", 0) > end and not e.loops]
+    started = [a for a in fm.assigns if target in a.names and a.op is None and not a.loops
+               and getattr(a.node, "lineno", 0) < loop.node.lineno]  # type: ignore[attr-defined]  # a statement
+    return bool(after) and bool(started)
 
 
 def _reset_anywhere_in_loop(fm: FunctionModel, target: str, loop: Loop) -> bool:

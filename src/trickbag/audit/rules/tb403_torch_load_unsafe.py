@@ -251,9 +251,20 @@ def _returned_by_own_save(fm: FunctionModel, path: ast.AST) -> bool:
 
 def _trained_before(fm: FunctionModel, node: ast.AST) -> bool:
     """The function runs backward() / optimizer.step() before this load: a reload of the best weights this run
-    saved (``model.load_state_dict(torch.load(best_model_path))`` at the end of ``train()``)."""
+    saved (``model.load_state_dict(torch.load(best_model_path))`` at the end of ``train()``); or an object built
+    with the same path (``framework = SentenceRE(..., ckpt=ckpt)``) was trained by a ``train*`` / ``fit*`` method
+    before it (``framework.train_model()``): the path is where that training saved."""
     line = getattr(node, "lineno", 0)
-    return any(getattr(e.node, "lineno", 1 << 30) < line for e in fm.kind_events(BACKWARD, STEP))
+    if any(getattr(e.node, "lineno", 1 << 30) < line for e in fm.kind_events(BACKWARD, STEP)):
+        return True
+    path = node.args[0] if isinstance(node, ast.Call) and node.args else None
+    if not isinstance(path, ast.Name):
+        return False
+    given = {n for a in fm.assigns if isinstance(a.value, ast.Call) and getattr(a.node, "lineno", line) < line
+             and any(_names(v) == {path.id} for v in [*a.value.args, *(k.value for k in a.value.keywords)])
+             for n in a.names}
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and dotted(n.func.value) in given
+               and re.match(r"(train|fit)", n.func.attr) and n.lineno < line for n in fm.nodes)
 
 
 _STATE_KEYS = re.compile(r"optim|iteration|epoch|global_step|scheduler")
@@ -616,7 +627,9 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     under one name) and a resume that restores the optimizer state or step count in a file that trains (not one
     that also builds the model for inference), both unless the path comes from the command line, an environment
     variable or a user's config file (``args.ckpt``, ``json.load(f)["checkpoint_path"]``); a reload of the best
-    weights after training in the same function, and the same path reloaded elsewhere in the file.  A tool that
+    weights after training in the same function (or the path an object was built with, loaded after its
+    ``train*`` / ``fit*`` method ran: ``SentenceRE(..., ckpt=ckpt)``, ``framework.train_model()``), and the same
+    path reloaded elsewhere in the file.  A tool that
     loads a file and saves it back (``strip_optimizer``) is not a save of the program's own results.  A path
     returned by a function of this file that saves to it (``f = preprocess(...)``, ``torch.save(data, f); return
     f``) is the program's own file, and so is the path a method loads when a sibling method of the same
