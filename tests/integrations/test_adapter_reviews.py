@@ -282,3 +282,48 @@ def test_hf_layer_decay_keeps_hfs_no_decay_for_biases_and_norms(tmp_path: Path, 
         want = 0.0 if name.endswith("bias") or name.startswith("norm.") else 0.01
         assert decay[id(p)] == want, name
     assert "no_decay_bias_norm" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("save_on_train_epoch_end", [False, True])
+def test_resume_from_the_checkpoint_validation_wrote_after_the_last_batch_is_exact(
+        tmp_path: Path, save_on_train_epoch_end: bool) -> None:
+    """ModelCheckpoint at validation's end (after the epoch's last batch, before its end), a loader without its own
+    generator (its iterators draw their seeds from the global RNG), dropout, EMA and a plateau schedule stepped at
+    each epoch's end (a constant validation metric: it halves the LR every epoch after the first): the resumed run is
+    the straight run bit for bit. (An extra iterator made on resume for the already-finished epoch drew from the
+    global RNG and moved every later dropout mask; ending that epoch twice would step the plateau once more.)"""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    class Drop(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(7)
+            self.net = nn.Sequential(nn.Flatten(), nn.Linear(6, 8), nn.Dropout(0.3), nn.Linear(8, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return nn.functional.cross_entropy(self(batch[0]), batch[1])
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val/loss", 1.0)
+
+        def configure_optimizers(self) -> Any:
+            return sgd(self.parameters())
+
+    def fit(folder: Path, ckpt: Any = None) -> torch.Tensor:
+        module = Drop()
+        ck = ModelCheckpoint(dirpath=folder, save_top_k=-1, filename="{epoch}-{step}",
+                             save_on_train_epoch_end=save_on_train_epoch_end)
+        cb = TricksCallback(tricks={"ema": {"decay": 0.8}}, schedule={"name": "plateau", "patience": 0, "gamma": 0.5},
+                            seed=3)
+        trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0, callbacks=[cb, ck])
+        trainer.fit(module, loader(data()), loader(data(8, seed=9)), ckpt_path=ckpt)
+        assert cb.session.state.lrs() == [0.025]  # 0.1 halved at the ends of epochs 1 and 2
+        return flat(module.net)
+
+    straight = fit(tmp_path / "a")
+    resumed = fit(tmp_path / "b", ckpt=tmp_path / "a" / "epoch=0-step=5.ckpt")
+    assert torch.equal(straight, resumed)

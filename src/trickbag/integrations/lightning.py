@@ -105,6 +105,7 @@ class TricksCallback(pl.Callback):
         self._ready = False
         self._scale: float | None = None  # the GradScaler's scale before the update being taken (fp16)
         self._plugin: Any = None  # the precision plugin whose optimizer step SAM took over (fp16)
+        self._ended_epoch: int | None = None  # an epoch the tricks ended on resume, whose end Lightning runs again
         self._loaded: dict[str, Any] | None = None
         self._loss_called = False
         self._checked_loss = False
@@ -195,10 +196,17 @@ class TricksCallback(pl.Callback):
         if inside and loaded is not None:
             self._restart_loader(trainer, loaded)
         elif loaded is not None:
-            if ended:  # written after the epoch's last batch, before its end: Lightning does not end it again
-                s.epoch_end(loaded.get("metrics"))
             loop = trainer.fit_loop
-            if loop.restarted_mid_epoch or loop.restarted_on_epoch_end:  # nor does it start the next one
+            saved_epoch = (loaded.get("counters") or {}).get("epoch")
+            # written after the epoch's last batch, before its end: the tricks end that epoch now, with the metrics
+            # of the checkpoint's moment. Lightning either moved on to the next epoch (a step checkpoint on the last
+            # batch), which it restarts without its start hook, or (at validation's end) finishes the checkpoint's
+            # epoch (its end hook: not the tricks' again) and starts the next one itself, with its hook
+            moved_on = not ended or saved_epoch is None or trainer.current_epoch > saved_epoch
+            if ended:
+                s.epoch_end(loaded.get("metrics"))
+                self._ended_epoch = None if moved_on else trainer.current_epoch
+            if (loop.restarted_mid_epoch or loop.restarted_on_epoch_end) and moved_on:
                 self._begin_epoch(trainer)
 
     def _wrap_step(self, step: Any) -> Any:
@@ -315,6 +323,10 @@ class TricksCallback(pl.Callback):
             self.session.eval_end(_scalars(trainer.callback_metrics))
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._ended_epoch is not None and self._ended_epoch == trainer.current_epoch:
+            self._ended_epoch = None  # ended for the tricks when the run resumed (see on_train_start)
+            self._seen = 0
+            return
         if self._ready:
             for key, value in self.session.state.epoch_metrics.items():  # e.g. grad_norm's train/grad_norm(_max)
                 pl_module.log(key, float(value), on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
