@@ -153,9 +153,9 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
         for fwd in _training_forwards(fm):
             bad = _culprit(fm, fwd)
             if bad is not None and not mode_free(file, fwd.recv or "", fm.cls):
-                why = _doubt(file, fwd.recv)
+                why, line = _doubt(file, fwd.recv), getattr(fwd.node, "lineno", "?")
                 yield Hit(bad, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
-                               f"with .train(), and the training forward on line {fwd.node.lineno} runs in eval "
+                               f"with .train(), and the training forward on line {line} runs in eval "
                                f"mode from here on{why}", confidence="low" if why else "high")
         for loop in fm.loops:
             switch = _helper_culprit(fm, loop)

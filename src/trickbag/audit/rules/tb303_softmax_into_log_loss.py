@@ -319,9 +319,11 @@ def _only_printed(fm: FunctionModel, log: ast.Call) -> bool:
     """The value of ``log`` (and every local name computed from it) is printed or logged and used nowhere else: no
     backward, ``return``, stored attribute or other call (a log never used is no evidence) — a demonstration
     (``print(torch.log(F.softmax(x)))`` next to ``F.log_softmax(x)``), not a loss."""
-    parents = fm.file.memo(("parents", id(fm)), lambda: {id(c): n for n in walk_no_defs(fm.node)
+    parents = fm.file.memo(f"parents:{id(fm)}", lambda: {id(c): n for n in walk_no_defs(fm.node)
                                                          for c in ast.iter_child_nodes(n)})
-    todo, seen, shown = [log], set(), False
+    todo: list[ast.AST] = [log]
+    seen: set[str] = set()
+    shown = False
     while todo:
         node = todo.pop()
         child, up = node, parents.get(id(node))
