@@ -19,9 +19,9 @@ def train(model, get_batch, test_x, test_y, epochs, lr):
     for i in range(epochs):
         data, label = get_batch()
         optimizer.zero_grad()
-        out = model(data)  # expect: TB202
+        out = model(data)  # also-ok: TB202
         loss = objective(out, label)
         loss.backward()
         optimizer.step()
         if i % 100 == 0:
-            test(model, test_x, test_y, objective)
+            test(model, test_x, test_y, objective)  # expect: TB202

@@ -11,12 +11,12 @@ def objective(model, optimizer, train_loader, valid_loader, epochs):
     for _epoch in range(epochs):
         for data, target in train_loader:
             optimizer.zero_grad()
-            output = model(data)  # expect: TB202
+            output = model(data)  # also-ok: TB202
             loss = F.nll_loss(output, target)
             loss.backward()
             optimizer.step()
 
-        model.eval()
+        model.eval()  # expect: TB202
         correct = 0
         with torch.no_grad():
             for data, target in valid_loader:

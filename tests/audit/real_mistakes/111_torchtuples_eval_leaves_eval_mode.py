@@ -23,8 +23,8 @@ class Model:
         for _ in range(epochs):
             for x, y in loader:
                 self.optimizer.zero_grad()
-                out = self.net(x)  # expect: TB202
+                out = self.net(x)  # also-ok: TB202
                 batch_loss = self.loss(out, y)
                 batch_loss.backward()
                 self.optimizer.step()
-            self.eval_(val_loader)
+            self.eval_(val_loader)  # expect: TB202

@@ -46,7 +46,12 @@ from trickbag.audit import lint
 #: 87 (--all only) and 94 missed: 87 of 98.  Tuned on round 10 (87 and 94 found): 89 of 98.  Round 12 added ten
 #: (95-104, eleven marked mistakes), pinned with its batch before its one lint run (heldout_round12.md): 5 found by
 #: default (97, 99, 102 twice, 103), the same with main's rules and with the TB115 change tuned on round 12: 94 of 109.
-RECALL_FLOOR = 94 / 109
+#: Tuned on round 12 a second time: 100 of 109.  Round 13 added ten (105-114), pinned before its one lint run
+#: (heldout_round13.md): 6 found on their line, 106 of 119.  Tuned on round 13 (c241eac): the markers of 105-107 and
+#: 111 moved to the switch line the linter reports (the corpus's TB202 convention; said in heldout_round14.md): 110 of
+#: 119.  Round 14 added ten (115-124, eleven marked), pinned before its one lint run (heldout_round14.md): 8 found by
+#: default, 9 with --all: 118 of 130.
+RECALL_FLOOR = 118 / 130
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

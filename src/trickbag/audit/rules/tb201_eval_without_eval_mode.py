@@ -29,6 +29,7 @@ from trickbag.audit._project import project_mode_free
 from trickbag.audit._query import (
     VALISH,
     mode_events,
+    same_model,
     short_name,
 )
 from trickbag.audit.registry import Hit, rule
@@ -112,7 +113,10 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     ``load_state_dict`` before the forward (an evaluation script).  An epoch function shared by training and
     evaluation (``self._epoch(test_loader, train=False)``), run with constants that rule out its backward and
     step, under ``no_grad`` or from a ``test`` / ``validate`` function, is reported at that call when neither it
-    nor anything in the file switches to eval mode.
+    nor anything in the file switches to eval mode.  ``model.train()`` as the statement right before the ``no_grad``
+    block of a forward whose result is stored as losses (``loss_dict = model(images_val, targets_val)``) is a
+    validation-loss pass in train mode on purpose (a detector that returns its loss dict only when
+    ``self.training``): a low-confidence finding (``--all``) with that reason.
 
     Wrong::
 
@@ -162,7 +166,7 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                         continue
                     # run from another module, which may call eval() first: unless this file trains the model
                     sure = "high" if file_trains(file) else "low"
-            why = _feeds_training(fm, fwd) or (
+            why = (_train_on_purpose(fm, fwd) if mode == TRAIN else "") or _feeds_training(fm, fwd) or (
                 " (uncertain: no module of this project uses dropout, BatchNorm or self.training, nor loads a model "
                 "from a zoo: the mode may change nothing)" if project_mode_free(file.path) else "")
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
@@ -202,6 +206,26 @@ _TARGET_WORDS = {"td", "advantage", "advantages", "adv", "gae", "returns", "memo
                  "queue", "pseudo", "rollout", "rollouts", "buffer", "replay", "teacher", "prototypes", "cluster",
                  "clusters", "centroids", "collect", "bootstrap"}
 _EVAL_WORDS = VALISH | {"evaluate", "validate", "accuracy", "metric", "metrics", "score", "inference", "predict"}
+
+
+def _train_on_purpose(fm: FunctionModel, fwd: Event) -> str:
+    """``model.train()`` as the statement right before the ``no_grad`` block of a forward whose result is stored as
+    losses (``loss_dict = model(images_val, targets_val)``): a validation-loss pass in train mode on purpose (a
+    detector returns its loss dict only when ``self.training``); '' if not."""
+    grad_off = next((node for kind, node in fwd.contexts if kind == "nograd"), None)
+    events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
+    modes = [e for e, k in mode_events(fm, events) if same_model(e, fwd)]
+    if grad_off is None or not modes or not isinstance(modes[-1].node, ast.Call):
+        return ""
+    after, before = getattr(modes[-1].node, "end_lineno", 0) or 0, getattr(grad_off, "lineno", 0)
+    if not after < before or any(isinstance(n, ast.stmt) and after < n.lineno < before for n in fm.nodes):
+        return ""
+    stored = next((n for n in fm.nodes if isinstance(n, ast.Assign) and n.value is fwd.node), None)
+    words = {t for target in (stored.targets if stored else []) for t in name_tokens(dotted(target) or "")}
+    if not words & {"loss", "losses"}:
+        return ""
+    return " (uncertain: model.train() is called right before this gradient-free pass, which stores losses: train " \
+           "mode may be on purpose, for a model that returns its losses only in train mode)"
 
 
 def _feeds_training(fm: FunctionModel, fwd: Event) -> str:

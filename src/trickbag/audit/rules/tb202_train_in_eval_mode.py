@@ -121,6 +121,11 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     the model the call binds to its parameter: ``evaluate(eval_model, loader)`` on a separate evaluation copy
     leaves the trained ``model`` as it was.
 
+    The finding is reported where eval mode is left in force: the ``model.eval()`` of the training function, or
+    the call of the helper that switches (``validate(model, loader)``, ``self.evaluate()``), which is what was
+    missing its ``.train()``; the message names the training forward that then runs in eval mode.  One switch
+    that reaches several training forwards is one finding.
+
     Wrong::
 
         for epoch in range(epochs):
@@ -148,9 +153,10 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
         for fwd in _training_forwards(fm):
             bad = _culprit(fm, fwd)
             if bad is not None and not mode_free(file, fwd.recv or "", fm.cls):
-                why = _doubt(file, fwd.recv)
+                why, line = _doubt(file, fwd.recv), getattr(fwd.node, "lineno", "?")
                 yield Hit(bad, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
-                               f"with .train(){why}", confidence="low" if why else "high")
+                               f"with .train(), and the training forward on line {line} runs in eval "
+                               f"mode from here on{why}", confidence="low" if why else "high")
         for loop in fm.loops:
             switch = _helper_culprit(fm, loop)
             if switch is not None:

@@ -162,7 +162,9 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     ``-(targets * torch.log(probs)).sum(-1)``) or of the target's picked probability (a hand-written
     focal loss's ``torch.log(pt)`` included); a name is reported when its log sits in a loss (under
     a minus, in ``loss = ...``, in the ``return`` of a loss function, in a loss call).  Entropy terms
-    (``-(p * p.log()).sum()``) and logs of ``probs + eps`` are not reported.
+    (``-(p * p.log()).sum()``) and logs of ``probs + eps`` are not reported, nor a log of softmax probabilities
+    that is only printed or logged, with every local name computed from it (a script showing that
+    ``torch.log(F.softmax(x))`` equals ``F.log_softmax(x)``): it reaches no loss.
 
     Probabilities stay probabilities through reshapes and casts: ``F.nll_loss(p.view(-1, p.size(-1)), y)``,
     ``reshape``, ``flatten``, ``permute``, ``transpose``, ``contiguous()``, ``float()``.
@@ -303,8 +305,44 @@ def _check_log_softmax(fm: FunctionModel, call: ast.Call) -> Iterator[Hit]:
     if call_name(call) != "log":
         return
     arg = call.args[0] if call.args else (call.func.value if isinstance(call.func, ast.Attribute) else None)
-    if arg is not None and _is_softmax_call(arg):  # log of a stored ``p`` may be an entropy or a focal term
+    if arg is not None and _is_softmax_call(arg) and not _only_printed(fm, call):
+        # log of a stored ``p`` may be an entropy or a focal term
         yield Hit(call, "log(softmax(x)) underflows to -inf; use log_softmax(x)")
+
+
+#: calls that only show a value: what flows into them reaches no loss
+_SHOW = {"print", "pprint", "info", "debug", "warning", "write", "format", "add_scalar", "add_histogram", "str",
+         "repr"}
+
+
+def _only_printed(fm: FunctionModel, log: ast.Call) -> bool:
+    """The value of ``log`` (and every local name computed from it) is printed or logged and used nowhere else: no
+    backward, ``return``, stored attribute or other call (a log never used is no evidence) — a demonstration
+    (``print(torch.log(F.softmax(x)))`` next to ``F.log_softmax(x)``), not a loss."""
+    parents = fm.file.memo(f"parents:{id(fm)}", lambda: {id(c): n for n in walk_no_defs(fm.node)
+                                                         for c in ast.iter_child_nodes(n)})
+    todo: list[ast.AST] = [log]
+    seen: set[str] = set()
+    shown = False
+    while todo:
+        node = todo.pop()
+        child, up = node, parents.get(id(node))
+        while up is not None and not isinstance(up, ast.stmt):
+            if isinstance(up, ast.Call) and call_name(up) in _SHOW and child is not up.func:
+                shown = True
+                break
+            child, up = up, parents.get(id(up))
+        else:
+            if not isinstance(up, (ast.Assign, ast.AnnAssign)) or child is not up.value:
+                return False
+            targets = up.targets if isinstance(up, ast.Assign) else [up.target]
+            if not all(isinstance(t, ast.Name) for t in targets):
+                return False
+            for name in {cast(ast.Name, t).id for t in targets} - seen:
+                seen.add(name)
+                todo.extend(n for n in fm.nodes if isinstance(n, ast.Name) and n.id == name
+                            and isinstance(n.ctx, ast.Load) and n.lineno >= up.lineno)
+    return shown
 
 
 def _log_of_probabilities(fm: FunctionModel, probs: set[str], kinds: dict[str, str], lossy: bool) -> Iterator[Hit]:
@@ -317,7 +355,7 @@ def _log_of_probabilities(fm: FunctionModel, probs: set[str], kinds: dict[str, s
     for node, targets in _log_calls(fm):
         arg = _call_source(fm, node)
         if arg is None or _is_softmax_call(arg) or id(node) in entropy \
-                or not (id(node) in inside or targets & used) or _clamped_log(fm, node):
+                or not (id(node) in inside or targets & used) or _clamped_log(fm, node) or _only_printed(fm, node):
             continue
         if _softmaxed(fm, arg, node.lineno, probs) or _picked_probabilities(fm, arg, node.lineno, probs):
             text = ast.unparse(arg)
