@@ -327,3 +327,42 @@ def test_resume_from_the_checkpoint_validation_wrote_after_the_last_batch_is_exa
     straight = fit(tmp_path / "a")
     resumed = fit(tmp_path / "b", ckpt=tmp_path / "a" / "epoch=0-step=5.ckpt")
     assert torch.equal(straight, resumed)
+
+
+def test_lightning_checkpoints_hold_the_averaged_weights_validation_scored(tmp_path: Path) -> None:
+    """EMA with ModelCheckpoint(monitor="val_loss"): the best checkpoint's weights are the ones its score was measured
+    on (validate(ckpt_path=best) gives best_model_score again; a LightningModule loaded from it holds them), and the
+    raw weights training goes on from are kept beside them."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from trickbag.integrations.lightning import RAW_KEY
+
+    class Val(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = net()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.model(x)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return nn.functional.cross_entropy(self(batch[0]), batch[1])
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", nn.functional.cross_entropy(self(batch[0]), batch[1]))
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+    ck = ModelCheckpoint(dirpath=tmp_path, monitor="val_loss", save_top_k=1)
+    module = Val()
+    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0,
+                         callbacks=[TricksCallback(tricks={"ema": {"decay": 0.5, "warmup": False}}), ck])
+    trainer.fit(module, loader(data()), loader(data(16, seed=4)))
+    best = torch.load(ck.best_model_path, weights_only=False)
+    assert RAW_KEY in best and any(not torch.equal(best["state_dict"][k], best[RAW_KEY][k]) for k in best[RAW_KEY])
+    checker = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    (got,) = checker.validate(Val(), loader(data(16, seed=4)), ckpt_path=ck.best_model_path, verbose=False)
+    assert got["val_loss"] == pytest.approx(float(ck.best_model_score), abs=1e-6)

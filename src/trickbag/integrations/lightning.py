@@ -39,7 +39,10 @@ except ImportError:  # pragma: no cover - the older package name
     import pytorch_lightning as pl  # type: ignore[no-redef]
 require("lightning", pl.__version__)
 
-__all__ = ["TricksCallback", "REFUSED_HERE"]
+__all__ = ["TricksCallback", "REFUSED_HERE", "RAW_KEY"]
+
+#: where a checkpoint written with EMA/SWA keeps the raw weights (its ``state_dict`` holds the averaged ones)
+RAW_KEY = "trickbag_raw_state_dict"
 
 #: what this adapter refuses besides :data:`trickbag.integrations.core.REFUSED`, and why
 REFUSED_HERE: dict[str, str] = {
@@ -350,6 +353,25 @@ class TricksCallback(pl.Callback):
         self._ready = False
 
     # ------------------------------------------------------------------ checkpoints
+    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        """EMA/SWA: the checkpoint's ``state_dict`` is the averaged weights (what validation scored, what
+        ``ModelCheckpoint(monitor=...)`` ranks, what ``load_from_checkpoint`` and ``validate(ckpt_path=...)`` then
+        get, as with Lightning's own ``WeightAveraging``); the raw weights training goes on from are kept beside
+        them and come back when ``fit`` resumes from it (:meth:`on_load_checkpoint`)."""
+        provider = self.session.state.eval_weights if self._ready else None
+        held = checkpoint.get("state_dict")
+        if provider is None or not isinstance(held, dict):
+            return
+        averaged = provider()
+        if set(averaged) != set(held):  # (a sharded strategy's state_dict: left as it is)
+            return
+        checkpoint[RAW_KEY] = held
+        checkpoint["state_dict"] = {k: v.detach().clone() for k, v in averaged.items()}
+
+    def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        if RAW_KEY in checkpoint and trainer.state.fn == "fit":  # resuming: training goes on from the raw weights
+            pl_module.load_state_dict(checkpoint[RAW_KEY])
+
     def state_dict(self) -> dict[str, Any]:
         if not self._ready:
             return {}
