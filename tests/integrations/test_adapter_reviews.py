@@ -366,3 +366,16 @@ def test_lightning_checkpoints_hold_the_averaged_weights_validation_scored(tmp_p
                          enable_model_summary=False)
     (got,) = checker.validate(Val(), loader(data(16, seed=4)), ckpt_path=ck.best_model_path, verbose=False)
     assert got["val_loss"] == pytest.approx(float(ck.best_model_score), abs=1e-6)
+
+
+def test_a_checkpoint_inside_an_accumulated_update_is_said_once(lit: Any, tmp_path: Path, capsys: Any) -> None:
+    """Validation (and its checkpoint) every 3 batches under accumulate_grad_batches=2: the checkpoint after batch 3
+    is inside an update, whose partial gradients a Lightning checkpoint does not hold: one line says so, once."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    module = lit(net(), sgd)
+    ck = ModelCheckpoint(dirpath=tmp_path, save_top_k=-1, filename="{step}", save_on_train_epoch_end=False)
+    lightning_fit(module, loader(data()), loader(data(8, seed=2)), callbacks=[TricksCallback(), ck], epochs=1,
+                  accumulate_grad_batches=2, val_check_interval=3, enable_checkpointing=True)
+    err = [line for line in capsys.readouterr().err.splitlines() if "inside an accumulated update" in line]
+    assert len(err) == 1 and "after micro-batch 1 of 2" in err[0]

@@ -109,6 +109,7 @@ class TricksCallback(pl.Callback):
         self._scale: float | None = None  # the GradScaler's scale before the update being taken (fp16)
         self._plugin: Any = None  # the precision plugin whose optimizer step SAM took over (fp16)
         self._ended_epoch: int | None = None  # an epoch the tricks ended on resume, whose end Lightning runs again
+        self._warned_inside = False  # a checkpoint inside an accumulated update was said once
         self._loaded: dict[str, Any] | None = None
         self._loss_called = False
         self._checked_loss = False
@@ -377,6 +378,7 @@ class TricksCallback(pl.Callback):
             return {}
         loader = self._trainer_loader
         inside = self._seen > 0
+        self._warn_inside_update()
         sd = {**self.session.state_dict(),
               "loader": {**loader_state.position(loader, self._epoch_start, inside), "seen": self._seen},
               "metrics": self._metrics()}  # what the epoch's end sees, for a checkpoint written just before it
@@ -385,6 +387,19 @@ class TricksCallback(pl.Callback):
             # (collective: Lightning builds a checkpoint's state on every rank)
             sd["ranks"] = _every_ranks_own(sd)
         return sd
+
+    def _warn_inside_update(self) -> None:
+        """A checkpoint written between two micro-batches of one accumulated update (validation every N batches under
+        accumulate_grad_batches): Lightning keeps no gradients in it, so a resume from it loses the update's partial
+        gradients; said once, in one line (rank 0)."""
+        s = self.session.state
+        seen, acc, n = self._seen, s.accumulate, s.batches_per_epoch
+        if acc > 1 and seen and seen % acc and seen != n and not self._warned_inside and s.dist.is_main:
+            self._warned_inside = True
+            print(f"trickbag: checkpoint written inside an accumulated update (after micro-batch {seen % acc} of "
+                  f"{acc}): its partial gradients are not in it, so a resume from it is not the straight run; "
+                  "checkpoint at update boundaries (every_n_train_steps, or validation every a multiple of "
+                  "accumulate_grad_batches batches)", file=sys.stderr, flush=True)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if not state_dict:
