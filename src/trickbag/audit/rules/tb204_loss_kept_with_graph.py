@@ -23,6 +23,7 @@ from trickbag.audit._flow import (
 )
 from trickbag.audit._query import (
     has_kind,
+    is_data_loop,
     loss_names,
     train_loop,
 )
@@ -126,7 +127,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     after N batches".  Accumulate ``loss.item()`` (or ``loss.detach()``) instead.  After that loss's own
     ``backward()`` its graph has already freed the saved activations: a sum restarted inside the loop (at every
     optimizer step) stays small and is not reported, nor a local sum started before the accumulation loop of one
-    update (backward inside, the step after it); one never restarted grows a history all epoch long.  A value a
+    update (backward inside, the step after it); one never restarted grows a history all epoch long.  Nor is a
+    list re-made on every batch of the data loop and filled by an inner loop over classifiers or heads (one
+    back-propagated loss each, logged after): it holds this batch's losses only.  A value a
     call is told is not a loss (``loss_func(output, non_loss_data=True)``) is not a loss.  A step's
     output dict appended to a list (``outputs.append(output)``) after ``output["loss"].backward()``, its loss not
     replaced by ``output["loss"].detach()`` first, keeps every step's graph too.
@@ -176,7 +179,7 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                         and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
                     if _backward_before(fm, kept, loop, order) and _reset_anywhere_in_loop(fm, target, loop):
                         continue  # backward() freed the graph's tensors; the sum restarts every update: bounded
-                    if _one_update_of_micro_batches(fm, target, loop):
+                    if _one_update_of_micro_batches(fm, target, loop) or _reset_per_batch(fm, target, loop):
                         continue
                     yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
                                     f"graph stays in memory")
@@ -331,6 +334,17 @@ def _one_update_of_micro_batches(fm: FunctionModel, target: str, loop: Loop) -> 
     started = [a for a in fm.assigns if target in a.names and a.op is None and not a.loops
                and getattr(a.node, "lineno", 0) < loop.node.lineno]  # type: ignore[attr-defined]  # a statement
     return bool(after) and bool(started)
+
+
+def _reset_per_batch(fm: FunctionModel, target: str, loop: Loop) -> bool:
+    """``losses = []`` re-made in the enclosing data loop, filled by an inner ``for`` loop over no data (one loss per
+    classifier or per view of this batch): it holds this batch's losses only, never a history."""
+    outer = loop.parent
+    if outer is None or getattr(loop.node, "iter", None) is None or is_data_loop(loop) or not is_data_loop(outer):
+        return False
+    start = loop.node.lineno  # type: ignore[attr-defined]  # a statement
+    return any(target in a.names and a.op is None and outer in a.loops and loop not in a.loops
+               and getattr(a.node, "lineno", 0) < start and not _names(a.value) for a in fm.assigns)
 
 
 def _reset_anywhere_in_loop(fm: FunctionModel, target: str, loop: Loop) -> bool:
