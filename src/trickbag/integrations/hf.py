@@ -464,7 +464,7 @@ class TricksTrainer(Trainer):
         they ran already), then AFTER_BACKWARD, the guard and clipping on the gradients the update uses."""
         import contextlib
 
-        from trickbag.train.stepping import Overflow, VetoedUpdate, finite_grads
+        from trickbag.train.stepping import VetoedUpdate, unscale_second_pass
 
         cb = self.tricks
         run = cb._need()
@@ -478,11 +478,7 @@ class TricksTrainer(Trainer):
                     quiet = j < len(group) - 1 and self.args.world_size > 1
                     with self.accelerator.no_sync(model) if quiet else contextlib.nullcontext():
                         total = total + Trainer.training_step(self, model, inputs, n)
-                if s.scaler.is_enabled():  # fp16: unscale by hand (the GradScaler unscales once per update)
-                    grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
-                    torch._foreach_mul_(grads, 1.0 / s.scaler.get_scale())
-                    if not finite_grads(s.optimizer):
-                        raise Overflow
+                unscale_second_pass(s.optimizer, s.scaler)  # fp16: by hand, checked
                 # a first pass vetoed already, or this one is: AFTER_BACKWARD, the guard, clipping otherwise
                 if s.step_skipped or run.session.before_update(exact=False):
                     raise VetoedUpdate

@@ -548,10 +548,7 @@ def _scaled_two_pass(plugin: Any, state: Any) -> Any:
             state.closure_pass = True
             try:
                 loss = closure()
-                grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-                torch._foreach_mul_(grads, 1.0 / scaler.get_scale())
-                if not stepping.finite_grads(optimizer):
-                    raise stepping.Overflow
+                stepping.unscale_second_pass(optimizer, scaler)
                 plugin._after_closure(model, optimizer)  # the gradients the update uses: guard and clip them too
                 if state.step_skipped:
                     raise stepping.VetoedUpdate

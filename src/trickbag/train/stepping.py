@@ -14,7 +14,16 @@ from trickbag.data.sampler import EpochSampler
 from trickbag.plugin.state import State
 from trickbag.train.bookkeeping import find_sampler
 
-__all__ = ["ExactAccumulation", "Overflow", "VetoedUpdate", "autocast", "clip_gradients", "finite_grads", "no_sync"]
+__all__ = [
+    "ExactAccumulation",
+    "Overflow",
+    "VetoedUpdate",
+    "autocast",
+    "clip_gradients",
+    "finite_grads",
+    "no_sync",
+    "unscale_second_pass",
+]
 
 
 class Overflow(Exception):
@@ -31,6 +40,17 @@ def finite_grads(optimizer: torch.optim.Optimizer) -> bool:
     """Whether every gradient the optimizer would use is finite (one host sync)."""
     grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     return not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads, foreach=True)))
+
+
+def unscale_second_pass(optimizer: torch.optim.Optimizer, scaler: Any) -> None:
+    """fp16 SAM: unscale the second pass's gradients by hand (a GradScaler unscales once per update, and the
+    first pass used that) and raise :class:`Overflow` when they are not finite; nothing when ``scaler`` is off."""
+    if scaler is None or not scaler.is_enabled():
+        return
+    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    torch._foreach_mul_(grads, 1.0 / scaler.get_scale())
+    if not finite_grads(optimizer):
+        raise Overflow
 
 
 def clip_gradients(optimizer: torch.optim.Optimizer, clip: Any) -> torch.Tensor | None:

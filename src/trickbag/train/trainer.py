@@ -467,11 +467,7 @@ class Trainer:
                         weighted = self.counts.weighted(self._forward_loss(), size, whole=len(group) == size)
                         s.scaler.scale(weighted).backward()  # fp16: scaled like the first pass
                     total = total + weighted.detach()
-                if s.scaler.is_enabled():  # unscale by hand (the GradScaler unscales once per update)
-                    grads = [p.grad for g in s.optimizer.param_groups for p in g["params"] if p.grad is not None]
-                    torch._foreach_mul_(grads, 1.0 / s.scaler.get_scale())
-                    if not stepping.finite_grads(s.optimizer):
-                        raise stepping.Overflow
+                stepping.unscale_second_pass(s.optimizer, s.scaler)  # fp16: by hand, checked
                 self.counts.normalise(size)
                 # these are the gradients the update uses: check, log and clip them too
                 self._emit(Event.AFTER_BACKWARD)
