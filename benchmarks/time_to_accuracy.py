@@ -19,7 +19,7 @@ recipe trains on all 4000).  Seeds alternate which variant runs first.  Target: 
 accuracy >= 99.0 % at <= 0.35x the paper recipe's wall time (median over seeds of the per-seed
 ratio; both measured in this process, one torch thread).
 
-Run: ``.venv/bin/python benchmarks/time_to_accuracy.py [--seeds 5] [--quick] [--threads 1] [--profile]``
+Run: ``.venv/bin/python benchmarks/time_to_accuracy.py [--seeds 10] [--quick] [--threads 1] [--profile]``
 (``--quick``: 2 seeds, 600 baseline steps and 3 recipe epochs: checks that it runs, the numbers mean nothing;
 ``--profile``: also the run path's fixed costs of one recipe run, the one-off imports in a fresh process,
 and a cProfile of one run of each variant).
@@ -49,7 +49,8 @@ from trickbag.runs.run import run_recipe  # noqa: E402
 
 PAPER = {"lr": 1e-2, "weight_decay": 0.0, "batch_size": 100, "steps": 6000}
 TARGET_ACC = 0.990
-TARGET_TIME_RATIO = 0.35
+TARGET_MIN_ACC = 0.988  # no seed below this
+TARGET_TIME_RATIO = 0.20
 
 
 class PaperCNN(nn.Module):
@@ -123,7 +124,7 @@ def _mean_sd(xs: list[float], scale: float = 1.0, digits: int = 2) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per variant (default 5)")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds per variant (default 10: 0-9)")
     parser.add_argument("--quick", action="store_true", help="2 seeds, 600 baseline steps, 3 recipe epochs")
     parser.add_argument("--recipe", default="mnist1d", help="recipe name or YAML path (default: mnist1d)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
@@ -186,10 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at the end (1/5/15 min): {_load()}")
     accs = [r["acc"] for r in runs["recipe"]]
     ratio = C.median(C.ratios([r["seconds"] for r in runs["recipe"]], base_t))
-    ok_acc, ok_time = statistics.mean(accs) >= TARGET_ACC, ratio <= TARGET_TIME_RATIO
-    print(f"\ntarget: recipe mean accuracy >= {100 * TARGET_ACC:.1f} %: {'met' if ok_acc else 'MISSED'} "
-          f"({100 * statistics.mean(accs):.2f} %); wall time <= {TARGET_TIME_RATIO}x the paper recipe: "
-          f"{'met' if ok_time else 'MISSED'} ({ratio:.2f}x)")
+    ok_acc = statistics.mean(accs) >= TARGET_ACC and min(accs) >= TARGET_MIN_ACC
+    ok_time = ratio <= TARGET_TIME_RATIO
+    print(f"\ntarget: recipe mean accuracy >= {100 * TARGET_ACC:.1f} % with no seed below "
+          f"{100 * TARGET_MIN_ACC:.1f} %: "
+          f"{'met' if ok_acc else 'MISSED'} ({100 * statistics.mean(accs):.2f} %, lowest {100 * min(accs):.1f} %); "
+          f"wall time <= {TARGET_TIME_RATIO}x the paper recipe: {'met' if ok_time else 'MISSED'} ({ratio:.2f}x)")
     print()
     print(loader_table(recipe, data))
     if args.profile:
