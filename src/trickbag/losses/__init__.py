@@ -1,4 +1,5 @@
-"""Losses and loss terms: label smoothing, soft-target CE, focal, class-balanced weights, distillation, penalties.
+"""Losses and loss terms: label smoothing, soft-target CE, focal, noise-robust (SCE, GCE),
+class-balanced weights, distillation, penalties.
 
 Each is a plain function on tensors; the stateless module forms
 (:class:`SoftTargetCrossEntropy`, :class:`FocalLoss`, :class:`DistillationLoss`)
@@ -11,18 +12,22 @@ from trickbag.losses.combined import ClassificationLoss
 from trickbag.losses.distillation import DistillationLoss, distillation_loss
 from trickbag.losses.focal import FocalLoss, focal_loss, sigmoid_focal_loss
 from trickbag.losses.penalties import gradient_penalty, l1_penalty
+from trickbag.losses.robust import RobustLoss, gce_loss, sce_loss
 from trickbag.losses.smoothing import SoftTargetCrossEntropy, smooth_targets, soft_target_cross_entropy
 
 __all__ = [
     "ClassificationLoss",
     "DistillationLoss",
     "FocalLoss",
+    "RobustLoss",
     "SoftTargetCrossEntropy",
     "class_balanced_weights",
     "distillation_loss",
     "focal_loss",
+    "gce_loss",
     "gradient_penalty",
     "l1_penalty",
+    "sce_loss",
     "sigmoid_focal_loss",
     "smooth_targets",
     "soft_target_cross_entropy",

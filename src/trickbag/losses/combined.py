@@ -1,4 +1,5 @@
-"""One classification loss that combines the loss tricks: cross-entropy or focal, class weights, label smoothing."""
+"""One classification loss that combines the loss tricks: cross-entropy, focal or a noise-robust loss, class weights,
+label smoothing."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from trickbag.losses.focal import focal_loss
+from trickbag.losses.robust import RobustLoss
 from trickbag.losses.smoothing import smooth_targets
 
 __all__ = ["ClassificationLoss"]
@@ -20,7 +22,10 @@ class ClassificationLoss:
     * ``gamma is None``: ``F.cross_entropy(logits, target, weight=weight, label_smoothing=smoothing)``;
     * ``gamma`` set: :func:`~trickbag.losses.focal_loss` with ``gamma``, ``alpha``, ``weight`` on
       ``smooth_targets(target, C, smoothing)`` when ``smoothing > 0``, else on ``target``
-      (Lin et al. 2017, focal loss, on soft targets).
+      (Lin et al. 2017, focal loss, on soft targets);
+    * ``robust`` set (a :class:`~trickbag.losses.robust.RobustLoss`: symmetric or generalized cross-entropy
+      against noisy labels): that loss with ``weight`` on the (smoothed) targets; it replaces cross-entropy,
+      so it cannot be combined with ``gamma``.
 
     Smoothing is ``q = (1 - eps) * target + eps / C`` (Szegedy et al. 2016), for int and soft targets
     alike.  When the targets were already smoothed (e.g. folded into mixed targets by
@@ -35,6 +40,7 @@ class ClassificationLoss:
         gamma: focusing parameter of the focal loss, or ``None`` for cross-entropy.
         alpha: focal balancing factor: ``None``, a float (``C == 2``) or a tensor ``[C]``.
         weight: per-class weight ``[C]`` (e.g. :func:`~trickbag.losses.class_balanced_weights`).
+        robust: a :class:`~trickbag.losses.robust.RobustLoss` instead of cross-entropy, or ``None``.
 
     >>> import torch
     >>> loss_fn = ClassificationLoss(3, smoothing=0.1)
@@ -56,6 +62,7 @@ class ClassificationLoss:
         gamma: float | None = None,
         alpha: float | Tensor | None = None,
         weight: Tensor | None = None,
+        robust: RobustLoss | None = None,
     ) -> None:
         if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
                                         or num_classes < 1):
@@ -69,8 +76,16 @@ class ClassificationLoss:
         self.gamma = gamma
         self.alpha = alpha
         self.weight = weight
+        self.robust = robust
 
     def __call__(self, logits: Tensor, target: Tensor) -> Tensor:
+        if self.robust is not None:
+            if self.gamma is not None:
+                raise ValueError("a focal loss (gamma) and a noise-robust loss (robust) both replace cross-entropy; "
+                                 "set one of them")
+            if self.smoothing > 0:
+                target = smooth_targets(target, self.num_classes or logits.shape[-1], self.smoothing)
+            return self.robust(logits, target.to(logits.device), weight=self.weight)
         if self.gamma is None:
             return F.cross_entropy(logits, target, weight=self.weight, label_smoothing=self.smoothing)
         if self.smoothing > 0:
@@ -79,7 +94,8 @@ class ClassificationLoss:
         return focal_loss(logits, target, self.gamma, self.alpha, weight=self.weight)
 
     def __repr__(self) -> str:
-        kind = "cross_entropy" if self.gamma is None else f"focal(gamma={self.gamma})"
+        kind = ("cross_entropy" if self.gamma is None else f"focal(gamma={self.gamma})") if self.robust is None \
+            else repr(self.robust)
         return (f"ClassificationLoss({kind}, smoothing={self.smoothing}, "
                 f"alpha={'set' if self.alpha is not None else None}, "
                 f"weight={'set' if self.weight is not None else None})")

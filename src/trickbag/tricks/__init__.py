@@ -36,6 +36,7 @@ from trickbag.tricks import (
     param_groups,
     profile,
     random_erasing,
+    robust_loss,
     sam,
     swa,
     tta,
@@ -53,7 +54,7 @@ __all__ = ["MODULES", "TRICKS", "run_order", "TricksConfig", "Trick", "build_tri
 #: ``last``, and where those leave a choice, this order
 MODULES = (
     augment,  # build time: the policy goes into the training images' pipeline
-    cutout, random_erasing, mix, label_smoothing, focal, class_balanced, distillation, l1,  # the batch and the loss
+    cutout, random_erasing, mix, label_smoothing, focal, robust_loss, class_balanced, distillation, l1,  # batch, loss
     grad_norm, clip, sam,  # gradients and the optimizer
     freeze, param_groups, layer_decay, multiscale, channels_last, drop_path, compile_,  # the model and its parameters
     tta,  # evaluation
