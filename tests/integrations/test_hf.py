@@ -28,6 +28,7 @@ ALONE: list[tuple[dict[str, Any], float]] = [
     ({"ema": {"decay": 0.9}}, 0.0),
     ({"label_smoothing": {"eps": 0.1}}, 0.0),
     ({"focal": {}}, 0.0),
+    ({"robust_loss": {"kind": "gce"}}, 0.0),
     ({"sam": {"rho": 0.05}}, 0.0),
     ({"l1": {"weight": 1e-3}}, 0.0),
     ({"clip": {"max_norm": 0.05}}, 0.0),

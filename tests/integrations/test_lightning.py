@@ -51,6 +51,7 @@ SINGLE = {
     "label_smoothing": ({"label_smoothing": {"eps": 0.2}}, True),
     "mix": ({"mix": {"mixup_alpha": 0.4, "cutmix_alpha": 0.0}}, True),
     "focal": ({"focal": {"gamma": 2.0}}, True),
+    "robust_loss": ({"robust_loss": {}}, True),
     "l1": ({"l1": {"weight": 1e-3}}, True),
     "sam": ({"sam": {"rho": 0.05}}, False),
     "sam+clip+mix": ({"sam": {"rho": 0.05}, "clip": {"max_norm": 0.5}, "mix": {"mixup_alpha": 0.4, "cutmix_alpha": 0}},
