@@ -117,11 +117,24 @@ def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: str | None,
         return SCALE if name == "scale" else SCALER_UPDATE
     if name == "unscale_":
         return UNSCALE
-    if name == "update_parameters" or (name == "update" and role == R.EMA):
+    if name == "update_parameters" or (name == "update" and role == R.EMA and not _updates_with_scalars(call)):
         return EMA_UPDATE
     if isinstance(call.func, ast.Attribute) and name in ("eval", "train"):
         return _mode_kind(call, name, recv)
     return None
+
+
+def _updates_with_scalars(call: ast.Call) -> bool:
+    """``ema.update(loss.item(), "D_real", step)``: a running mean of numbers (LeCam's anchors, a smoothed loss for
+    logging), not a weight average: an argument is a Python number read off a tensor (``.item()``, ``float(...)``)
+    or a string key. A weight average takes the model, its parameters or a step count."""
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return True
+        if isinstance(arg, ast.Call) and (call_name(arg) in ("item", "tolist")
+                                          or (isinstance(arg.func, ast.Name) and arg.func.id == "float")):
+            return True
+    return False
 
 
 def chain_receiver(call: ast.Call) -> str | None:

@@ -1046,6 +1046,8 @@ class _Walker:
             lp.events.append(ev)
 
     def context_kind(self, expr: ast.AST) -> str | None:
+        if isinstance(expr, ast.IfExp):  # ``no_grad() if not needs_grad else nullcontext()``: a deliberate choice
+            return "nograd" if "nograd" in (self.context_kind(expr.body), self.context_kind(expr.orelse)) else None
         if not isinstance(expr, ast.Call):
             return "nograd" if self.fm.file.imports.qualname(expr).split(".")[-1] in _GRAD_OFF else None
         name = call_name(expr)

@@ -12,6 +12,7 @@ from trickbag.audit._ast import call_name, dotted
 from trickbag.audit._flow import (
     BACKWARD,
     STEP,
+    ZERO,
     Event,
     FileModel,
 )
@@ -39,7 +40,9 @@ def scaler_bypassed(file: FileModel) -> Iterator[Hit]:
     ``scaler.scale(loss).backward()`` followed by a plain ``optimizer.step()`` applies gradients
     that are still multiplied by the loss scale (65536x too large, and steps with inf gradients are
     not skipped).  A plain ``optimizer.step()`` after ``scaler.step(optimizer)`` on the same path steps it
-    twice on the same gradients (the AMP and non-AMP updates merged by mistake).  A plain
+    twice on the same gradients (the AMP and non-AMP updates merged by mistake); with that optimizer's
+    ``zero_grad()`` and a new backward between the two (StyleGAN2's lazy regularisation pass), the plain step
+    applies new gradients and is not reported.  A plain
     ``loss.backward()`` followed by ``scaler.step(optimizer)`` divides
     unscaled gradients by the scale: the model barely moves.
 
@@ -78,9 +81,18 @@ def _scaler_stepped_before(fm, s: Event, loop) -> str | None:
     (in the same iteration): the optimizer steps twice per update."""
     for x in fm.events:
         if x.kind == STEP and x.extra.get("scaler") and x.recv == s.recv and x.order < s.order \
-                and not x.exclusive(s) and (loop is None or loop in x.loops):
+                and not x.exclusive(s) and (loop is None or loop in x.loops) and not _fresh_gradients(fm, x, s):
             return x.extra["scaler"]
     return None
+
+
+def _fresh_gradients(fm, first: Event, s: Event) -> bool:
+    """Between the scaler's step ``first`` and the plain step ``s`` the optimizer's gradients were zeroed and a
+    new backward ran: ``s`` applies new gradients (StyleGAN2's lazy regularisation pass: zero_grad, an unscaled
+    penalty's backward, a plain step), not the same ones a second time."""
+    between = [e for e in fm.events if first.order < e.order < s.order and not e.exclusive(s)]
+    zero = next((e.order for e in between if e.kind == ZERO and e.recv in (s.recv, None)), None)
+    return zero is not None and any(e.kind == BACKWARD and e.order > zero for e in between)
 
 
 def _scaler_step_near(fm, s: Event, loop) -> bool:
