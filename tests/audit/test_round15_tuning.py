@@ -90,3 +90,65 @@ def test_tb203_conditional_no_grad_context_counts_as_no_grad():
 
 def test_tb203_evaluation_with_gradients_still_reported():
     assert found(COND_NO_GRAD.format(ctx="with contextlib.nullcontext():"), "TB203") != []
+
+
+ADD_MODULE = """
+    import torch
+
+    def build(d, k):
+        model = torch.nn.Sequential()
+        model.add_module("linear", torch.nn.Linear(d, k))
+        model.add_module("last", {last})
+        return model
+
+    def step(model, loss, opt, x, y):
+        opt.zero_grad()
+        out = loss.forward(model.forward(x), y)
+        out.backward()
+        opt.step()
+
+    def main(x, y):
+        model = build(4, 3)
+        loss = torch.nn.CrossEntropyLoss()
+        step(model, loss, torch.optim.SGD(model.parameters(), lr=0.1), x, y)
+"""
+
+
+def test_tb303_sequential_filled_by_add_module_up_to_a_softmax():
+    """A Sequential whose last add_module is a softmax, its ``forward`` fed to ``CrossEntropyLoss().forward``
+    (real mistake 123's shape): reported; the same model ending in a Linear layer: silent."""
+    assert found(ADD_MODULE.format(last="torch.nn.Softmax(dim=1)"), "TB303") == [12]
+    assert found(ADD_MODULE.format(last="torch.nn.Linear(k, k)"), "TB303") == []
+
+
+DEFAULT_LOSS = """
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.out = nn.Softmax(dim=1)
+
+        def forward(self, x):
+            h = self.out(self.fc(x))
+            return h
+
+    class Trainer:
+        def __init__(self, loss_func={loss}):
+            self.loss_func = loss_func
+
+        def train_batch(self, model, opt, x, y):
+            opt.zero_grad()
+            loss = self.loss_func(model(x), y)
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_tb303_loss_from_a_parameter_default():
+    """``def __init__(self, loss_func=nn.CrossEntropyLoss())`` stored as ``self.loss_func`` (real mistake 121's
+    shape): reported on the model whose forward ends in a softmax layer; a default MSELoss: silent."""
+    assert found(DEFAULT_LOSS.format(loss="nn.CrossEntropyLoss()"), "TB303") == [21]
+    assert found(DEFAULT_LOSS.format(loss="nn.MSELoss()"), "TB303") == []

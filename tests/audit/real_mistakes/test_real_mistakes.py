@@ -50,8 +50,10 @@ from trickbag.audit import lint
 #: (heldout_round13.md): 6 found on their line, 106 of 119.  Tuned on round 13 (c241eac): the markers of 105-107 and
 #: 111 moved to the switch line the linter reports (the corpus's TB202 convention; said in heldout_round14.md): 110 of
 #: 119.  Round 14 added ten (115-124, eleven marked), pinned before its one lint run (heldout_round14.md): 8 found by
-#: default, 9 with --all: 118 of 130.
-RECALL_FLOOR = 118 / 130
+#: default, 9 with --all: 118 of 130.  Tuned on round 14 (TB303 reads a loss from a parameter default stored on self,
+#: ``loss.forward(...)`` / ``model.forward(...)`` and a Sequential filled by add_module up to a softmax): 121 and 123
+#: found, 120 of 130.
+RECALL_FLOOR = 120 / 130
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

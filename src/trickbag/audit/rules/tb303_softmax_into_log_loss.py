@@ -37,9 +37,24 @@ def _prob_models(file: FileModel) -> set[str]:
             elif R.role_by_constructor(a.value, file.imports, file.class_names) == R.MODEL \
                     and (fm.cls is None or fm.cls.name not in classes):  # not a layer of a model class
                 others.add(a.names[0])
+        out |= _sequential_filled_to_softmax(file, fm)
     if returns_probs and returns_probs == classes and not others:
         out.add(PROB_MODEL)
     return out
+
+
+def _sequential_filled_to_softmax(file: FileModel, fm: FunctionModel) -> set[str]:
+    """``model = nn.Sequential()`` then ``model.add_module(...)`` calls whose last adds a softmax."""
+    empty = {a.names[0] for a in fm.assigns if a.op is None and len(a.names) == 1 and isinstance(a.value, ast.Call)
+             and file.imports.qualname(a.value.func).split(".")[-1] == "Sequential" and not a.value.args}
+    last: dict[str, ast.Call] = {}
+    for node in fm.nodes:
+        if isinstance(node, ast.Call) and call_name(node) == "add_module" and isinstance(node.func, ast.Attribute) \
+                and dotted(node.func.value) in empty and len(node.args) == 2:
+            name = dotted(node.func.value) or ""
+            if name not in last or node.lineno > last[name].lineno:
+                last[name] = node
+    return {name for name, call in last.items() if _is_softmax_call(call.args[1])}
 
 
 #: in :func:`_prob_models`: every model argument of the file outputs probabilities
@@ -95,6 +110,9 @@ def _softmaxed(fm: FunctionModel, node: ast.AST | None, line: int, probs: set[st
     if isinstance(node, ast.Call) and (dotted(node.func) in probs or _model_argument(fm, node, probs)
                                        or _own_forward(fm, node)):
         return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "forward" \
+            and dotted(node.func.value) in probs - {PROB_MODEL}:
+        return True  # ``model.forward(x)`` of a model that outputs probabilities
     if isinstance(node, ast.Call) and call_name(node) in _RESHAPES:  # p.view(-1, p.size(-1)), p.float()
         return _softmaxed(fm, _call_source(fm, node), line, probs, depth + 1, sigmoid)
     name = dotted(node)
@@ -140,6 +158,27 @@ def _loss_kinds(file: FileModel) -> dict[str, str]:
                 last = file.imports.qualname(call.func).split(".")[-1]
                 if last in R.CE_LOSSES | R.NLL_LOSSES:
                     out[a.names[0]] = "ce" if last in R.CE_LOSSES else "nll"
+        out.update(_default_losses(file, fm))
+    return out
+
+
+def _default_losses(file: FileModel, fm: FunctionModel) -> dict[str, str]:
+    """``def __init__(self, loss_func=nn.CrossEntropyLoss())``: the parameter, and ``self.loss_func = loss_func``
+    stored from it, hold that loss."""
+    node = fm.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    params = [*node.args.posonlyargs, *node.args.args]
+    pairs = list(zip(params[len(params) - len(node.args.defaults):], node.args.defaults))
+    pairs += [(a, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
+    out: dict[str, str] = {}
+    for arg, default in pairs:
+        last = file.imports.qualname(default.func).split(".")[-1] if isinstance(default, ast.Call) else ""
+        if last in R.CE_LOSSES | R.NLL_LOSSES:
+            out[arg.arg] = "ce" if last in R.CE_LOSSES else "nll"
+    for a in fm.assigns if out else ():
+        if a.op is None and len(a.names) == 1 and a.names[0].startswith("self.") and dotted(a.value) in out:
+            out[a.names[0]] = out[dotted(a.value) or ""]
     return out
 
 
@@ -170,7 +209,10 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     ``reshape``, ``flatten``, ``permute``, ``transpose``, ``contiguous()``, ``float()``.
 
     A model class of the file whose forward ends in a softmax layer attribute (``self.head = nn.Sequential(...,
-    nn.Softmax(dim=1))`` or ``self.act = nn.Softmax(1)``, applied last) outputs probabilities too.
+    nn.Softmax(dim=1))`` or ``self.act = nn.Softmax(1)``, applied last) outputs probabilities too, as does a
+    ``nn.Sequential()`` filled by ``add_module`` calls whose last adds a softmax. The loss may be a criterion
+    object, called or through ``.forward(...)``, including one given as a parameter's default
+    (``def __init__(self, loss_func=nn.CrossEntropyLoss())``) and stored on ``self``.
 
     Wrong::
 
@@ -278,7 +320,8 @@ def _check_loss_call(fm: FunctionModel, call: ast.Call, probs: set[str], kinds: 
     name = call_name(call)
     if name not in R.CE_LOSSES | R.NLL_LOSSES:  # ``from torch.nn.functional import nll_loss as nll``
         name = fm.file.imports.qualname(call.func).split(".")[-1] or name
-    kind = "ce" if name in R.CE_LOSSES else "nll" if name in R.NLL_LOSSES else kinds.get(dotted(call.func) or "")
+    func = call.func.value if name == "forward" and isinstance(call.func, ast.Attribute) else call.func
+    kind = "ce" if name in R.CE_LOSSES else "nll" if name in R.NLL_LOSSES else kinds.get(dotted(func) or "")
     if isinstance(call.func, ast.Call) and call_name(call.func) in R.CE_LOSSES | R.NLL_LOSSES:
         kind = "ce" if call_name(call.func) in R.CE_LOSSES else "nll"
     if kind is None or (name in R.CE_LOSSES | R.NLL_LOSSES and name[0].isupper()):
