@@ -103,12 +103,17 @@ def test_tb201_train_right_before_a_no_grad_validation_loss_pass_is_low_confiden
     assert low.line == 17 and "returns its losses only in train mode" in low.message
 
 
-def test_tb201_train_then_other_work_or_a_prediction_pass_still_reported():
-    """The same pass with work between the switch and the loop, or storing predictions rather than losses, is no
-    evidence of intent: still reported by default."""
+def test_tb201_train_then_other_work_still_reported():
+    """The same pass with work on the model's data between the switch and the loop is no evidence of intent: still
+    reported by default.  (Round 13 also kept a pass storing predictions in the default output; round 14's Glow
+    initialisation showed that ``train()`` right before the pass is the evidence whatever it stores, so that case
+    is now ``--all`` with its reason: ``test_round15_tuning.py``.)"""
     assert found(VALIDATION_LOSS.format(between="model.train()\n                meters.clear()",
                                      stored="loss_dict_val"), "TB201") == [18]
-    assert found(VALIDATION_LOSS.format(between="model.train()", stored="preds"), "TB201") == [17]
+    src = VALIDATION_LOSS.format(between="model.train()", stored="preds")
+    assert found(src, "TB201") == []
+    [low] = [f for f in lint_source(textwrap.dedent(src), show_all=True) if f.rule == "TB201"]
+    assert low.line == 17 and "on purpose" in low.message
 
 
 def test_tb303_log_of_softmax_that_is_only_printed_is_silent():

@@ -3,7 +3,10 @@ regularisation pass, TB108 on a running mean of scalars named like an EMA; the t
 
 from __future__ import annotations
 
+import textwrap
+
 from tests.audit.helpers import found
+from trickbag.audit.lint import lint_source
 
 LAZY_REG = """
     import torch
@@ -152,3 +155,34 @@ def test_tb303_loss_from_a_parameter_default():
     shape): reported on the model whose forward ends in a softmax layer; a default MSELoss: silent."""
     assert found(DEFAULT_LOSS.format(loss="nn.CrossEntropyLoss()"), "TB303") == [21]
     assert found(DEFAULT_LOSS.format(loss="nn.MSELoss()"), "TB303") == []
+
+
+DDI = """
+    import torch
+
+    def data_dependent_init(model, loader, n_iter):
+        model.train()
+        {between}
+        with torch.no_grad():
+            for i, (x, _) in enumerate(loader):
+                _ = model(x)
+                if i == n_iter:
+                    break
+"""
+
+
+def test_tb201_train_right_before_a_no_grad_pass_is_intent():
+    """Glow's data-dependent initialisation: ``model.train()``, a print and a counter, then a gradient-free pass
+    that sets ActNorm statistics: reported only with ``--all``, with the reason."""
+    src = DDI.format(between='print("init")\n        num_iter = 0')
+    assert found(src, "TB201") == []
+    low = [f for f in lint_source(textwrap.dedent(src), select=["TB201"], show_all=True)]
+    assert len(low) == 1 and low[0].confidence == "low" and "on purpose" in low[0].message
+
+
+def test_tb201_a_model_call_between_train_and_no_grad_keeps_the_finding_certain():
+    """Something done with the model between the switch and the pass: no evidence of intent; the pass is still
+    what it was (reported as before this change, whatever its confidence)."""
+    src = DDI.format(between="model.eval()\n        model.train()\n        model.to('cpu')")
+    low = [f for f in lint_source(textwrap.dedent(src), select=["TB201"], show_all=True)]
+    assert all("on purpose" not in f.message for f in low)

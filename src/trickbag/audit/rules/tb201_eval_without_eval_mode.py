@@ -113,10 +113,11 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     ``load_state_dict`` before the forward (an evaluation script).  An epoch function shared by training and
     evaluation (``self._epoch(test_loader, train=False)``), run with constants that rule out its backward and
     step, under ``no_grad`` or from a ``test`` / ``validate`` function, is reported at that call when neither it
-    nor anything in the file switches to eval mode.  ``model.train()`` as the statement right before the ``no_grad``
-    block of a forward whose result is stored as losses (``loss_dict = model(images_val, targets_val)``) is a
-    validation-loss pass in train mode on purpose (a detector that returns its loss dict only when
-    ``self.training``): a low-confidence finding (``--all``) with that reason.
+    nor anything in the file switches to eval mode.  ``model.train()`` right before the ``no_grad`` block
+    (only prints, logs or constants between) is train mode on purpose: a validation-loss pass (a detector that
+    returns its loss dict only when ``self.training``: ``loss_dict = model(images_val, targets_val)``) or a
+    data-dependent initialisation (Glow's ActNorm statistics set from data): a low-confidence finding (``--all``)
+    with that reason.
 
     Wrong::
 
@@ -209,23 +210,33 @@ _EVAL_WORDS = VALISH | {"evaluate", "validate", "accuracy", "metric", "metrics",
 
 
 def _train_on_purpose(fm: FunctionModel, fwd: Event) -> str:
-    """``model.train()`` as the statement right before the ``no_grad`` block of a forward whose result is stored as
-    losses (``loss_dict = model(images_val, targets_val)``): a validation-loss pass in train mode on purpose (a
-    detector returns its loss dict only when ``self.training``); '' if not."""
+    """``model.train()`` right before the ``no_grad`` block of a forward (only prints, logs or constants between):
+    train mode on purpose, for a validation-loss pass (a detector returns its loss dict only when
+    ``self.training``) or a data-dependent initialisation (Glow's ActNorm); '' if not."""
     grad_off = next((node for kind, node in fwd.contexts if kind == "nograd"), None)
     events = [e for e in fm.events if e.order < fwd.order and not e.exclusive(fwd)]
     modes = [e for e, k in mode_events(fm, events) if same_model(e, fwd)]
     if grad_off is None or not modes or not isinstance(modes[-1].node, ast.Call):
         return ""
     after, before = getattr(modes[-1].node, "end_lineno", 0) or 0, getattr(grad_off, "lineno", 0)
-    if not after < before or any(isinstance(n, ast.stmt) and after < n.lineno < before for n in fm.nodes):
+    if not after < before or not all(_bookkeeping(n) for n in fm.nodes
+                                     if isinstance(n, ast.stmt) and after < n.lineno < before):
         return ""
     stored = next((n for n in fm.nodes if isinstance(n, ast.Assign) and n.value is fwd.node), None)
     words = {t for target in (stored.targets if stored else []) for t in name_tokens(dotted(target) or "")}
-    if not words & {"loss", "losses"}:
-        return ""
-    return " (uncertain: model.train() is called right before this gradient-free pass, which stores losses: train " \
-           "mode may be on purpose, for a model that returns its losses only in train mode)"
+    if words & {"loss", "losses"}:
+        return " (uncertain: model.train() is called right before this gradient-free pass, which stores losses: " \
+               "train mode may be on purpose, for a model that returns its losses only in train mode)"
+    return " (uncertain: model.train() is called right before this gradient-free pass: train mode may be on " \
+           "purpose, as in a data-dependent initialisation that sets normalisation statistics from data)"
+
+
+def _bookkeeping(st: ast.stmt) -> bool:
+    """A statement that cannot change the model's mode between ``model.train()`` and the ``no_grad`` block: a
+    print or log call, or a name set to a constant (``num_iter = 0``)."""
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+        return (dotted(st.value.func) or "").split(".")[-1] in ("print", "info", "debug", "warning", "log")
+    return isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant)
 
 
 def _feeds_training(fm: FunctionModel, fwd: Event) -> str:
