@@ -1,0 +1,36 @@
+# Fixed version of ../134_dabdetr_fp32_branch_never_zeroed.py: silent on the codes that file expects.
+import math
+import sys
+
+import torch
+
+
+def train_one_epoch(model, criterion, data_loader, optimizer, device, max_norm=0.0, amp=False):
+    scaler = torch.cuda.amp.GradScaler(enabled=amp)
+    model.train()
+    criterion.train()
+    for samples, targets in data_loader:
+        samples = samples.to(device)
+        targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+        with torch.cuda.amp.autocast(enabled=amp):
+            outputs = model(samples)
+            loss_dict = criterion(outputs, targets)
+            weight_dict = criterion.weight_dict
+            losses = sum(loss_dict[k] * weight_dict[k] for k in loss_dict if k in weight_dict)
+        loss_value = losses.item()
+        if not math.isfinite(loss_value):
+            sys.exit(1)
+        if amp:
+            optimizer.zero_grad()
+            scaler.scale(losses).backward()
+            if max_norm > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.zero_grad()
+            losses.backward()
+            if max_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()  # not: TB104
