@@ -52,8 +52,11 @@ from trickbag.audit import lint
 #: 119.  Round 14 added ten (115-124, eleven marked), pinned before its one lint run (heldout_round14.md): 8 found by
 #: default, 9 with --all: 118 of 130.  Tuned on round 14 (TB303 reads a loss from a parameter default stored on self,
 #: ``loss.forward(...)`` / ``model.forward(...)`` and a Sequential filled by add_module up to a softmax): 121 and 123
-#: found, 120 of 130.
-RECALL_FLOOR = 120 / 130
+#: found, 120 of 130.  Round 15 added eleven (125-135), pinned (7b2fd11) before their one lint run with those rules:
+#: 9 found on their line by default (the same with --all), 128 (TB303: a Sequential made from a list whose last item,
+#: appended under a condition, is a Softmax) and 134 (TB104: the AMP branch zeroes, the fp32 branch never does)
+#: missed; every fixed version silent: 129 of 141.
+RECALL_FLOOR = 129 / 141
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))
