@@ -52,4 +52,8 @@ def _at_defaults(d) -> bool:
     names = ast.literal_eval(d.detail.split(": ", 1)[1])
     default = load_recipe("digits").model_dump(mode="json")[section]
     fields = type(getattr(load_recipe("digits"), section)).model_fields
-    return all(default[n] == fields[n].default for n in names)
+    def field_default(n):  # a whole new section (a new trick) is a model made by a default factory: dump it
+        value = fields[n].get_default(call_default_factory=True)
+        return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+
+    return all(default[n] == field_default(n) for n in names)
