@@ -79,18 +79,15 @@ class ClassificationLoss:
         self.robust = robust
 
     def __call__(self, logits: Tensor, target: Tensor) -> Tensor:
-        if self.robust is not None:
-            if self.gamma is not None:
-                raise ValueError("a focal loss (gamma) and a noise-robust loss (robust) both replace cross-entropy; "
-                                 "set one of them")
-            if self.smoothing > 0:
-                target = smooth_targets(target, self.num_classes or logits.shape[-1], self.smoothing)
-            return self.robust(logits, target.to(logits.device), weight=self.weight)
-        if self.gamma is None:
+        if self.robust is None and self.gamma is None:
             return F.cross_entropy(logits, target, weight=self.weight, label_smoothing=self.smoothing)
-        if self.smoothing > 0:
-            n = self.num_classes or logits.shape[-1]
-            target = smooth_targets(target, n, self.smoothing).to(logits.device)
+        if self.robust is not None and self.gamma is not None:
+            raise ValueError("a focal loss (gamma) and a noise-robust loss (robust) both replace cross-entropy; "
+                             "set one of them")
+        if self.smoothing > 0:  # cross-entropy smooths itself; focal and the robust losses take smoothed targets
+            target = smooth_targets(target, self.num_classes or logits.shape[-1], self.smoothing).to(logits.device)
+        if self.gamma is None:
+            return self.robust(logits, target, weight=self.weight)  # type: ignore[misc]  # robust is set here
         return focal_loss(logits, target, self.gamma, self.alpha, weight=self.weight)
 
     def __repr__(self) -> str:
