@@ -186,3 +186,35 @@ def test_tb201_a_model_call_between_train_and_no_grad_keeps_the_finding_certain(
     src = DDI.format(between="model.eval()\n        model.train()\n        model.to('cpu')")
     low = [f for f in lint_source(textwrap.dedent(src), select=["TB201"], show_all=True)]
     assert all("on purpose" not in f.message for f in low)
+
+
+EXPORT_CHECK = """
+    import copy
+    import torch
+
+    def export_encoder(encoder, path, loader):
+        encoder.eval()
+        chunk = torch.randn(1, 1, 67, 80)
+        att_cache = torch.zeros(1, 4, 8, 16)
+        torch.onnx.export(encoder, (chunk, att_cache), path)
+        torch_chunk, torch_cache = {inputs}
+        outs = []
+        for i in range(10):
+            out, torch_cache = encoder(torch_chunk, torch_cache)
+            outs.append(out)
+        return torch.cat(outs, dim=-1)
+"""
+
+
+def test_tb203_export_check_on_copies_of_random_inputs_is_no_evaluation():
+    """wenet's export script runs the model on copies (``copy.deepcopy``, ``.clone()``) of the random example
+    inputs it exported with, to compare with the ONNX model: made-up inputs, a shape/equivalence check: silent."""
+    assert found(EXPORT_CHECK.format(inputs="copy.deepcopy(chunk), copy.deepcopy(att_cache)"), "TB203") == []
+    assert found(EXPORT_CHECK.format(inputs="chunk.clone(), att_cache.detach().clone()"), "TB203") == []
+
+
+def test_tb203_export_script_evaluating_on_data_still_reported():
+    """A copy of a batch of the data is data: the check is an evaluation, reported on its forward."""
+    assert found(EXPORT_CHECK.format(inputs="copy.deepcopy(next(iter(loader))), copy.deepcopy(att_cache)"),
+                 "TB203") == [13]
+

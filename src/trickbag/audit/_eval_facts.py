@@ -305,6 +305,8 @@ def _kept_in_eval(fm: FunctionModel, loop: Loop, fwd: Event) -> bool:
 
 _RANDOM = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randn_like", "rand_like", "zeros_like",
            "ones_like", "arange", "randperm", "normal", "Tensor", "tensor"}
+#: a method that moves or copies a tensor: its result holds the same values
+_MOVES = ("to", "cuda", "float", "half", "cpu", "clone", "detach")
 _LOADS = re.compile(r"load|restore|from_pretrained|resume|checkpoint|ckpt")
 
 
@@ -318,17 +320,26 @@ def test_code(fm: FunctionModel) -> bool:
 
 
 def _random_input(fm: FunctionModel, node: ast.AST, depth: int = 0) -> bool:
-    """``torch.randn(2, 3, 32, 32)`` (or a name assigned one in this function, moved with ``.to(dev)``)."""
-    while isinstance(node, ast.Call) and call_name(node) in ("to", "cuda", "float", "half", "cpu"):
-        if not isinstance(node.func, ast.Attribute):
+    """``torch.randn(2, 3, 32, 32)`` (or a name assigned one in this function, moved with ``.to(dev)``, or a copy
+    of one: ``copy.deepcopy(chunk)``, ``chunk.clone()``, as an export script's torch-vs-ONNX check copies its
+    random example inputs before running the model on them)."""
+    while isinstance(node, ast.Call):
+        fn = call_name(node)
+        if fn in _MOVES and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif fn == "deepcopy" and len(node.args) == 1 and not node.keywords:
+            node = node.args[0]
+        else:
             break
-        node = node.func.value
     if isinstance(node, ast.Call):
         return call_name(node) in _RANDOM
     name = dotted(node)
     if not name or depth > 3:
         return False
     values = [a.value for a in fm.assigns if a.names == [name] and a.op is None]
+    values += [a.value.elts[a.names.index(name)] for a in fm.assigns  # chunk, mask = copy(c), copy(m)
+               if name in a.names and len(a.names) > 1 and a.op is None
+               and isinstance(a.value, ast.Tuple) and len(a.value.elts) == len(a.names)]
     return bool(values) and all(v is not None and _random_input(fm, v, depth + 1) for v in values)
 
 

@@ -129,7 +129,10 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     included, tests left out) that is not a training forward runs under ``no_grad`` / ``inference_mode``
     (``predict()`` shared by ``update()`` and an ``accuracy()`` helper of another module that holds ``no_grad``);
     nor is a loop that calls ``autograd.grad`` (a Hessian-vector product needs the graph), nor a forward on batches
-    a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``.  The
+    a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``, nor a
+    forward on made-up inputs (``torch.randn``, ``torch.zeros``, a copy of one by ``copy.deepcopy`` or
+    ``.clone()``, as an export script's torch-vs-ONNX check runs the model on the example inputs it exported
+    with): a shape or equivalence check, not an evaluation over data.  The
     finding is on the first forward of the evaluation that runs on every pass (not one under an ``if``).
 
     Wrong::
