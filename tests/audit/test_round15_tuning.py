@@ -218,3 +218,52 @@ def test_tb203_export_script_evaluating_on_data_still_reported():
     assert found(EXPORT_CHECK.format(inputs="copy.deepcopy(next(iter(loader))), copy.deepcopy(att_cache)"),
                  "TB203") == [13]
 
+
+INVERT = """
+    import torch
+    import torch.nn.functional as F
+
+    def invert_trigger(model, images, target):
+        mask = torch.zeros_like(images[:1], requires_grad=True)
+        opt = torch.optim.Adam([mask], lr=0.1)
+        for _ in range(20):
+            opt.zero_grad()
+            F.cross_entropy(model(images * (1 - mask) + mask), target).backward()
+            opt.step()
+        return mask.detach()
+
+    def train(model, loader, {optimizer}, epochs):
+        model.train()
+        for epoch in range(epochs):
+            for images, labels in loader:
+                optimizer.zero_grad()
+                F.cross_entropy(model(images), labels).backward()
+                optimizer.step()
+            if epoch % 5 == 0:
+                model.eval()
+                images, labels = next(iter(loader))
+                invert_trigger(model, images, labels)
+{caller}"""
+
+
+def test_tb202_optimizer_from_the_caller_trains_the_model():
+    """FLIP (real mistake 115): the only optimizer the file builds takes a tensor list (``Adam([mask])``), but the
+    training function steps the optimizer its caller (another module) gives it: the model is trained, the tensor-
+    only doubt does not apply: reported by default on the eval switch."""
+    assert found(INVERT.format(optimizer="optimizer", caller=""), "TB202") == [22]
+
+
+def test_tb202_tensor_only_doubt_stays_when_this_file_supplies_the_optimizer():
+    """Called in this file with the tensor-list optimizer, or stepping one it builds itself: still uncertain (the
+    model may be fixed on purpose): only with --all."""
+    caller = """
+    def main(model, loader, z):
+        train(model, loader, torch.optim.Adam([z]), 10)
+"""
+    src = INVERT.format(optimizer="optimizer", caller=caller)
+    assert found(src, "TB202") == []
+    assert found(src, "TB202", show_all=True) == [22]
+    own = INVERT.format(optimizer="z", caller="").replace("model.train()\n",
+                                                          "model.train()\n        optimizer = torch.optim.Adam([z])\n")
+    assert found(own, "TB202") == []
+    assert found(own, "TB202", show_all=True) == [23]

@@ -126,6 +126,11 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     missing its ``.train()``; the message names the training forward that then runs in eval mode.  One switch
     that reaches several training forwards is one finding.
 
+    The finding is uncertain (``--all``) when the model's parameters are frozen (``requires_grad = False``), or
+    when every optimizer the file builds takes a list of tensors (``Adam([latent])``: the model may be fixed on
+    purpose) — unless the training function steps an optimizer it is given as a parameter and no code of the file
+    calls it (the model's optimizer comes from a caller in another module).
+
     Wrong::
 
         for epoch in range(epochs):
@@ -153,28 +158,40 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
         for fwd in _training_forwards(fm):
             bad = _culprit(fm, fwd)
             if bad is not None and not mode_free(file, fwd.recv or "", fm.cls):
-                why, line = _doubt(file, fwd.recv), getattr(fwd.node, "lineno", "?")
+                why, line = _doubt(file, fwd.recv, fm), getattr(fwd.node, "lineno", "?")
                 yield Hit(bad, f"{fwd.recv} is left in eval mode while it trains: nothing switches it back "
                                f"with .train(), and the training forward on line {line} runs in eval "
                                f"mode from here on{why}", confidence="low" if why else "high")
         for loop in fm.loops:
             switch = _helper_culprit(fm, loop)
             if switch is not None:
-                why = _doubt(file, switch.recv)
+                why = _doubt(file, switch.recv, fm)
                 yield Hit(switch.node, "the model is switched to eval mode here and the training helpers called in "
                                        f"this loop never switch it back with .train(){why}",
                           confidence="low" if why else "high")
 
 
-def _doubt(file: FileModel, recv: str | None) -> str:
-    """Why eval mode during training may be on purpose, or ''."""
+def _doubt(file: FileModel, recv: str | None, fm: FunctionModel) -> str:
+    """Why eval mode during training may be on purpose, or '' (``fm``: the function that trains)."""
     frozen = frozen_models(file)
     if frozen and (not recv or short_name(recv) in frozen):
         return " (uncertain: its parameters are frozen with requires_grad = False: eval() may be on purpose, " \
                "as in linear probing)"
-    if _optimizers_take_tensors_only(file):
+    if _optimizers_take_tensors_only(file) and not _optimizer_from_caller(fm):
         return " (uncertain: no optimizer of this file gets a model's parameters: the model may be fixed on purpose)"
     return ""
+
+
+def _optimizer_from_caller(fm: FunctionModel) -> bool:
+    """``fm`` steps an optimizer it is given as a parameter (never re-bound in it) and no code of this file calls
+    it: the optimizer that trains the model comes from a caller in another module, so the tensor-list optimizers
+    this file builds (``Adam([mask])`` of a trigger inversion) say nothing about whether the model is trained."""
+    args = getattr(fm.node, "args", None)
+    if args is None or fm.call_sites():
+        return False
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    bound = {n for a in fm.assigns for n in a.names}
+    return any(e.recv in params and e.recv not in bound for e in fm.kind_events(STEP))
 
 
 def _optimizers_take_tensors_only(file: FileModel) -> bool:
