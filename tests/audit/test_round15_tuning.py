@@ -267,3 +267,17 @@ def test_tb202_tensor_only_doubt_stays_when_this_file_supplies_the_optimizer():
                                                           "model.train()\n        optimizer = torch.optim.Adam([z])\n")
     assert found(own, "TB202") == []
     assert found(own, "TB202", show_all=True) == [23]
+
+
+def test_tb108_ema_of_an_output_mean_is_no_weight_average():
+    """``ema.update(out.mean())`` / ``ema.update(torch.mean(out))``: the discriminator's mean output, one number
+    (a 0-d tensor), not weights: silent."""
+    assert found(EMA_LOOP.format(update="ema.update(out.mean())"), "TB108") == []
+    assert found(EMA_LOOP.format(update="ema.update(torch.mean(out))"), "TB108") == []
+
+
+def test_tb108_reduction_over_one_dimension_or_a_constant_decay_still_reported():
+    """A mean over one dimension is a tensor of many values, and a constant may be the decay of an EMA that holds
+    the model: still read as a weight average updated per micro-batch."""
+    assert found(EMA_LOOP.format(update="ema.update(out.mean(0))"), "TB108") == [7]
+    assert found(EMA_LOOP.format(update="ema.update(0.999)"), "TB108") == [7]

@@ -127,14 +127,25 @@ def _simple_kind(fm: FunctionModel, call: ast.Call, name: str, recv: str | None,
 def _updates_with_scalars(call: ast.Call) -> bool:
     """``ema.update(loss.item(), "D_real", step)``: a running mean of numbers (LeCam's anchors, a smoothed loss for
     logging), not a weight average: an argument is a Python number read off a tensor (``.item()``, ``float(...)``)
-    or a string key. A weight average takes the model, its parameters or a step count."""
+    or a string key, or a tensor reduced whole to one number (``out.mean()``, ``torch.mean(out)``: the mean of the
+    discriminator's outputs). A weight average takes the model, its parameters or a step count."""
     for arg in [*call.args, *(k.value for k in call.keywords)]:
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        if (isinstance(arg, ast.Constant) and isinstance(arg.value, str)) or _whole_reduction(arg):
             return True
         if isinstance(arg, ast.Call) and (call_name(arg) in ("item", "tolist")
                                           or (isinstance(arg.func, ast.Name) and arg.func.id == "float")):
             return True
     return False
+
+
+def _whole_reduction(node: ast.AST) -> bool:
+    """``x.mean()`` / ``x.sum()`` (no dimension) or ``torch.mean(x)`` / ``torch.sum(x)``: a 0-d tensor, one number."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("mean", "sum")
+            and not node.keywords):
+        return False
+    if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+        return len(node.args) == 1 and not isinstance(node.args[0], ast.Starred)
+    return not node.args
 
 
 def chain_receiver(call: ast.Call) -> str | None:

@@ -29,8 +29,9 @@ def ema_misplaced(file: FileModel) -> Iterator[Hit]:
     The update may be ``ema.update(model)``, ``swa_model.update_parameters(model)``, a helper named like
     one called with the model (``update_ema(ema_model, model)``, ``moving_average(ema, model, decay)``)
     or a local helper that blends one model's parameters into another's (``lerp_``, ``mul_`` + ``add_``).
-    An ``*ema*`` object updated with numbers (``.item()``, ``float(...)``, a string key: a running mean of
-    outputs or losses, such as LeCam regularisation's anchors) averages no weights and is not reported.
+    An ``*ema*`` object updated with numbers (``.item()``, ``float(...)``, a string key, a tensor reduced whole by
+    ``out.mean()`` / ``torch.mean(out)``: a running mean of outputs or losses, such as LeCam regularisation's
+    anchors) averages no weights and is not reported.
 
     Wrong::
 
