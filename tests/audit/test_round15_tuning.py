@@ -281,3 +281,15 @@ def test_tb108_reduction_over_one_dimension_or_a_constant_decay_still_reported()
     the model: still read as a weight average updated per micro-batch."""
     assert found(EMA_LOOP.format(update="ema.update(out.mean(0))"), "TB108") == [7]
     assert found(EMA_LOOP.format(update="ema.update(0.999)"), "TB108") == [7]
+
+
+def test_tb203_conditional_no_grad_context_through_a_local_name():
+    """``ctx = torch.no_grad() if not needs_grad else nullcontext()`` then ``with ctx:``: the same deliberate
+    choice as the inline form: silent; a name bound only to ``nullcontext()`` or to a conditional autocast still
+    leaves gradients on: reported."""
+    chosen = "ctx = torch.no_grad() if not needs_grad else contextlib.nullcontext()\n        with ctx:"
+    assert found(COND_NO_GRAD.format(ctx=chosen), "TB203") == []
+    plain = "ctx = contextlib.nullcontext()\n        with ctx:"
+    assert found(COND_NO_GRAD.format(ctx=plain), "TB203") == [14]
+    cast = 'ctx = torch.autocast("cuda") if needs_grad else contextlib.nullcontext()\n        with ctx:'
+    assert found(COND_NO_GRAD.format(ctx=cast), "TB203") == [14]

@@ -1048,6 +1048,8 @@ class _Walker:
     def context_kind(self, expr: ast.AST) -> str | None:
         if isinstance(expr, ast.IfExp):  # ``no_grad() if not needs_grad else nullcontext()``: a deliberate choice
             return "nograd" if "nograd" in (self.context_kind(expr.body), self.context_kind(expr.orelse)) else None
+        if isinstance(expr, ast.Name) and (chosen := self.chosen_context(expr.id)):
+            return "nograd" if all(self.context_kind(v) == "nograd" for v in chosen) else None
         if not isinstance(expr, ast.Call):
             return "nograd" if self.fm.file.imports.qualname(expr).split(".")[-1] in _GRAD_OFF else None
         name = call_name(expr)
@@ -1064,6 +1066,14 @@ class _Walker:
         if name == "accumulate":
             return "accumulate"
         return None
+
+    def chosen_context(self, name: str) -> list[ast.IfExp]:
+        """The values of ``name`` when every assignment of it in the function is a conditional choice
+        (``ctx = torch.no_grad() if not needs_grad else nullcontext()``, then ``with ctx:``); else []."""
+        values = [n.value for n in self.fm.nodes if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+        chosen = [v for v in values if isinstance(v, ast.IfExp)]
+        return chosen if values and len(chosen) == len(values) else []
 
     def classify(self, call: ast.Call) -> list[tuple[str, str | None, dict]]:
         return classify(self.fm, call)

@@ -119,6 +119,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     training step runs before its backward is part of training, not an evaluation.  ``module.train(False)`` is an
     eval switch like ``module.eval()``.  The forward of a wrapper whose own ``forward`` runs under ``no_grad`` /
     ``inference_mode`` (a class of the file, or one imported from a module of the same project) is not reported,
+    nor one under a context chosen by a condition with ``no_grad`` on one side (``with torch.no_grad() if not
+    needs_grad else nullcontext():``, or ``with ctx:`` where every assignment of ``ctx`` is such a choice),
     nor a function that wraps its inputs in ``Variable(x, volatile=True)`` (the no-grad of torch <= 0.3 that the
     code is written for).  A loop inside a training iteration that runs a module put in eval mode
     before the training loop began (a frozen module kept in eval through training, run per sample) is part of the
