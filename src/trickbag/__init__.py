@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "gce_loss": "trickbag.losses",
     "RobustLoss": "trickbag.losses",
     "class_balanced_weights": "trickbag.losses",
+    "logit_adjustment": "trickbag.losses",
     "distillation_loss": "trickbag.losses",
     "DistillationLoss": "trickbag.losses",
     "gradient_penalty": "trickbag.losses",

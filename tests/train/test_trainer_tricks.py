@@ -34,7 +34,8 @@ NEEDS = {
                 "data.val_fraction=0.25"],
 }
 #: tricks a hand-built Trainer refuses in one line, and the words the refusal must hold
-RECIPE_ONLY = {"class_balanced": "loss_fn=torch.nn.CrossEntropyLoss(weight="}
+RECIPE_ONLY = {"class_balanced": "loss_fn=torch.nn.CrossEntropyLoss(weight=",
+               "logit_adjust": "trickbag.losses.logit_adjustment(counts, tau)"}
 TIMES = ("train/samples_per_s", "train/epoch_time_s")
 
 

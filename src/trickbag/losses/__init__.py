@@ -1,5 +1,5 @@
 """Losses and loss terms: label smoothing, soft-target CE, focal, noise-robust (SCE, GCE),
-class-balanced weights, distillation, penalties.
+class-balanced weights, logit adjustment, distillation, penalties.
 
 Each is a plain function on tensors; the stateless module forms
 (:class:`SoftTargetCrossEntropy`, :class:`FocalLoss`, :class:`DistillationLoss`)
@@ -11,6 +11,7 @@ from trickbag.losses.class_balanced import class_balanced_weights
 from trickbag.losses.combined import ClassificationLoss
 from trickbag.losses.distillation import DistillationLoss, distillation_loss
 from trickbag.losses.focal import FocalLoss, focal_loss, sigmoid_focal_loss
+from trickbag.losses.logit_adjust import logit_adjustment
 from trickbag.losses.penalties import gradient_penalty, l1_penalty
 from trickbag.losses.robust import RobustLoss, gce_loss, sce_loss
 from trickbag.losses.smoothing import SoftTargetCrossEntropy, smooth_targets, soft_target_cross_entropy
@@ -27,6 +28,7 @@ __all__ = [
     "gce_loss",
     "gradient_penalty",
     "l1_penalty",
+    "logit_adjustment",
     "sce_loss",
     "sigmoid_focal_loss",
     "smooth_targets",

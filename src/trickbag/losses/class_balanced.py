@@ -47,6 +47,19 @@ def class_balanced_weights(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     device = samples_per_class.device if isinstance(samples_per_class, Tensor) else None
+    counts = positive_counts(samples_per_class)
+    if beta == 0.0:
+        weights = np.ones_like(counts)  # beta^n == 0 for n > 0: every effective number is 1
+    else:
+        # 1 - beta^n = -expm1(n * log(beta)), accurate when beta^n is close to 1.
+        weights = (1.0 - beta) / -np.expm1(counts * np.log(beta))
+    weights = weights * (counts.size / weights.sum())
+    return torch.as_tensor(weights, dtype=dtype, device=device)
+
+
+def positive_counts(samples_per_class: Sequence[float] | np.ndarray | Tensor) -> np.ndarray:
+    """``samples_per_class`` as a float64 array ``[C]`` of finite counts ``> 0``; a ``ValueError`` / ``TypeError``
+    naming what is wrong otherwise."""
     if isinstance(samples_per_class, Tensor):
         counts = samples_per_class.detach().to("cpu", torch.float64).numpy()
     else:
@@ -66,10 +79,4 @@ def class_balanced_weights(
             f"samples_per_class must be > 0 for every class; classes {bad.tolist()} have counts "
             f"{counts[bad].tolist()}. Drop those classes from the label space or give them a count of 1."
         )
-    if beta == 0.0:
-        weights = np.ones_like(counts)  # beta^n == 0 for n > 0: every effective number is 1
-    else:
-        # 1 - beta^n = -expm1(n * log(beta)), accurate when beta^n is close to 1.
-        weights = (1.0 - beta) / -np.expm1(counts * np.log(beta))
-    weights = weights * (counts.size / weights.sum())
-    return torch.as_tensor(weights, dtype=dtype, device=device)
+    return counts

@@ -1,5 +1,5 @@
 """One classification loss that combines the loss tricks: cross-entropy, focal or a noise-robust loss, class weights,
-label smoothing."""
+label smoothing, logit adjustment."""
 
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ class ClassificationLoss:
       (Lin et al. 2017, focal loss, on soft targets);
     * ``robust`` set (a :class:`~trickbag.losses.robust.RobustLoss`: symmetric or generalized cross-entropy
       against noisy labels): that loss with ``weight`` on the (smoothed) targets; it replaces cross-entropy,
-      so it cannot be combined with ``gamma``.
+      so it cannot be combined with ``gamma``;
+    * ``logit_offset`` set (``[C]``, e.g. :func:`~trickbag.losses.logit_adjustment`: Menon et al. 2021's
+      ``tau * log(prior)`` for a long-tailed training set): added to the logits before any of the above, inside the
+      loss only (predictions use the model's own logits).
 
     Smoothing is ``q = (1 - eps) * target + eps / C`` (Szegedy et al. 2016), for int and soft targets
     alike.  When the targets were already smoothed (e.g. folded into mixed targets by
@@ -41,6 +44,7 @@ class ClassificationLoss:
         alpha: focal balancing factor: ``None``, a float (``C == 2``) or a tensor ``[C]``.
         weight: per-class weight ``[C]`` (e.g. :func:`~trickbag.losses.class_balanced_weights`).
         robust: a :class:`~trickbag.losses.robust.RobustLoss` instead of cross-entropy, or ``None``.
+        logit_offset: a tensor ``[C]`` added to the logits inside the loss, or ``None``.
 
     >>> import torch
     >>> loss_fn = ClassificationLoss(3, smoothing=0.1)
@@ -63,6 +67,7 @@ class ClassificationLoss:
         alpha: float | Tensor | None = None,
         weight: Tensor | None = None,
         robust: RobustLoss | None = None,
+        logit_offset: Tensor | None = None,
     ) -> None:
         if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
                                         or num_classes < 1):
@@ -77,8 +82,14 @@ class ClassificationLoss:
         self.alpha = alpha
         self.weight = weight
         self.robust = robust
+        self.logit_offset = logit_offset
 
     def __call__(self, logits: Tensor, target: Tensor) -> Tensor:
+        if self.logit_offset is not None:
+            if self.logit_offset.shape != logits.shape[-1:]:
+                raise ValueError(f"logit_offset has shape {tuple(self.logit_offset.shape)}, the logits have "
+                                 f"{logits.shape[-1]} classes: it needs one offset per class")
+            logits = logits + self.logit_offset
         if self.robust is None and self.gamma is None:
             return F.cross_entropy(logits, target, weight=self.weight, label_smoothing=self.smoothing)
         if self.robust is not None and self.gamma is not None:
@@ -95,4 +106,5 @@ class ClassificationLoss:
             else repr(self.robust)
         return (f"ClassificationLoss({kind}, smoothing={self.smoothing}, "
                 f"alpha={'set' if self.alpha is not None else None}, "
-                f"weight={'set' if self.weight is not None else None})")
+                f"weight={'set' if self.weight is not None else None}"
+                + (", logit_offset=set)" if self.logit_offset is not None else ")"))

@@ -31,6 +31,7 @@ from trickbag.tricks import (
     l1,
     label_smoothing,
     layer_decay,
+    logit_adjust,
     mix,
     multiscale,
     param_groups,
@@ -54,7 +55,8 @@ __all__ = ["MODULES", "TRICKS", "run_order", "TricksConfig", "Trick", "build_tri
 #: ``last``, and where those leave a choice, this order
 MODULES = (
     augment,  # build time: the policy goes into the training images' pipeline
-    cutout, random_erasing, mix, label_smoothing, focal, robust_loss, class_balanced, distillation, l1,  # batch, loss
+    cutout, random_erasing, mix, label_smoothing, focal, robust_loss, class_balanced, logit_adjust,  # batch, loss
+    distillation, l1,
     grad_norm, clip, sam,  # gradients and the optimizer
     freeze, param_groups, layer_decay, multiscale, channels_last, drop_path, compile_,  # the model and its parameters
     tta,  # evaluation
