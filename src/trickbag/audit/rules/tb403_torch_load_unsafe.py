@@ -378,6 +378,49 @@ def _restores_optimizer(fm: FunctionModel, node: ast.AST) -> bool:
     return False
 
 
+def _restores_own_class_state(fm: FunctionModel, node: ast.AST) -> bool:
+    """The loaded object goes to ``obj.load_state_dict(...)`` where ``obj`` is built in this function from a class
+    of this file whose own ``load_state_dict`` restores an optimizer (``trainer = CQL(...)``;
+    ``trainer.load_state_dict(torch.load(path))``, CQL's state holding its optimizers and step count): the
+    training state of this program's own trainer object, which only its own runs write."""
+    holders = {n for a in fm.assigns if a.value is node for n in a.names}
+    for n in fm.nodes:
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "load_state_dict"
+                and n.args and (n.args[0] is node or dotted(n.args[0]) in holders)):
+            continue
+        recv = dotted(n.func.value)
+        made = [a.value for a in fm.assigns if recv and a.names == [recv] and isinstance(a.value, ast.Call)]
+        classes = {c.func.id for c in made if isinstance(c.func, ast.Name)}
+        for cls in (c for c in fm.file.nodes if isinstance(c, ast.ClassDef) and c.name in classes):
+            loads = [f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "load_state_dict"]
+            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "load_state_dict"
+                   and "optim" in (dotted(c.func.value) or "").lower() for f in loads for c in walk(f)):
+                return True
+    return False
+
+
+_EVAL_FLAGS = re.compile(r"^(eval|evaluate|eval_only|test|test_only|inference|predict)$")
+
+
+def _released_there(fm: FunctionModel, path: ast.AST | None) -> bool:
+    """The function treats the resumed file as one that may come from elsewhere: the same option may be a URL
+    (``args.resume.startswith('https')``, ``load_state_dict_from_url(args.resume)``), or an evaluation-only flag
+    (``args.eval``) decides what is restored: a released checkpoint evaluated without training."""
+    key = dotted(path) if path is not None else None
+    for n in fm.nodes:
+        if isinstance(n, ast.Call) and key and any(dotted(a) == key for a in n.args) \
+                and ("url" in call_name(n).lower() or "hub" in (dotted(n.func) or "")):
+            return True
+        if isinstance(n, ast.Call) and call_name(n) == "startswith" and isinstance(n.func, ast.Attribute) \
+                and key and dotted(n.func.value) == key:
+            return True
+        if isinstance(n, ast.Attribute) and _EVAL_FLAGS.match(n.attr) and isinstance(n.ctx, ast.Load) \
+                and isinstance(n.value, ast.Name) \
+                and (n.value.id in ("args", "opt") or _parsed_options(fm, n.value.id)):
+            return True
+    return False
+
+
 def _under_resume_test(fm: FunctionModel, node: ast.AST) -> bool:
     """The load runs only under ``if ...resume...:`` (``if self.args.resume:``)."""
     for n in fm.nodes:
@@ -402,6 +445,11 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
         return " (uncertain: a file found in a folder the program names itself)"
     if _restores_optimizer(fm, node):
         return " (uncertain: restores an optimizer state, which only a training run writes: a resume)"
+    if _restores_own_class_state(fm, node):
+        return (" (uncertain: restores the state of a trainer class of this file, optimizers included, which only "
+                "its own runs write: a resume)")
+    if _under_resume_test(fm, node) and file_trains(file) and not _released_there(fm, path):
+        return " (uncertain: loaded under a resume test in a file that trains: the program's own checkpoint)"
     pieces = _pieces(fm, path)
     outside = _outside_pieces(pieces)
     if outside and _resumes(fm, node) and _under_resume_test(fm, node):
@@ -646,6 +694,11 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     extension) that a sibling method of the same class saves under; a file loaded only when it exists and
     otherwise computed and saved to it (a cache, ``if os.path.exists(f): torch.load(f) else: torch.save(x, f)``);
     and a module-level constant bound to a path the program names itself (``MODEL_PATH = '../ckpt/model.pt'``).
+    Also low: a load handed to ``obj.load_state_dict`` where ``obj`` is made from a class of the file whose
+    ``load_state_dict`` restores optimizers (a trainer object's whole training state: a resume of the program's own
+    run), and a load under ``if ...resume...:`` in a file that trains, unless the function also takes that option
+    as a URL (``args.resume.startswith('https')``, ``load_state_dict_from_url``) or has an evaluation-only flag
+    (``args.eval``): there a released checkpoint may be what is passed.
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
