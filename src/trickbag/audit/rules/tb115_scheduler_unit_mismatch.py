@@ -63,7 +63,8 @@ def _unit(call: ast.Call) -> str:
 
 
 def _schedulers(file: FileModel) -> dict[str, tuple[ast.Call, str]]:
-    """short name -> (constructor call, unit) of the schedulers this file builds with a length in a known unit."""
+    """short name -> (constructor call, unit) of the schedulers this file builds with a length; the unit is '' when
+    not known (a bare number) or when the name is built more than once in different units."""
     out: dict[str, tuple[ast.Call, str]] = {}
     for n in file.nodes:
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and len(n.targets) == 1:
@@ -71,10 +72,12 @@ def _schedulers(file: FileModel) -> dict[str, tuple[ast.Call, str]]:
             target = dotted(n.targets[0])
             if name in _LENGTH_ARGS and target:
                 unit = _unit(n.value)
-                if unit:
-                    out.setdefault(short_name(target), (n.value, unit))
-                    if out[short_name(target)][1] != unit:
-                        out[short_name(target)] = (n.value, "")  # built twice, in different units: unclear
+                out.setdefault(short_name(target), (n.value, unit))
+                if out[short_name(target)][1] != unit:
+                    # built twice in different units, or once with a length of no known unit (``if args.lradj ==
+                    # 'COS': CosineAnnealingLR(T_max=20) else: OneCycleLR(steps_per_epoch=...)``): which one a
+                    # step belongs to depends on branches, unclear
+                    out[short_name(target)] = (n.value, "")
     return out
 
 
@@ -109,7 +112,8 @@ def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
     ``OneCycleLR(..., steps_per_epoch=len(loader))`` stepped once per epoch, never leaves the warm-up.  The
     unit of the length is read from its expression (``epochs`` vs ``len(loader)``, ``total_steps``; a
     ``OneCycleLR(total_steps=max_epoch)`` is counted in epochs whatever its keyword says); a length with no unit
-    in its names (a bare number) is not judged.
+    in its names (a bare number) is not judged, nor a scheduler the file builds more than once with lengths in
+    different units (or one of them unknown): which construction a step belongs to depends on branches.
 
     Wrong::
 
