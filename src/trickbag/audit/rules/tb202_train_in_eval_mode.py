@@ -70,11 +70,11 @@ def _culprit(fm: FunctionModel, fwd: Event) -> ast.AST | None:
         modes = [(e, k) for e, k in mode_events(fm, loop.events) if same_model(e, fwd)]
         if any(k == TRAIN for _, k in modes):
             return None
-        evals = [e for e, k in modes if k == EVAL]
+        evals = [e for e, k in modes if k == EVAL and _reaches(fm, loop, e.node, fwd)]
         if evals:
             return evals[0].node
         imported = _imported_eval_switch(fm, loop, fwd)
-        if imported is not None:
+        if imported is not None and _reaches(fm, loop, imported, fwd):
             return imported
     outer = fwd.loops[0]
     before = [e for e in fm.events if e.order < fwd.order and outer not in e.loops]
@@ -82,6 +82,25 @@ def _culprit(fm: FunctionModel, fwd: Event) -> ast.AST | None:
     if modes and modes[-1][1] == EVAL and all(fwd.under(g) for g in modes[-1][0].guards):
         return modes[-1][0].node
     return None
+
+
+def _reaches(fm: FunctionModel, loop: Loop, switch: ast.AST, fwd: Event) -> bool:
+    """The eval switch is still in force at the forward: no re-assignment of the model to a new one (``model =
+    GPT4TS(...)``, ``model = build_model(args)``: a fresh module in training mode; not ``accelerator.prepare(model)``
+    or ``model.to(dev)``, the same module) in ``loop`` comes between them, counting the wrap-around to the next
+    iteration when the switch is after the forward."""
+    name = short_name(fwd.recv or "")
+    first, last = getattr(loop.node, "lineno", 0), getattr(loop.node, "end_lineno", None) or 1 << 30
+    at, to = getattr(switch, "lineno", 0), getattr(fwd.node, "lineno", 0)
+    for a in fm.assigns:
+        line = getattr(a.node, "lineno", 0)
+        if a.op is not None or not isinstance(a.value, ast.Call) or not first <= line <= last \
+                or name not in {short_name(n) for n in a.names} \
+                or name in {short_name(d) for d in map(dotted, walk(a.value)) if d}:  # prepare(model), model.to()
+            continue
+        if (at < line < to) or (at > to and (line < to or line > at)):
+            return False
+    return True
 
 
 def _imported_eval_switch(fm: FunctionModel, loop: Loop, fwd: Event) -> ast.Call | None:
@@ -125,6 +144,10 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     the call of the helper that switches (``validate(model, loader)``, ``self.evaluate()``), which is what was
     missing its ``.train()``; the message names the training forward that then runs in eval mode.  One switch
     that reaches several training forwards is one finding.
+
+    A model re-assigned to a new one in the loop between the switch and the training forward (``for run in
+    range(args.itr): model = GPT4TS(args)`` after the last run's ``test(model)``) is a fresh module in training
+    mode: not reported; ``model = accelerator.prepare(model)`` re-binds the same module and resets nothing.
 
     The finding is uncertain (``--all``) when the model's parameters are frozen (``requires_grad = False``), or
     when every optimizer the file builds takes a list of tensors (``Adam([latent])``: the model may be fixed on
