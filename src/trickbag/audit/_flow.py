@@ -381,9 +381,10 @@ class FunctionModel:
         if key not in self._accum and any(e.kind == STEP and e.extra.get("closure") for e in loop.events):
             self._accum[key] = None  # ``optimizer.step(closure)``: the closure recomputes the gradients every step
         if key not in self._accum:
-            self._accum[key] = _managed_accumulation(self, loop) or _guarded_accumulation(self, loop) \
+            acc = _managed_accumulation(self, loop) or _guarded_accumulation(self, loop) \
                 or _nested_accumulation(self, loop) or _helper_accumulation(self, loop) \
                 or _split_batch_accumulation(self, loop)
+            self._accum[key] = None if acc is not None and _input_gradients(self, acc.inner or acc.loop) else acc
         return self._accum[key]
 
     def call_assignments(self) -> dict[str, list[ast.Call]]:
@@ -498,6 +499,27 @@ def _counter(g: Guard) -> set[str]:
             counter.add(name)
     # ``self.accum``, not ``self`` (every ``self.model(x)`` would look divided)
     return {c for c in counter if c not in ("self", "cls") and not any(o.startswith(c + ".") for o in counter)}
+
+
+def _input_gradients(fm: FunctionModel, loop: Loop) -> bool:
+    """The loop's backward is for the gradient of an input, not of the parameters: it reads ``x.grad`` of a tensor
+    this function made to require gradients (``delta.requires_grad = True`` / ``delta.requires_grad_()`` /
+    ``torch.zeros(..., requires_grad=True)``): the steps of an adversarial attack (PGD) or of an input
+    optimisation, each one a fresh gradient of the input, not micro-batches of an update."""
+    wanting = set()
+    for n in fm.nodes:
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                                             for t in n.targets) and const_value(n.value) is True:
+            wanting |= {dotted(t.value) for t in n.targets if isinstance(t, ast.Attribute)}
+        elif isinstance(n, ast.Call) and call_name(n) == "requires_grad_" and isinstance(n.func, ast.Attribute) \
+                and (not n.args or const_value(n.args[0]) is True):
+            wanting.add(dotted(n.func.value))
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
+                k.arg == "requires_grad" and const_value(k.value) is True for k in n.value.keywords):
+            wanting |= {dotted(t) for t in n.targets}
+    wanting.discard(None)
+    return bool(wanting) and any(isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) in wanting
+                                 for n in walk_no_defs(loop.node))
 
 
 def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:

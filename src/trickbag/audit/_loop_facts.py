@@ -43,9 +43,21 @@ def per_micro_batch(ev: Event, depth: int = 0) -> bool:
             return True
     if ev.loops or any(g.accum for g in ev.guards) or ev.fm.node is ev.fm.file.tree:
         return False
+    if any(_first_call_only(g.node) for g in ev.guards):
+        return False  # ``if iteration == 0: optimizer.zero_grad()``: once, at the start, not per micro-batch
     if not steps_like(ev) and step_function(ev.fm):
         return True
     return depth < 2 and any(per_micro_batch(site, depth + 1) for site in ev.fm.call_sites())
+
+
+def _first_call_only(node: ast.AST) -> bool:
+    """``if it == 0:`` / ``if 0 == it:`` (an equality with 0, no modulo): the branch runs on one call."""
+    test = getattr(node, "test", None)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(x, ast.Constant) and x.value == 0 and not isinstance(x.value, bool) for x in sides) \
+        and not any(isinstance(x, ast.BinOp) for x in sides)
 
 
 def step_function(fm: FunctionModel) -> bool:
