@@ -47,11 +47,27 @@ def mode_before(fm: FunctionModel, fwd: Event) -> str | None:
     inner = _wrapped_model(fm.file, fwd.recv) if not modes and fwd.recv else None
     if inner:
         modes = [(e, kind) for e, kind in mode_events(fm, events) if (e.recv or "") == inner]
+    aliases = _parameters_bound_to(fm, fwd.recv) if not modes and fwd.recv else set()
+    if aliases:  # ``def val(net): net.eval(); ... crnn(x)`` called as ``val(crnn)``: the same module
+        modes = [(e, kind) for e, kind in mode_events(fm, events) if (e.recv or "") in aliases]
     if modes:
         return modes[-1][1]
     if fwd.recv and _built_in_eval(fm, fwd):
         return EVAL
     return EVAL if fwd.recv and _keeps_itself_in_eval(fm.file, fwd.recv) else None
+
+
+def _parameters_bound_to(fm: FunctionModel, name: str) -> set[str]:
+    """The parameters of ``fm`` that every call of it in the file binds to ``name`` (a global the body also uses
+    by its own name)."""
+    if not isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in name:
+        return set()
+    sites = [s.node for s in fm.call_sites() if isinstance(s.node, ast.Call)]
+    bound: dict[str, set[str | None]] = {}
+    for call in sites:
+        for p, a in bound_args(fm, call):
+            bound.setdefault(p, set()).add(dotted(a))
+    return {p for p, names in bound.items() if names == {name} and sites}
 
 
 _WRAPPERS = ("DataParallel", "DistributedDataParallel", "cuda", "to", "cpu")
@@ -265,16 +281,35 @@ def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], a
 
 
 def _differentiates(fm: FunctionModel, loop: Loop) -> bool:
-    """The loop calls ``torch.autograd.grad``, itself or through a function defined in ``fm`` or in the file
-    (a Hessian-vector product of the loss of its forward): its forward needs the graph."""
+    """The loop calls ``torch.autograd.grad``, itself or through a function defined in ``fm`` or in the file or a
+    method of the class (``self.cac_jacobian(preds)`` calling ``self.cac_grad``, transitively: a Hessian-vector
+    product or a Jacobian of its forward's outputs): its forward needs the graph."""
     def grads(node: ast.AST) -> bool:
         return any(isinstance(n, ast.Call) and call_name(n) == "grad" and "autograd" in (dotted(n.func) or "")
                    for n in walk(node))
-    if grads(loop.node):
-        return True
     local = {n.name: n for n in fm.nodes if isinstance(n, ast.FunctionDef)}
-    names = {n.func.id for n in walk(loop.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return any(grads(local[x]) if x in local else x in fm.file.top and grads(fm.file.top[x].node) for x in names)
+    methods = {n.name: n for n in (fm.cls.body if fm.cls is not None else []) if isinstance(n, ast.FunctionDef)}
+    todo: list[ast.AST] = [loop.node]
+    seen: set[int] = set()
+    while todo:  # the loop, and the functions it calls (a method of the class through ``self.``), transitively
+        node = todo.pop()
+        if grads(node):
+            return True
+        for n in walk(node):
+            if not isinstance(n, ast.Call):
+                continue
+            if isinstance(n.func, ast.Name):
+                x = n.func.id
+                target = local.get(x) or (fm.file.top[x].node if x in fm.file.top else None)
+            elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                    and n.func.value.id == "self":
+                target = methods.get(n.func.attr)
+            else:
+                target = None
+            if target is not None and id(target) not in seen and len(seen) < 20:
+                seen.add(id(target))
+                todo.append(target)
+    return False
 
 
 def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:

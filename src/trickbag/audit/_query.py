@@ -134,7 +134,10 @@ def _mentions_counter(expr: ast.AST, counter: set[str]) -> bool:
 def mode_events(fm: FunctionModel, events: list[Event]) -> list[tuple[Event, str]]:
     """(event, 'eval' / 'train') for every switch of mode among ``events`` (helpers included)."""
     out = []
+    chosen = fm.file.memo(f"mode_choices:{id(fm)}", lambda: _mode_choices(fm))
     for e in events:
+        if e.kind == EVAL and id(e.node) in chosen:
+            continue  # ``model.train() if is_train else model.eval()``: the branch that trains switches to train
         if e.kind in (EVAL, TRAIN):
             out.append((e, e.kind))
         elif e.kind == TRAIN_CALL:
@@ -145,6 +148,22 @@ def mode_events(fm: FunctionModel, events: list[Event]) -> list[tuple[Event, str
                 out.append((e, TRAIN))
             elif EVAL in kinds:
                 out.append((e, EVAL))
+    return out
+
+
+def _mode_choices(fm: FunctionModel) -> set[int]:
+    """ids of the ``eval()`` calls in a conditional expression whose other branch calls ``train()``
+    (``model = model.train() if is_train else model.eval()``: one function for both loops, the mode chosen by
+    the loop it runs)."""
+    out: set[int] = set()
+    for n in fm.nodes:
+        if not isinstance(n, ast.IfExp):
+            continue
+        sides = [[(c, c.func.attr) for c in ast.walk(b) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Attribute)] for b in (n.body, n.orelse)]
+        names = [{attr for _, attr in side} for side in sides]
+        if {"train", "eval"} <= names[0] | names[1] and names[0] != names[1]:
+            out |= {id(c) for side in sides for c, attr in side if attr == "eval"}
     return out
 
 
@@ -228,12 +247,18 @@ def is_eval_function(fm: FunctionModel) -> bool:
     return bool(R.EVAL_NAME.match(fm.name)) and not any(_feeds_backward(site) for site in fm.call_sites())
 
 
-def _feeds_backward(site: Event) -> bool:
+def _feeds_backward(site: Event, depth: int = 0) -> bool:
     """The call runs before a backward of the same pass, on its path (``loss = crit(self.infer(x), y);
-    loss.backward()``): the function is part of the training step, whatever its name."""
+    loss.backward()``): the function is part of the training step, whatever its name.  Through a function that
+    returns what it computed (``outputs.update(self.predict_poses(...))`` in ``process_batch()``, whose
+    ``losses`` the training step back-propagates), two calls deep."""
     guards = {id(g.node) for g in site.guards}
-    return any(b.loops == site.loops and b.order > site.order and not b.exclusive(site)
-               and guards <= {id(g.node) for g in b.guards} for b in site.fm.kind_events(BACKWARD))
+    if any(b.loops == site.loops and b.order > site.order and not b.exclusive(site)
+           and guards <= {id(g.node) for g in b.guards} for b in site.fm.kind_events(BACKWARD)):
+        return True
+    returns = any(isinstance(n, ast.Return) and n.value is not None for n in site.fm.nodes)
+    return depth < 2 and returns and not site.fm.kind_events(BACKWARD) \
+        and any(_feeds_backward(s, depth + 1) for s in site.fm.call_sites())
 
 
 VALISH = {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout", "heldout"}

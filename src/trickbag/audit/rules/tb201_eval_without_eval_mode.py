@@ -93,7 +93,10 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     (``loss_fn(model(X_valid), y_valid)``, ``model(x_val).argmax(1) == y_val``).
 
     The mode is followed from the callers into the evaluation function (three levels up, and into nested
-    functions from the function that defines them).  Not evaluations: tests (test modules, ``test_*``
+    functions from the function that defines them); a parameter every call binds to the model the body uses by
+    its global name (``def val(net): net.eval(); ... crnn(x)`` called as ``val(crnn)``) is that model.  A function
+    named like ``predict`` whose results a training step back-propagates (directly, or through a function that
+    returns them, two calls deep) is part of training.  Not evaluations: tests (test modules, ``test_*``
     functions, ``TestCase`` methods), shape checks (a forward on random inputs, or of a model built right
     there from its class and never loaded or trained) and a model just made by ``from_pretrained`` (Hugging
     Face returns it in eval mode).  A function run only from another module, on a model passed in, is a

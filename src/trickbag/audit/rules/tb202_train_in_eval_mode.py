@@ -117,6 +117,9 @@ def _imported_eval_switch(fm: FunctionModel, loop: Loop, fwd: Event) -> ast.Call
             continue
         switched = {dotted(n.func.value) for n in calls if call_name(n) == "eval" and not n.args
                     and isinstance(n.func, ast.Attribute)}
+        switched -= {t.id for n in walk(fn) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                     and call_name(n.value) in ("deepcopy", "copy") for t in n.targets
+                     if isinstance(t, ast.Name)}  # ``model = deepcopy(model); model.eval()``: a copy is switched
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
         if any(p in switched and short_name(dotted(a) or "") == short_name(fwd.recv or "") for p, a in bound):
@@ -132,13 +135,14 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     BatchNorm frozen on its running statistics — quietly worse results.  Switch back with
     ``model.train()`` at the top of each epoch (or at the end of the evaluation).
 
-    ``model.train(was_training)`` / ``model.train(mode=prev)`` restores a saved mode and counts as switching
-    back; only ``model.train(False)`` is a switch to eval.  A helper that switches by a mode argument
-    (``set_mode("eval", models)`` with ``if mode == "eval": m.eval()``) is read with the constant it is given.  A
-    function imported from a module of the same project (``from prediction import validate``) that switches the
-    model it is given to eval and never calls ``train`` counts where the training loop calls it.  A helper switches
-    the model the call binds to its parameter: ``evaluate(eval_model, loader)`` on a separate evaluation copy
-    leaves the trained ``model`` as it was.
+    ``model.train(was_training)`` / ``model.train(mode=prev)`` restores a saved mode and counts as switching back;
+    only ``model.train(False)`` is a switch to eval. ``model = model.train() if is_train else model.eval()`` (one
+    function for the training and the validation loop) switches to train where it trains. A helper that switches by
+    a mode argument (``set_mode("eval", models)`` with ``if mode == "eval": m.eval()``) is read with the constant it
+    is given. A function imported from a module of the same project (``from prediction import validate``) that
+    switches the model it is given to eval and never calls ``train`` counts where the training loop calls it (not
+    one that switches a ``deepcopy`` of it). A helper switches the model the call binds to its parameter:
+    ``evaluate(eval_model, loader)`` on a separate evaluation copy leaves the trained ``model`` as it was.
 
     The finding is reported where eval mode is left in force: the ``model.eval()`` of the training function, or
     the call of the helper that switches (``validate(model, loader)``, ``self.evaluate()``), which is what was

@@ -130,7 +130,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     callers are not in its file is not reported when every call of it by name in the project (other modules
     included, tests left out) that is not a training forward runs under ``no_grad`` / ``inference_mode``
     (``predict()`` shared by ``update()`` and an ``accuracy()`` helper of another module that holds ``no_grad``);
-    nor is a loop that calls ``autograd.grad`` (a Hessian-vector product needs the graph), nor a forward on batches
+    nor is a loop that calls ``autograd.grad``, itself or through the file's functions and the class's methods (a
+    Hessian-vector product or a Jacobian of the outputs needs the graph), nor a forward on batches
     a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``, nor a
     forward on made-up inputs (``torch.randn``, ``torch.zeros``, a copy of one by ``copy.deepcopy`` or
     ``.clone()``, as an export script's torch-vs-ONNX check runs the model on the example inputs it exported
