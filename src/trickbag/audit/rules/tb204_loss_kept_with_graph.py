@@ -145,7 +145,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function
     or method of its own (backward and step, no loop) that the file never calls is taken to be one.  A function's own
     loop
-    adding its loss to a module-level list or total (``loss_history.append(loss)``) is reported too.
+    adding its loss to a module-level list or total (``loss_history.append(loss)``) is reported too.  A list the
+    function back-propagates later (``loss_q = torch.stack(loss_all).sum(); loss_q.backward()``: a meta-batch of
+    task losses) keeps its graphs on purpose and is not reported.
 
     Wrong::
 
@@ -169,7 +171,7 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     """
     for fm in file.functions:
         losses = loss_names(fm)
-        backed = {n for b in fm.kind_events(BACKWARD) for n in _names(b.extra.get("loss"))}
+        backed = _back_propagated(fm)
         for loop in fm.loops:
             if not has_kind(loop, BACKWARD):
                 continue
@@ -315,6 +317,16 @@ def _names(node: ast.AST | None) -> set[str]:
     if node is None:
         return set()
     return {d for n in walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
+
+
+def _back_propagated(fm: FunctionModel) -> set[str]:
+    """The names a backward of the function back-propagates, and the names they are made from (``loss_q =
+    torch.stack(loss_all).sum(); loss_q.backward()``: ``loss_all`` keeps its graphs to be back-propagated together,
+    MAML's meta-batch), two assignments deep."""
+    names = {n for b in fm.kind_events(BACKWARD) for n in _names(b.extra.get("loss"))}
+    for _ in range(2):
+        names |= {n for a in fm.assigns if set(a.names) & names and a.op is None for n in _names(a.value)}
+    return names
 
 
 def _backward_before(fm: FunctionModel, kept: str, loop: Loop, order: int) -> bool:
