@@ -42,7 +42,18 @@ def _module_loop_var(fm: FunctionModel, name: str, loops: tuple = ()) -> bool:
 _REAL_ATTRS = {"require_backward_grad_sync", "require_forward_param_sync", "requires_grad"}
 
 
+def _read_back(file: FileModel, attr: str) -> bool:
+    """The file reads ``x.<attr>`` somewhere: an attribute of its own (``ctx.req_grad`` set in an
+    ``autograd.Function``'s forward, tested in its backward), not a misspelt torch flag."""
+    reads = file.memo("tb302_reads", lambda: {n.attr for n in file.nodes
+                                              if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)})
+    return attr in reads
+
+
 def _typo_message(fm: FunctionModel, base: str, attr: str, loops: tuple = ()) -> str | None:
+    if attr not in ("requires_grad_", "requires_grad", "training") and attr not in _REAL_ATTRS \
+            and _read_back(fm.file, attr):
+        return None
     if attr == "requires_grad_" or (attr not in _REAL_ATTRS and (
             attr in _TYPO_TARGETS["requires_grad"] or edit_distance(attr, "requires_grad") <= 2
             or (attr.startswith("req") and "grad" in attr and len(attr) <= len("requires_gradient")))):
@@ -71,7 +82,8 @@ def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
     ``require_grad``) stores a new, unused attribute and the parameter keeps training;
     ``model.requires_grad = False`` does the same on a module (modules have ``requires_grad_()``);
     ``torch.backends.cudnn.benchmarks = True`` sets nothing.  ``setattr(p, "requires_grads", False)`` with a
-    constant name is the same assignment.
+    constant name is the same assignment.  An attribute the file reads back (``ctx.req_grad`` set in an
+    ``autograd.Function``'s forward and tested in its backward) is the program's own, not a misspelling.
 
     Wrong::
 

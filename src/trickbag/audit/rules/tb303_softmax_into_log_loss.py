@@ -312,8 +312,28 @@ def _call_source(fm: FunctionModel, call: ast.Call) -> ast.AST | None:
 
 
 def _softmax_product(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
-               and (_is_softmax_call(n.left) or _is_softmax_call(n.right)) for n in walk_no_defs(node))
+    """A product with ``softmax(x)`` on one side, unless the other side is ``x`` itself: ``softmax(logp) * logp``
+    is ``p * log p`` when ``x`` holds log-probabilities (an entropy), and no cross-entropy with targets."""
+    for n in walk_no_defs(node):
+        if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)):
+            continue
+        for side, other in ((n.left, n.right), (n.right, n.left)):
+            if _is_softmax_call(side) and not _softmax_of(side, other):
+                return True
+    return False
+
+
+def _softmax_of(call: ast.AST, x: ast.AST) -> bool:
+    """``call`` is the softmax of ``x``: ``F.softmax(x, dim)``, ``torch.softmax(x, dim)`` or ``x.softmax(dim)``."""
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    if isinstance(func, ast.Attribute) and (dotted(func.value) or "").split(".")[-1] not in (
+            "F", "torch", "functional", "nn"):
+        src: ast.AST | None = func.value
+    else:
+        src = call.args[0] if call.args else None
+    return src is not None and ast.dump(src) == ast.dump(x)
 
 
 def _check_loss_call(fm: FunctionModel, call: ast.Call, probs: set[str], kinds: dict[str, str]) -> Iterator[Hit]:
