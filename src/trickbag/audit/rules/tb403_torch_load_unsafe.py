@@ -399,6 +399,15 @@ def _restores_own_class_state(fm: FunctionModel, node: ast.AST) -> bool:
     return False
 
 
+def _builds_optimizer(fm: FunctionModel) -> bool:
+    """The function makes an optimizer (``torch.optim.Adam(...)``, ``get_optimizer_and_scheduler(args, model)``):
+    it sets up training, whose loop may live in another module."""
+    return any(isinstance(n, ast.Call) and (fm.file.imports.qualname(n.func).startswith("torch.optim.")
+                                            or ("optimizer" in call_name(n).lower()
+                                                and not call_name(n).endswith("state_dict")))
+               for n in fm.nodes)
+
+
 _EVAL_FLAGS = re.compile(r"^(eval|evaluate|eval_only|test|test_only|inference|predict)$")
 
 
@@ -422,9 +431,9 @@ def _released_there(fm: FunctionModel, path: ast.AST | None) -> bool:
 
 
 def _under_resume_test(fm: FunctionModel, node: ast.AST) -> bool:
-    """The load runs only under ``if ...resume...:`` (``if self.args.resume:``)."""
+    """The load runs only under ``if ...resume...:`` (``if self.args.resume:``, ``if args.restart_dir:``)."""
     for n in fm.nodes:
-        if isinstance(n, ast.If) and "resume" in ast.unparse(n.test).lower() \
+        if isinstance(n, ast.If) and re.search(r"resume|restart", ast.unparse(n.test).lower()) \
                 and any(c is node for st in n.body for c in walk(st)):
             return True
     return False
@@ -448,7 +457,8 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
     if _restores_own_class_state(fm, node):
         return (" (uncertain: restores the state of a trainer class of this file, optimizers included, which only "
                 "its own runs write: a resume)")
-    if _under_resume_test(fm, node) and file_trains(file) and not _released_there(fm, path):
+    if _under_resume_test(fm, node) and (file_trains(file) or _builds_optimizer(fm)) \
+            and not _released_there(fm, path):
         return " (uncertain: loaded under a resume test in a file that trains: the program's own checkpoint)"
     pieces = _pieces(fm, path)
     outside = _outside_pieces(pieces)
@@ -696,7 +706,8 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     and a module-level constant bound to a path the program names itself (``MODEL_PATH = '../ckpt/model.pt'``).
     Also low: a load handed to ``obj.load_state_dict`` where ``obj`` is made from a class of the file whose
     ``load_state_dict`` restores optimizers (a trainer object's whole training state: a resume of the program's own
-    run), and a load under ``if ...resume...:`` in a file that trains, unless the function also takes that option
+    run), and a load under ``if ...resume...:`` (or ``restart``) in a file that trains or a function that builds an
+    optimizer, unless the function also takes that option
     as a URL (``args.resume.startswith('https')``, ``load_state_dict_from_url``) or has an evaluation-only flag
     (``args.eval``): there a released checkpoint may be what is passed.
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
