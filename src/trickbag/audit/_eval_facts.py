@@ -280,13 +280,22 @@ def _enclosing_calls(fm: FunctionModel) -> dict[int, list[tuple[list[ast.AST], a
     return parents
 
 
-def _differentiates(fm: FunctionModel, loop: Loop) -> bool:
+#: words of a call that crafts adversarial examples (an attack differentiates the model with respect to its input)
+_ATTACK_WORDS = {"adv", "adversary", "adversarial", "attack", "attacker", "perturb", "pgd", "fgsm", "fgm", "deepfool",
+                 "carlini"}
+
+
+def differentiates(fm: FunctionModel, loop: Loop) -> bool:
     """The loop calls ``torch.autograd.grad``, itself or through a function defined in ``fm`` or in the file or a
     method of the class (``self.cac_jacobian(preds)`` calling ``self.cac_grad``, transitively: a Hessian-vector
-    product or a Jacobian of its forward's outputs): its forward needs the graph."""
+    product or a Jacobian of its forward's outputs), or crafts adversarial examples (a call named like an attack:
+    ``adversary.generate(x, y)``, ``pgd_attack(model, x)``): its forward needs the graph."""
     def grads(node: ast.AST) -> bool:
         return any(isinstance(n, ast.Call) and call_name(n) == "grad" and "autograd" in (dotted(n.func) or "")
                    for n in walk(node))
+    if any(isinstance(n, ast.Call) and set(name_tokens(dotted(n.func) or call_name(n))) & _ATTACK_WORDS
+           for n in walk(loop.node)):
+        return True  # ``x_adv = adversary.generate(x, y)``: an adversarial evaluation differentiates the model
     local = {n.name: n for n in fm.nodes if isinstance(n, ast.FunctionDef)}
     methods = {n.name: n for n in (fm.cls.body if fm.cls is not None else []) if isinstance(n, ast.FunctionDef)}
     todo: list[ast.AST] = [loop.node]
@@ -316,7 +325,7 @@ def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:
     if has_kind(loop, BACKWARD) or any(stepish(e) for e in loop.events):
         return False
     fwds = [e for e in _forwards(fm) if loop in e.loops]
-    if not fwds or _differentiates(fm, loop):
+    if not fwds or differentiates(fm, loop):
         return False
     first_fwd = min(fwds, key=lambda e: e.order)
     return is_valish(loop) or (mode_before(fm, first_fwd) == EVAL and not _kept_in_eval(fm, loop, first_fwd)) or \

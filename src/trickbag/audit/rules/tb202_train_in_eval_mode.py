@@ -59,9 +59,40 @@ def _training_forwards(fm: FunctionModel) -> Iterator[Event]:
         if f.grad_disabled or not f.loops or not has_kind(f.loops[-1], BACKWARD) or not f.recv \
                 or not any(stepish(e) for lp in f.loops for e in lp.events):
             continue
-        if (trained and short_name(f.recv) not in trained) or _frozen(fm.file, f.recv):
+        if (trained and short_name(f.recv) not in trained) or _frozen(fm.file, f.recv) or _input_optimisation(fm, f):
             continue
         yield f
+
+
+def _input_optimisation(fm: FunctionModel, fwd: Event) -> bool:
+    """Every optimizer stepped in the forward's loops is built in this function over a list of tensors the function
+    itself made require gradients (``delta = Variable(d, requires_grad=True)``; ``optimizer_delta =
+    optim.SGD([delta])``: an attack or an input optimisation through the model), so the forward does not train the
+    model."""
+    stepped = {e.recv for lp in fwd.loops for e in lp.events if e.kind == STEP}
+    if not stepped or None in stepped:
+        return False
+    inputs = _made_to_require_grad(fm)
+    made = {n for a in fm.assigns if isinstance(a.value, ast.Call) and a.value.args and _tensor_list(a.value.args[0])
+            and {dotted(e) for e in walk(a.value.args[0]) if isinstance(e, ast.Name)} <= inputs
+            and R.role_by_constructor(a.value, fm.file.imports, fm.file.class_names) == R.OPTIMIZER for n in a.names}
+    return stepped <= made
+
+
+def _made_to_require_grad(fm: FunctionModel) -> set[str | None]:
+    """Names the function itself makes require gradients: ``delta = Variable(d, requires_grad=True)``,
+    ``x.requires_grad_()``, ``x.requires_grad = True`` (an input to optimise, not a given latent)."""
+    out: set[str | None] = set()
+    for n in fm.nodes:
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
+                k.arg == "requires_grad" and const_value(k.value) is True for k in n.value.keywords):
+            out |= {dotted(t) for t in n.targets}
+        elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                                               for t in n.targets) and const_value(n.value) is True:
+            out |= {dotted(t.value) for t in n.targets if isinstance(t, ast.Attribute)}
+        elif isinstance(n, ast.Call) and call_name(n) == "requires_grad_" and isinstance(n.func, ast.Attribute):
+            out.add(dotted(n.func.value))
+    return out
 
 
 def _culprit(fm: FunctionModel, fwd: Event) -> ast.AST | None:
@@ -148,6 +179,9 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     the call of the helper that switches (``validate(model, loader)``, ``self.evaluate()``), which is what was
     missing its ``.train()``; the message names the training forward that then runs in eval mode.  One switch
     that reaches several training forwards is one finding.
+
+    A forward whose loop steps only optimizers over tensors the function itself made require gradients
+    (``optim.SGD([delta])``: an attack's own optimisation of its input) does not train the model.
 
     A model re-assigned to a new one in the loop between the switch and the training forward (``for run in
     range(args.itr): model = GPT4TS(args)`` after the last run's ``test(model)``) is a fresh module in training

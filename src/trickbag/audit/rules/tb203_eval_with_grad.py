@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from trickbag.audit._ast import call_name, const_value, walk
 from trickbag.audit._callers import project_calls
 from trickbag.audit._eval_facts import (
+    differentiates,
     eval_forwards,
     file_trains,
     mode_before,
@@ -73,11 +74,12 @@ def _grad_off_statement(fm: FunctionModel) -> bool:
 
 
 def _volatile_inputs(fm: FunctionModel) -> bool:
-    """``Variable(x, volatile=True)``: the no-grad of torch <= 0.3, which the function's code is written for (a
-    forward of a volatile input records no graph there); or a helper of the file or of an imported project module
-    that makes ``Variable(x, volatile=evaluation)`` called with ``evaluation=True``
-    (``get_batch(data, i, evaluation=True)``)."""
-    return any(isinstance(n, ast.Call) and call_name(n) == "Variable"
+    """``Variable(x, volatile=True)`` (or a helper given ``volatile=True``: ``np_to_variable(x, volatile=True)``):
+    the no-grad of torch <= 0.3, which the function's code is written for (a forward of a volatile input records no
+    graph there); or a helper of the file or of an imported project module that makes ``Variable(x,
+    volatile=evaluation)`` called with ``evaluation=True`` (``get_batch(data, i, evaluation=True)``; when the helper's
+    module is not in the project, in a file of that era, one that imports ``Variable``)."""
+    return any(isinstance(n, ast.Call)
                and any(k.arg == "volatile" and const_value(k.value) is True for k in n.keywords) for n in fm.nodes) \
         or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and _volatile_helper(fm, n) for n in fm.nodes)
 
@@ -89,6 +91,8 @@ def _volatile_helper(fm: FunctionModel, call: ast.Call) -> bool:
     name = call.func.id if isinstance(call.func, ast.Name) else ""
     local = fm.file.top.get(name)
     helper = local.node if local is not None else imported_definition(fm.file.tree, fm.file.path, name)
+    if helper is None:  # awd-lstm's ``get_batch(..., evaluation=True)`` from a module the project does not ship
+        return "evaluation" in flags and fm.file.imports.qualname(ast.Name("Variable")).endswith("autograd.Variable")
     return isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
         isinstance(n, ast.Call) and call_name(n) == "Variable" and any(
             k.arg == "volatile" and isinstance(k.value, ast.Name) and k.value.id in flags for k in n.keywords)
@@ -131,7 +135,9 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     included, tests left out) that is not a training forward runs under ``no_grad`` / ``inference_mode``
     (``predict()`` shared by ``update()`` and an ``accuracy()`` helper of another module that holds ``no_grad``);
     nor is a loop that calls ``autograd.grad``, itself or through the file's functions and the class's methods (a
-    Hessian-vector product or a Jacobian of the outputs needs the graph), nor a forward on batches
+    Hessian-vector product or a Jacobian of the outputs needs the graph), or that crafts adversarial examples (a call
+    named like an attack: ``adversary.generate(x, y)``, ``self.adv_data(x, y)``; an adversarial evaluation
+    differentiates the model), nor a forward on batches
     a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``, nor a
     forward on made-up inputs (``torch.randn``, ``torch.zeros``, a copy of one by ``copy.deepcopy`` or
     ``.clone()``, as an export script's torch-vs-ONNX check runs the model on the example inputs it exported
@@ -167,6 +173,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
                 continue
             if scope == "function" and fm.kind_events(BACKWARD):
                 continue
+            if any(differentiates(fm, lp) for lp in fwd.loops):
+                continue  # the loop also takes gradients of the model (a Jacobian, an attack on the inputs)
             callers = _callers_disable_grad(fm)
             if callers or (callers is None and _evaluation_callers_disable_grad(fm)):
                 continue
