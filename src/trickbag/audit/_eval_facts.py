@@ -375,6 +375,10 @@ def _random_input(fm: FunctionModel, node: ast.AST, depth: int = 0) -> bool:
             node = node.args[0]
         else:
             break
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)):
+        consts = [s for s in (node.left, node.right) if isinstance(s, ast.Constant)]
+        if len(consts) == 1:  # ``torch.ones(1, 3, h, w) * 255.``: still made up
+            return _random_input(fm, node.right if consts[0] is node.left else node.left, depth)
     if isinstance(node, ast.Call):
         return call_name(node) in _RANDOM
     name = dotted(node)

@@ -62,6 +62,19 @@ def _zeroes(fm, loop, step: Event) -> bool:
     return any(h is not None and ZERO in fm.file.summary(h).kinds for h in helpers)
 
 
+def _differentiable_step(fm, s: Event) -> bool:
+    """``inner_optimizer.step(loss_inner)``: a step given a loss value, not a closure (higher's or learn2learn's
+    differentiable optimizers compute the gradients of the loss themselves; nothing accumulates in ``.grad``)."""
+    call = s.node
+    if not isinstance(call, ast.Call) or not call.args or not isinstance(call.args[0], ast.Name):
+        return False
+    name = call.args[0].id
+    if _helper_named(fm, name) is not None:
+        return False
+    values = [a.value for a in fm.assigns if name in a.names and a.value is not None]
+    return not any(isinstance(v, ast.Lambda) for v in values)
+
+
 def _helper_named(fm, name: str):
     scope = fm
     while scope is not None:
@@ -80,7 +93,8 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
     gradients since the start of training, which grows without bound (a hidden, ever-increasing
     learning rate on a stale direction).  Each optimizer counts on its own (zeroing one does not zero
     another's parameters); distributed autograd (``dist_autograd.backward(context_id, ...)``) keeps its
-    gradients in the RPC context, with nothing to zero.
+    gradients in the RPC context, with nothing to zero, and a step given a loss value (``inner_optimizer.step(loss)``
+    of higher's differentiable optimizers) computes its own gradients.
 
     A step function returned by a factory (``step = make_step(model, opt)``, ``make_step`` returning its
     nested ``def step``) is checked where it is called.  A framework-style ``strategy.optimizer_step(optimizer,
@@ -114,7 +128,8 @@ def grads_never_zeroed(file: FileModel) -> Iterator[Hit]:
             hits: list[Hit]
             if loop is None:
                 hits = list(_never_zeroed_helper(fm, s))
-            elif id(loop) not in seen and not _zeroes(fm, loop, s) and not _distributed_autograd(loop):
+            elif id(loop) not in seen and not _zeroes(fm, loop, s) and not _distributed_autograd(loop) \
+                    and not _differentiable_step(fm, s):
                 seen.add(id(loop))
                 hits = [Hit(s.node, "the loop steps the optimizer but never zeroes the gradients: "
                                     "backward() keeps adding into .grad")]

@@ -44,7 +44,8 @@ def scaler_bypassed(file: FileModel) -> Iterator[Hit]:
     ``zero_grad()`` and a new backward between the two (StyleGAN2's lazy regularisation pass), the plain step
     applies new gradients and is not reported.  A plain
     ``loss.backward()`` followed by ``scaler.step(optimizer)`` divides
-    unscaled gradients by the scale: the model barely moves.
+    unscaled gradients by the scale: the model barely moves (``features.backward(scaler.scale(grad))``, a backward
+    handed the scaled gradient, is scaled).
 
     Wrong::
 
@@ -71,9 +72,20 @@ def scaler_bypassed(file: FileModel) -> Iterator[Hit]:
             elif not s.extra.get("scaler") and scaled and not _scaler_step_near(fm, s, loop):
                 yield Hit(s.node, f"{s.recv}.step() applies gradients still multiplied by the loss scale; "
                                   f"use scaler.step({s.recv})")
-            elif s.extra.get("scaler") and mine and not scaled:
+            elif s.extra.get("scaler") and mine and not scaled and not any(_scaled_gradient_argument(fm, b)
+                                                                          for b in mine):
                 yield Hit(mine[-1].node, "backward() of an unscaled loss, then scaler.step(): the step divides "
                                          "these gradients by the loss scale")
+
+
+def _scaled_gradient_argument(fm, b: Event) -> bool:
+    """``features.backward(scaler.scale(grad))``: the gradient handed to ``backward`` is the scaled one (a two-stage
+    backward, partial-FC's), so the parameters' gradients are scaled as ``scaler.step`` expects."""
+    call = b.node
+    if not isinstance(call, ast.Call):
+        return False
+    grads = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "gradient")]
+    return any(_scaled_by_scaler(fm, g, b.order) for g in grads)
 
 
 def _scaler_stepped_before(fm, s: Event, loop) -> str | None:

@@ -82,7 +82,34 @@ def _kept_name(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) 
     last = fm.last_assignments(name, before)
     if last and isinstance(last[-1].value, ast.Call) and call_name(last[-1].value) in _DETACHING:
         return None  # loss = loss.item() before the sum
+    if last and _returns_numbers(fm, last[-1], name):
+        return None  # ``loss, ec, dc = train(...)`` where train() returns ``loss.data[0], ...``
     return name
+
+
+def _returns_numbers(fm: FunctionModel, assign, name: str) -> bool:
+    """``name`` is bound from a call of a function of this file whose every ``return`` gives a Python number at that
+    position (``loss.item()``, ``loss.data[0]``, ``float(loss)``), not a tensor."""
+    call = assign.value
+    helper = fm.file.resolve(call, fm) if isinstance(call, ast.Call) else None
+    if helper is None:
+        return False
+    pos = assign.names.index(name)
+    values: list[ast.AST] = []
+    for r in (n for n in helper.nodes if isinstance(n, ast.Return) and n.value is not None):
+        elts = r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]
+        if len(assign.names) > 1 and len(elts) != len(assign.names):
+            return False
+        values.append(elts[pos] if len(assign.names) > 1 else r.value)  # type: ignore[arg-type]  # not None here
+    return bool(values) and all(_number(v) for v in values)
+
+
+def _number(v: ast.AST) -> bool:
+    """``x.item()``, ``float(x)``, ``x.data[0]`` (torch 0.3's scalar), ``x.tolist()``."""
+    if isinstance(v, ast.Call):
+        return call_name(v) in ("item", "tolist") or (isinstance(v.func, ast.Name) and v.func.id in ("float", "int"))
+    return isinstance(v, ast.Subscript) and isinstance(v.value, ast.Attribute) and v.value.attr == "data" \
+        and isinstance(v.slice, ast.Constant) and v.slice.value == 0
 
 
 def _accumulations(fm: FunctionModel, loop: Loop) -> Iterator[tuple[ast.AST, str, ast.AST, int]]:
@@ -147,7 +174,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     loop
     adding its loss to a module-level list or total (``loss_history.append(loss)``) is reported too.  A list the
     function back-propagates later (``loss_q = torch.stack(loss_all).sum(); loss_q.backward()``: a meta-batch of
-    task losses) keeps its graphs on purpose and is not reported.
+    task losses) keeps its graphs on purpose and is not reported, nor a number a helper of the file returns
+    (``loss, acc = train(...)`` where ``train`` returns ``loss.item()`` or torch 0.3's ``loss.data[0]``).
 
     Wrong::
 

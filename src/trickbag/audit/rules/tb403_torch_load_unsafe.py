@@ -430,11 +430,21 @@ def _released_there(fm: FunctionModel, path: ast.AST | None) -> bool:
     return False
 
 
+def _none_test(test: ast.AST) -> bool:
+    """``x is None`` / ``not x``: the ``else`` branch runs when ``x`` is given."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None) \
+        or (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not))
+
+
 def _under_resume_test(fm: FunctionModel, node: ast.AST) -> bool:
     """The load runs only under ``if ...resume...:`` (``if self.args.resume:``, ``if args.restart_dir:``)."""
     for n in fm.nodes:
         if isinstance(n, ast.If) and re.search(r"resume|restart", ast.unparse(n.test).lower()) \
-                and any(c is node for st in n.body for c in walk(st)):
+                and _none_test(n.test) and any(c is node for st in n.orelse for c in walk(st)):
+            return True  # ``if args.resume is None: ... else: torch.load(args.resume)``
+        if isinstance(n, ast.If) and re.search(r"resume|restart", ast.unparse(n.test).lower()) \
+                and not _none_test(n.test) and any(c is node for st in n.body for c in walk(st)):
             return True
     return False
 
