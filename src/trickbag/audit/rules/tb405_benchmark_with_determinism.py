@@ -77,6 +77,9 @@ def benchmark_with_determinism(file: FileModel) -> Iterator[Hit]:
     (``set_deterministic()``) conflict too, unless the two run in exclusive branches of one if/else.  An uncalled
     top-level ``main()`` / ``run()`` (an entry point a launcher or ``__main__`` guard runs) counts as run.
 
+    A determinism branch that turns ``cudnn.benchmark`` off again after the ``True`` (``cudnn.benchmark = True``,
+    then ``if cfg.deterministic: cudnn.deterministic = True; cudnn.benchmark = False``) is correct.
+
     Wrong::
 
         torch.backends.cudnn.deterministic = True
@@ -96,10 +99,25 @@ def benchmark_with_determinism(file: FileModel) -> Iterator[Hit]:
         if kind != "benchmark":
             continue
         for other_kind, other, other_scope in flags:
-            if other_kind == "deterministic" and _both_run(node, scope, other, other_scope, paths, table, file):
+            if other_kind == "deterministic" and _both_run(node, scope, other, other_scope, paths, table, file) \
+                    and not _turned_off_after(file, node, other, other_scope, paths):
                 yield Hit(node, "cudnn.benchmark = True picks kernels by timing: the run is not deterministic "
                                 "despite the determinism settings")
                 break
+
+
+def _turned_off_after(file: FileModel, bench: ast.AST, det: ast.AST, scope: int, paths: dict) -> bool:
+    """The branch that switches determinism on also sets ``cudnn.benchmark = False`` after the ``True``
+    (``cudnn.benchmark = True``, then ``if cfg.deterministic: cudnn.deterministic = True; cudnn.benchmark = False``)."""
+    fm = next((f for f in file.functions if id(f) == scope), None)
+    if fm is None:
+        return False
+    for n in fm.nodes:
+        if isinstance(n, ast.Assign) and const_value(n.value) is False and any(
+                file.imports.resolve(dotted(t) or "").endswith("cudnn.benchmark") for t in n.targets) \
+                and n.lineno > getattr(bench, "lineno", 1 << 30) and paths.get(id(n), []) == paths.get(id(det), []):
+            return True
+    return False
 
 
 def _run_paths(node: ast.AST, scope: int, paths: dict, table: dict, file: FileModel,
