@@ -1,0 +1,47 @@
+# Reconstructed after swathikirans/GSM issue #22 ("Confused with the codes using grads clipping and accumulation
+# simultaneously", https://github.com/swathikirans/GSM/issues/22): train() accumulated gradients over args.iter_size
+# batches but called clip_grad_norm_ after every backward, so the update used clip(clip(g1) + g2) instead of
+# clip(g1 + g2).  The maintainer agreed the second "indeed makes more sense" and said the code would be updated;
+# the fix moves the clipping into the branch that steps the optimizer.
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+
+class AverageMeter:
+    def __init__(self):
+        self.sum, self.count, self.avg = 0.0, 0, 0.0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+        self.avg = self.sum / self.count
+
+
+def train(train_loader, model, criterion, optimizer, epoch, args):
+    losses = AverageMeter()
+    model.train()
+    for i, (input, target) in enumerate(train_loader):
+        target = target.cuda(non_blocking=True)
+        output = model(input)
+        loss = criterion(output, target) / args.iter_size
+        losses.update(loss.item(), input.size(0))
+
+        loss.backward()
+
+        if args.clip_gradient is not None:
+            total_norm = clip_grad_norm_(model.parameters(), args.clip_gradient)  # expect: TB109
+            if total_norm > args.clip_gradient:
+                print("clipping gradient: {} with coef {}".format(total_norm, args.clip_gradient / total_norm))
+        if (i + 1) % args.iter_size == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+        if i % args.print_freq == 0:
+            print("Epoch: [{0}][{1}/{2}] Loss {loss.avg:.4f}".format(epoch, i, len(train_loader), loss=losses))
+    return losses.avg
+
+
+def main(args, model, train_loader, criterion, optimizer, lr_scheduler):
+    for epoch in range(args.start_epoch, args.epochs):
+        train(train_loader, model, criterion, optimizer, epoch, args)
+        lr_scheduler.step()

@@ -1,0 +1,44 @@
+# Reconstructed after facebookresearch/lingua PR #59 ("fix gradient clipping w/ gradient accumulation", merged,
+# https://github.com/facebookresearch/lingua/pull/59): the training loop divided the loss by grad_acc_steps and
+# called clip_grad_norm_ after every micro-batch's backward, while the optimizer stepped only when the accumulation
+# counter wrapped to zero; "clipping gradients at each accumulation step is different from clipping just once, right
+# before the optimizer step".  The fix moves the clipping under the acc_step == 0 test.
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    acc_step: int = 0
+
+
+def train(args, model, optimizer, scheduler, data_iterator, train_state: TrainState):
+    model.train()
+    while train_state.step < args.steps:
+        batch = next(data_iterator)
+        input_ids = batch["input_ids"].cuda()
+        labels = batch["labels"].cuda()
+
+        train_state.acc_step += 1
+        train_state.acc_step = train_state.acc_step % args.grad_acc_steps
+
+        loss = model(input_ids, labels)
+        loss = loss / args.grad_acc_steps
+        loss.backward()
+        loss = loss.detach() * args.grad_acc_steps
+
+        grad_norm = torch.nn.utils.clip_grad_norm_(  # expect: TB109
+            model.parameters(), max_norm=args.optim.clip, foreach=True
+        )
+        grad_norm = grad_norm.item()
+
+        if train_state.acc_step == 0:
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            train_state.step += 1
+
+        if train_state.step % args.log_freq == 0 and train_state.acc_step == 0:
+            print(f"step {train_state.step} loss {loss.item():.4f} grad {grad_norm:.3f}")
