@@ -26,7 +26,7 @@ def train(train_loader, model, criterion, optimizer, epoch, args):
 
         if (i + 1) % args.iter_size == 0:
             if args.clip_gradient is not None:
-                total_norm = clip_grad_norm_(model.parameters(), args.clip_gradient)
+                total_norm = clip_grad_norm_(model.parameters(), args.clip_gradient)  # not: TB109
                 if total_norm > args.clip_gradient:
                     print("clipping gradient: {} with coef {}".format(total_norm, args.clip_gradient / total_norm))
             optimizer.step()

@@ -27,7 +27,7 @@ def train(args, model, optimizer, scheduler, data_iterator, train_state: TrainSt
         loss = loss.detach() * args.grad_acc_steps
 
         if train_state.acc_step == 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(
+            grad_norm = torch.nn.utils.clip_grad_norm_(  # not: TB109
                 model.parameters(), max_norm=args.optim.clip, foreach=True
             )
             grad_norm = grad_norm.item()

@@ -45,7 +45,7 @@ class SparenetRunner:
         _loss.backward()
         self.optimizers.step()
         self.loss["rec_loss"] = _loss.item()
-        self.losses.update([coarse_loss.item() * 1000, refine_loss.item() * 1000])
+        self.losses.update([coarse_loss.item() * 1000, refine_loss.item() * 1000])  # not: TB204
 
     def val_step(self, data):
         with torch.no_grad():

@@ -13,7 +13,7 @@ class Metric(object):
         self.n = torch.tensor(0.)
 
     def update(self, val):
-        self.sum += hvd.allreduce(val.detach().cpu(), name=self.name)
+        self.sum += hvd.allreduce(val.detach().cpu(), name=self.name)  # not: TB204
         self.n += 1
 
     @property

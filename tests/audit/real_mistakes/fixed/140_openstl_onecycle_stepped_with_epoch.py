@@ -18,7 +18,7 @@ class BaseMethod(l.LightningModule):
         )
         return {
             "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},  # not: TB115
         }
 
     def forward(self, batch_x):

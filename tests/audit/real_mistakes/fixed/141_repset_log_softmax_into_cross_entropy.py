@@ -31,7 +31,7 @@ def train(epoch, model, optimizer, X_train, y_train, batch_size):
         x, y = X_train[i:i + batch_size], y_train[i:i + batch_size]
         optimizer.zero_grad()
         output = model(x)
-        loss_train = F.cross_entropy(output, y)
+        loss_train = F.cross_entropy(output, y)  # not: TB303
         loss_train.backward()
         optimizer.step()
         train_loss += loss_train.item() * output.size(0)

@@ -29,7 +29,7 @@ def evaluate(model, val_iter, vocab_size, pad):
             trg, len_trg = batch.trg
             src, trg = src.cuda(), trg.cuda()
             output = model(src, trg, teacher_forcing_ratio=0.0)
-            loss = F.nll_loss(output[1:].view(-1, vocab_size),
+            loss = F.nll_loss(output[1:].view(-1, vocab_size),  # not: TB303
                               trg[1:].contiguous().view(-1),
                               ignore_index=pad)
             total_loss += loss.item()

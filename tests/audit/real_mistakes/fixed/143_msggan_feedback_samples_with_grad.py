@@ -40,6 +40,6 @@ class MSG_GAN:
                     os.makedirs(sample_dir, exist_ok=True)
                     gen_img_files = [os.path.join(sample_dir, "gen_%d_%d_%d.pt" % (s, epoch, i)) for s in range(4)]
                     with th.no_grad():
-                        self.create_grid(self.gen(fixed_input), gen_img_files)
+                        self.create_grid(self.gen(fixed_input), gen_img_files)  # not: TB203
             stop = timeit.default_timer()
             print("Time taken for epoch: %.3f secs" % (stop - start))

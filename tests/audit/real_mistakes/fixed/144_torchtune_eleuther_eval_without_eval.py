@@ -16,7 +16,7 @@ class _EvalWrapper:
 
     @torch.no_grad()
     def _model_call(self, inps):
-        return self._model(inps)
+        return self._model(inps)  # not: TB201
 
 
 class EleutherEvalRecipe:
