@@ -10,7 +10,7 @@ from trickbag.config import TrickSection
 from trickbag.errors import RecipeError
 from trickbag.plugin.context import log
 from trickbag.plugin.interface import Plugin
-from trickbag.tricks._loss import CLASSIFICATION_ONLY, classification_loss
+from trickbag.tricks._loss import CLASSIFICATION_ONLY, classification_loss, training_counts
 from trickbag.tricks.base import Trick
 
 if TYPE_CHECKING:
@@ -35,15 +35,7 @@ class LogitAdjustPlugin(Plugin):
         from trickbag.losses import logit_adjustment
         from trickbag.nn import device_of
 
-        if ctx.class_counts is None:
-            raise RecipeError("tricks.logit_adjust needs the training set's class counts, which this trainer's data "
-                              "does not give; use a recipe data source or add the offsets in your loss yourself")
-        counts, c = list(ctx.class_counts), ctx.num_outputs
-        if len(counts) != c:
-            raise RecipeError(
-                f"tricks.logit_adjust needs a training count for each of the model's {c} classes, the data has "
-                f"{len(counts)}; leave model.num_classes unset"
-            )
+        counts = training_counts(ctx, "logit_adjust", "add the offsets in your loss yourself")
         try:
             offsets = logit_adjustment(counts, self.tau)
         except ValueError as exc:
