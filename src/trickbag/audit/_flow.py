@@ -501,12 +501,11 @@ def _counter(g: Guard) -> set[str]:
     return {c for c in counter if c not in ("self", "cls") and not any(o.startswith(c + ".") for o in counter)}
 
 
-def _input_gradients(fm: FunctionModel, loop: Loop) -> bool:
-    """The loop's backward is for the gradient of an input, not of the parameters: it reads ``x.grad`` of a tensor
-    this function made to require gradients (``delta.requires_grad = True`` / ``delta.requires_grad_()`` /
-    ``torch.zeros(..., requires_grad=True)``): the steps of an adversarial attack (PGD) or of an input
-    optimisation, each one a fresh gradient of the input, not micro-batches of an update."""
-    wanting = set()
+def made_to_require_grad(fm: FunctionModel) -> set[str]:
+    """Names the function itself makes require gradients (an input to differentiate or optimise, not a given
+    latent): ``delta.requires_grad = True``, ``delta.requires_grad_()``, ``delta = torch.zeros(...,
+    requires_grad=True)`` / ``Variable(d, requires_grad=True)``."""
+    wanting: set[str | None] = set()
     for n in fm.nodes:
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                                              for t in n.targets) and const_value(n.value) is True:
@@ -517,7 +516,14 @@ def _input_gradients(fm: FunctionModel, loop: Loop) -> bool:
         elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
                 k.arg == "requires_grad" and const_value(k.value) is True for k in n.value.keywords):
             wanting |= {dotted(t) for t in n.targets}
-    wanting.discard(None)
+    return {w for w in wanting if w}
+
+
+def _input_gradients(fm: FunctionModel, loop: Loop) -> bool:
+    """The loop's backward is for the gradient of an input, not of the parameters: it reads ``x.grad`` of a tensor
+    this function made to require gradients (:func:`made_to_require_grad`): the steps of an adversarial attack (PGD)
+    or of an input optimisation, each one a fresh gradient of the input, not micro-batches of an update."""
+    wanting = made_to_require_grad(fm)
     return bool(wanting) and any(isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) in wanting
                                  for n in walk_no_defs(loop.node))
 

@@ -22,6 +22,7 @@ from trickbag.audit._flow import (
     FileModel,
     FunctionModel,
     Loop,
+    made_to_require_grad,
 )
 from trickbag.audit._intent import frozen_models, mode_free
 from trickbag.audit._project import imported_definition
@@ -72,27 +73,12 @@ def _input_optimisation(fm: FunctionModel, fwd: Event) -> bool:
     stepped = {e.recv for lp in fwd.loops for e in lp.events if e.kind == STEP}
     if not stepped or None in stepped:
         return False
-    inputs = _made_to_require_grad(fm)
+    inputs = made_to_require_grad(fm)
     made = {n for a in fm.assigns if isinstance(a.value, ast.Call) and a.value.args and _tensor_list(a.value.args[0])
             and {dotted(e) for e in walk(a.value.args[0]) if isinstance(e, ast.Name)} <= inputs
             and R.role_by_constructor(a.value, fm.file.imports, fm.file.class_names) == R.OPTIMIZER for n in a.names}
     return stepped <= made
 
-
-def _made_to_require_grad(fm: FunctionModel) -> set[str | None]:
-    """Names the function itself makes require gradients: ``delta = Variable(d, requires_grad=True)``,
-    ``x.requires_grad_()``, ``x.requires_grad = True`` (an input to optimise, not a given latent)."""
-    out: set[str | None] = set()
-    for n in fm.nodes:
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
-                k.arg == "requires_grad" and const_value(k.value) is True for k in n.value.keywords):
-            out |= {dotted(t) for t in n.targets}
-        elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad"
-                                               for t in n.targets) and const_value(n.value) is True:
-            out |= {dotted(t.value) for t in n.targets if isinstance(t, ast.Attribute)}
-        elif isinstance(n, ast.Call) and call_name(n) == "requires_grad_" and isinstance(n.func, ast.Attribute):
-            out.add(dotted(n.func.value))
-    return out
 
 
 def _culprit(fm: FunctionModel, fwd: Event) -> ast.AST | None:
