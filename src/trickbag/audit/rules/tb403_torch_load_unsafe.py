@@ -440,12 +440,11 @@ def _none_test(test: ast.AST) -> bool:
 def _under_resume_test(fm: FunctionModel, node: ast.AST) -> bool:
     """The load runs only under ``if ...resume...:`` (``if self.args.resume:``, ``if args.restart_dir:``)."""
     for n in fm.nodes:
-        if isinstance(n, ast.If) and re.search(r"resume|restart", ast.unparse(n.test).lower()) \
-                and _none_test(n.test) and any(c is node for st in n.orelse for c in walk(st)):
-            return True  # ``if args.resume is None: ... else: torch.load(args.resume)``
-        if isinstance(n, ast.If) and re.search(r"resume|restart", ast.unparse(n.test).lower()) \
-                and not _none_test(n.test) and any(c is node for st in n.body for c in walk(st)):
-            return True
+        if isinstance(n, ast.If) and re.search(r"resume|restart", ast.unparse(n.test).lower()):
+            # ``if args.resume is None: ... else: torch.load(args.resume)``: the else branch resumes
+            branch = n.orelse if _none_test(n.test) else n.body
+            if any(c is node for st in branch for c in walk(st)):
+                return True
     return False
 
 
