@@ -173,20 +173,20 @@ def verdict_report(findings: list[dict[str, Any]], verdicts: dict, repos: set[st
         per_rule[rec["rule"]][v] += 1
         if v == "unjudged":
             unjudged.append(rec)
-    rows, tot = [], Counter()
+    distinct: dict[str, Counter] = defaultdict(Counter)
+    for (code, _), v in {(rec["rule"], snippet(rec)): verdicts.get(key(rec), ("unjudged", ""))[0]
+                         for rec in findings}.items():
+        distinct[code][v] += 1
+    rows = []
     for code in sorted(per_rule):
-        c = per_rule[code]
-        judged = c["TP"] + c["FP"]
-        rows.append([code, sum(c.values()), c["TP"], c["FP"], c["?"], c["unjudged"],
-                     f"{100 * c['FP'] / judged:.0f} %" if judged else "-"])
-        tot += c
+        rows.append([code, *_verdict_cells(per_rule[code], distinct[code])])
     for group, pick in (("loop rules (TB1xx, TB2xx)", LOOP_PREFIXES), ("all rules", ("TB",))):
         c = sum((per_rule[k] for k in per_rule if k.startswith(pick)), Counter())
-        judged = c["TP"] + c["FP"]
-        rows.append([f"**{group}**", sum(c.values()), c["TP"], c["FP"], c["?"], c["unjudged"],
-                     f"{100 * c['FP'] / judged:.0f} %" if judged else "-"])
-    print("\n## Verdicts per rule (FP % = FP / (TP + FP))\n")
-    print(markdown_table(["rule", "findings", "TP", "FP", "?", "not judged", "FP %"], rows))
+        d = sum((distinct[k] for k in distinct if k.startswith(pick)), Counter())
+        rows.append([f"**{group}**", *_verdict_cells(c, d)])
+    print("\n## Verdicts per rule (FP % = FP / (TP + FP); distinct: copies of one snippet counted once)\n")
+    print(markdown_table(["rule", "findings", "TP", "FP", "?", "not judged", "FP %", "distinct TP / FP",
+                          "distinct FP %"], rows))
     loop, every = rows[-2], rows[-1]
     print(f"\nhistory row: | {label} | {len(findings)} | {loop[1]} | {loop[3]} | {loop[6]} | {every[6]} |")
     found = {key(r) for r in findings}
@@ -197,6 +197,24 @@ def verdict_report(findings: list[dict[str, Any]], verdicts: dict, repos: set[st
     print(f"findings not judged yet: {len(unjudged)}")
     for rec in unjudged[:200]:
         print(f"  {rec['repo']}/{rec['relpath']}:{rec['line']} {rec['rule']} {rec['message'][:110]}")
+
+
+def snippet(rec: dict[str, Any], context: int = 2) -> str:
+    """The flagged line and ``context`` lines either side, whitespace-normalised: copies of one snippet in copied
+    scripts (or vendored files) share it, so a report can count each mistake (or false alarm) once."""
+    try:
+        lines = Path(rec["path"]).read_text(errors="replace").splitlines()
+    except OSError:
+        return f"{rec['repo']}/{rec['relpath']}:{rec['line']}"
+    lo, hi = max(rec["line"] - 1 - context, 0), rec["line"] + context
+    return "\n".join(" ".join(t.split()) for t in lines[lo:hi])
+
+
+def _verdict_cells(c: Counter, d: Counter) -> list[Any]:
+    judged, distinct = c["TP"] + c["FP"], d["TP"] + d["FP"]
+    return [sum(c.values()), c["TP"], c["FP"], c["?"], c["unjudged"],
+            f"{100 * c['FP'] / judged:.0f} %" if judged else "-", f"{d['TP']} / {d['FP']}",
+            f"{100 * d['FP'] / distinct:.0f} %" if distinct else "-"]
 
 
 # --------------------------------------------------------------------------- report

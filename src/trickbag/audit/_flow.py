@@ -1020,9 +1020,15 @@ class _Walker:
             self.assign([dotted(st.target)], st.value, st, loops, getattr(st, "op", None), ctx)
 
     def accum_flag(self, test: ast.AST) -> bool:
-        """``if do_step:`` where ``do_step`` was last set from an accumulation test (``do_step = n % k == 0``)."""
+        """``if do_step:`` where ``do_step`` was last set from an accumulation test (``do_step = n % k == 0``),
+        or a comparison of a count last set modulo the accumulation count (``acc = (acc + 1) % k``, then
+        ``if acc == 0:``)."""
         while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test = test.operand
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+            sides = [test.left, test.comparators[0]]
+            if any(isinstance(x, ast.Constant) for x in sides):
+                test = next(x for x in sides if not isinstance(x, ast.Constant))
         value = self.values.get(dotted(test) or "")
         return value is not None and guard_is_accum(value)
 

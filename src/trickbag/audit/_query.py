@@ -83,6 +83,8 @@ def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], d
     assigns = fm.last_assignments(name, before)
     if not assigns:
         return _scaled_output_loss(fm, name, before, counter)
+    if _scaled_in_place(fm, name, min(getattr(a.node, "lineno", 0) for a in assigns)):
+        return True
     verdicts: list[bool | None] = []
     for a in assigns:
         if a.op is not None and isinstance(a.op, _DIV_OPS):
@@ -98,6 +100,13 @@ def _scaled_name(fm: FunctionModel, name: str, before: int, counter: set[str], d
     if True in verdicts:
         return True
     return False if verdicts and all(v is False for v in verdicts) else None
+
+
+def _scaled_in_place(fm: FunctionModel, name: str, after: int) -> bool:
+    """``loss.div_(k)`` (or ``mul_``) as a statement after ``name`` was last set (line ``after``)."""
+    return any(isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and call_name(n.value) in ("div_", "mul_")
+               and isinstance(n.value.func, ast.Attribute) and dotted(n.value.func.value) == name
+               and n.lineno > after for n in fm.nodes)
 
 
 def _scaled_output_loss(fm: FunctionModel, name: str, before: int, counter: set[str]) -> bool | None:
@@ -317,7 +326,17 @@ def loss_names(fm: FunctionModel) -> set[str]:
             and _model_output_loss(fm, a.value, a.order)
         ):
             out.add(a.names[0])
-    return out | _loss_terms(fm, out)
+    return out | _loss_terms(fm, out) | _sibling_losses(fm, out)
+
+
+def _sibling_losses(fm: FunctionModel, losses: set[str]) -> set[str]:
+    """Loss terms returned beside a loss by one call: ``refine_loss`` in ``loss, refine_loss = self.completion(x)``
+    when ``loss`` is back-propagated (a name with the word loss; the terms of the returned total, on its graph)."""
+    out: set[str] = set()
+    for a in fm.assigns:
+        if a.op is None and len(a.names) > 1 and isinstance(a.value, ast.Call) and set(a.names) & losses:
+            out |= {n for n in a.names if n not in losses and "loss" in name_tokens(n.split(".")[-1])}
+    return out
 
 
 def _declared_not_loss(value: ast.AST) -> bool:

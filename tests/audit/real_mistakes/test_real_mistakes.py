@@ -63,7 +63,11 @@ from trickbag.audit import lint
 #: ``lr_scheduler_step`` override calling ``step(epoch=...)``), 141 and 142 x2 (TB303: log_softmax into
 #: cross_entropy, which the rules leave silent on purpose since round 9: log_softmax is idempotent under
 #: cross_entropy's own log_softmax, the loss is unchanged), 143 (TB203, samples drawn for a feedback image grid).
-RECALL_FLOOR = 131 / 151
+#: Tuned on those kinds (tests/audit/test_round21_tuning.py): 137, 138 and 140 found on their line; 139 is reported
+#: at the train_loss.update(loss) call (line 48), not on the marked line inside Metric.update (the marker was not
+#: moved); 143 left alone (a feedback grid drawn with gradients wastes memory once per display; a default finding
+#: would fire on most GAN examples, pytorch/examples' DCGAN among them): 134 of 151.
+RECALL_FLOOR = 134 / 151
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

@@ -29,7 +29,8 @@ def accumulated_loss_not_divided(file: FileModel) -> Iterator[Hit]:
     each micro-batch loss by ``k`` so that ``k`` micro-batches equal one big batch.
     A step function that splits its batch itself (``for cx, cy in zip(x.chunk(n), y.chunk(n))``, or
     ``for _ in range(accum)``, with ``optimizer.step()`` after that loop) accumulates over ``n`` too.
-    ``optimizer.backward(loss)`` (apex's FP16_Optimizer) back-propagates its argument.
+    ``optimizer.backward(loss)`` (apex's FP16_Optimizer) back-propagates its argument.  ``loss.div_(k)`` as a
+    statement before the backward divides it in place.
 
     Wrong::
 

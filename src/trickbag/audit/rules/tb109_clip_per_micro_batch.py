@@ -25,7 +25,9 @@ def clip_per_micro_batch(file: FileModel) -> Iterator[Hit]:
 
     Clipping a partial sum of gradients is not clipping the update: each micro-batch's clip rescales
     what was accumulated so far, so the final gradient depends on the order of the micro-batches and
-    its norm is not bounded by ``max_norm``.  Clip once, on the full gradient, before the step.
+    its norm is not bounded by ``max_norm``.  Clip once, on the full gradient, before the step.  The update test
+    may compare a count kept modulo the accumulation count (``state.acc_step = state.acc_step % k``, then
+    ``if state.acc_step == 0:``).
 
     Wrong::
 

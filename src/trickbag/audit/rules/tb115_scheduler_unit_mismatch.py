@@ -57,6 +57,8 @@ def _unit(call: ast.Call) -> str:
     if value is None and len(call.args) > index + 1:
         value = call.args[index + 1]
     words, calls = _words(value)
+    if {"step", "size"} <= words:
+        words = words - {"step"}  # ``step_size=args.step_size``: StepLR's own keyword echoed, no unit
     if words & _STEP_WORDS or "len" in calls:
         return "" if words & _EPOCH_WORDS and not ("len" in calls or words & _STEP_WORDS - {"step"}) else "step"
     return "epoch" if words & _EPOCH_WORDS else ""
@@ -101,6 +103,27 @@ def _stepped_at(ev: Event) -> str:
     return ""
 
 
+def _position(ev: Event) -> str | None:
+    """The unit of the position a step call passes (``scheduler.step(epoch)``, ``step(epoch=self.current_epoch)``,
+    ``step(global_step)``): 'epoch', 'step', '' when unclear; None when the call passes none (or a metric, for
+    ``ReduceLROnPlateau``-like steps, which have no length here)."""
+    call = ev.node
+    if not isinstance(call, ast.Call):
+        return None
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "epoch"), None)
+    if arg is None:
+        return None
+    words, calls = _words(arg)
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div, ast.FloorDiv)) for n in walk(arg)) \
+            or "len" in calls:
+        return ""  # ``epoch + i / iters``, ``epoch * len(loader) + i``: a fraction or a conversion
+    if words & _EPOCH_WORDS and not words & _STEP_WORDS:
+        return "epoch"
+    if words & (_STEP_WORDS - {"loader", "dataloader", "dl", "batches"}) and not words & _EPOCH_WORDS:
+        return "step"
+    return ""
+
+
 @rule("TB115", "scheduler-unit-mismatch",
       fix="step the scheduler in the unit its length is counted in (or count the length in the unit you step in)")
 def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
@@ -112,8 +135,13 @@ def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
     ``OneCycleLR(..., steps_per_epoch=len(loader))`` stepped once per epoch, never leaves the warm-up.  The
     unit of the length is read from its expression (``epochs`` vs ``len(loader)``, ``total_steps``; a
     ``OneCycleLR(total_steps=max_epoch)`` is counted in epochs whatever its keyword says); a length with no unit
-    in its names (a bare number) is not judged, nor a scheduler the file builds more than once with lengths in
-    different units (or one of them unknown): which construction a step belongs to depends on branches.
+    in its names (a bare number, or ``step_size=args.step_size``, StepLR's keyword echoed) is not judged, nor a
+    scheduler the file builds more than once with lengths in different units (or one of them unknown): which
+    construction a step belongs to depends on branches.  A step given its position (``scheduler.step(epoch)``,
+    ``step(epoch=self.current_epoch)``, ``step(global_step)``) is judged by the unit of that position, wherever it
+    runs: an epoch number set on a schedule counted in batches (a per-step OneCycleLR whose Lightning
+    ``lr_scheduler_step`` hook passes ``self.current_epoch``) is reported, an epoch-length schedule set to the epoch
+    inside the batch loop is right, and a position converted in place (``epoch + i / len(loader)``) is not judged.
 
     Wrong::
 
@@ -141,7 +169,16 @@ def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
     for fm in file.functions:
         for ev in fm.kind_events(SCHED):
             built = scheds.get(short_name(ev.recv or ""))
+            if built is None and fm.name == "lr_scheduler_step" and len(scheds) == 1:
+                built = next(iter(scheds.values()))  # Lightning hands the configured scheduler to its hook
             if built is None or not built[1]:
+                continue
+            position = _position(ev)
+            if position is not None:  # ``scheduler.step(epoch)``: the argument sets the position, not the count
+                if position and position != built[1]:
+                    yield Hit(ev.node, f"{ev.recv}.step() is given a position counted in {position}s, but its "
+                                       f"length is counted in {built[1]}s (line {built[0].lineno}): the schedule "
+                                       f"is set to the wrong point")
                 continue
             at = _stepped_at(ev)
             if built[1] == "epoch" and at == "batch":

@@ -50,6 +50,10 @@ _DETACHING = {"item", "detach", "tolist", "numpy", "float", "int", "round", "det
 
 _PASS_THROUGH = {"sum", "mean", "clone", "cpu", "to", "view", "reshape", "squeeze"}
 
+#: collectives that return their (differentiable) result: Horovod's ``allreduce``; torch's ``all_reduce`` works in
+#: place and returns no tensor
+_REDUCING = {"allreduce"}
+
 
 def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) -> str | None:
     """The loss whose graph ``node`` keeps alive (None if every use is detached).  Iterative: a
@@ -62,6 +66,12 @@ def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int
             continue
         if isinstance(n, ast.Subscript) and isinstance(n.value, (ast.Name, ast.Attribute)):
             todo.append(n.value)  # ``loss[key]`` of a dict of loss tensors
+            continue
+        if isinstance(n, (ast.List, ast.Tuple)):
+            todo += reversed(n.elts)  # ``meter.update([coarse_loss * 1000, refine_loss * 1000])``
+            continue
+        if isinstance(n, ast.Call) and call_name(n) in _REDUCING and n.args:
+            todo.append(n.args[0])  # ``hvd.allreduce(loss)`` returns a tensor on the same graph
             continue
         if isinstance(n, ast.Call) and call_name(n) not in _DETACHING and R.is_loss_value(n, fm.role):
             return "the loss"
@@ -166,7 +176,10 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
 
     So is ``sums[k] = sums.get(k, 0.0) + loss``, and a loss handed to a local helper or a method of a class of
     the file (``tracker.update("loss", loss)``) that adds it to an attribute, a container passed in or a
-    module-level name (reported at the call).
+    module-level name (reported at the call): also inside a list (``meter.update([coarse_loss * 1000, ...])``
+    summed item by item in a ``for`` loop of the method), after Horovod's ``hvd.allreduce(val)`` (it returns a
+    tensor on the same graph), and from a loop-less step function run once per batch.  The loss terms a call
+    returns beside the back-propagated loss (``loss, refine_loss = self.completion(x)``) are on its graph.
 
     So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
     y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function
@@ -282,10 +295,12 @@ def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:
     """A training loop hands a loss to a local helper (``tracker.update("loss", loss)``) that adds it to
     a sum outliving the call (``self.sums[name] = self.sums[name] + value``): reported at the call."""
     seen: set[int] = set()
-    for loop in fm.loops:
-        if fm.grad_disabled or not has_kind(loop, BACKWARD):
-            continue
-        for call in (n for st in getattr(loop.node, "body", []) for n in walk_no_defs(st) if isinstance(n, ast.Call)):
+    bodies = [getattr(loop.node, "body", []) for loop in fm.loops
+              if not fm.grad_disabled and has_kind(loop, BACKWARD)]
+    if not fm.loops and losses and _called_per_training_step(fm):
+        bodies.append(_body(fm))  # ``train_step`` run once per batch: ``self.losses.update([loss * 1000])``
+    for body in bodies:
+        for call in (n for st in body for n in walk_no_defs(st) if isinstance(n, ast.Call)):
             if id(call) in seen:
                 continue
             seen.add(id(call))
@@ -301,6 +316,10 @@ def _helper_accumulations(fm: FunctionModel, losses: set[str]) -> Iterator[Hit]:
                     yield Hit(call, f"{dotted(call.func) or helper.name}() adds {kept} to {target} with its "
                                     f"autograd graph; every iteration's graph stays in memory")
                     break
+
+
+def _body(fm: FunctionModel) -> list[ast.stmt]:
+    return cast(ast.FunctionDef, fm.node).body
 
 
 def _instance_method(fm: FunctionModel, call: ast.Call) -> FunctionModel | None:
@@ -329,6 +348,7 @@ def _persistent_sum(helper: FunctionModel, param: str) -> str | None:
     module_names = file.memo("module_names", lambda: {n for a in file.module.assigns for n in a.names})
     backed = file.memo("all_backed", lambda: {n for f in file.functions for b in f.kind_events(BACKWARD)
                                               for n in _names(b.extra.get("loss"))})
+    values = {param} | _iterated(helper, param)
     for a in helper.assigns:
         added = _added(a) if not any(k == "nograd" for k, _ in a.contexts) else None
         if added is None:
@@ -336,9 +356,28 @@ def _persistent_sum(helper: FunctionModel, param: str) -> str | None:
         target = a.names[0]
         base = target.split(".")[0].replace("[]", "")
         if (target.startswith("self.") or base in params or base in module_names) and target not in backed \
-                and _keeps_graph(added, helper, {param}, a.order):
+                and _keeps_graph(added, helper, values, a.order):
             return target
     return None
+
+
+def _iterated(helper: FunctionModel, param: str) -> set[str]:
+    """The names a ``for`` loop of ``helper`` binds to the items of its parameter ``param``: ``v`` of ``for v in
+    values``, ``for i, v in enumerate(values)``, ``for k, v in values.items()``."""
+    out: set[str] = set()
+    for loop in helper.loops:
+        it, target = getattr(loop.node, "iter", None), getattr(loop.node, "target", None)
+        if it is None or target is None:
+            continue
+        if isinstance(it, ast.Call) and (call_name(it) in ("enumerate", "items", "values") or
+                                         (isinstance(it.func, ast.Attribute) and call_name(it) == "items")):
+            base = it.args[0] if it.args and call_name(it) == "enumerate" else \
+                (it.func.value if isinstance(it.func, ast.Attribute) else None)
+            if dotted(base) == param and isinstance(target, ast.Tuple) and target.elts:
+                out |= {d for d in [dotted(target.elts[-1])] if d}
+        elif dotted(it) == param:
+            out |= {d for n in walk(target) if isinstance(n, ast.Name) and (d := dotted(n))}
+    return out
 
 
 def _names(node: ast.AST | None) -> set[str]:
