@@ -1,0 +1,49 @@
+# Reconstructed after modelscope/DiffSynth-Studio PR #1404 ("修复训练循环中 `optimizer.zero_grad()` 顺序错误导致的梯度累积问题",
+# https://github.com/modelscope/DiffSynth-Studio/pull/1404): the shared training runner called
+# optimizer.zero_grad() as the first statement inside `with accelerator.accumulate(model):`, so on the micro-step
+# where Accelerate actually syncs and steps, the gradients accumulated by the earlier micro-steps were cleared
+# before the last backward; with gradient_accumulation_steps > 1 the update used roughly one micro-batch's gradient.
+# The PR moved optimizer.zero_grad() to after optimizer.step()/scheduler.step(); the maintainers merged it.
+import torch
+from accelerate import Accelerator
+from tqdm import tqdm
+
+
+class ModelLogger:
+    def __init__(self, output_path: str):
+        self.output_path = output_path
+        self.num_steps = 0
+
+    def on_step_end(self, accelerator: Accelerator, model: torch.nn.Module):
+        self.num_steps += 1
+
+
+def launch_training_task(
+    accelerator: Accelerator,
+    dataset: torch.utils.data.Dataset,
+    model: torch.nn.Module,
+    model_logger: ModelLogger,
+    learning_rate: float = 1e-5,
+    weight_decay: float = 1e-2,
+    num_workers: int = 1,
+    num_epochs: int = 1,
+):
+    optimizer = torch.optim.AdamW(model.trainable_modules(), lr=learning_rate, weight_decay=weight_decay)
+    scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer)
+    dataloader = torch.utils.data.DataLoader(
+        dataset, shuffle=True, collate_fn=lambda x: x[0], num_workers=num_workers
+    )
+    model, optimizer, dataloader, scheduler = accelerator.prepare(model, optimizer, dataloader, scheduler)
+
+    for epoch_id in range(num_epochs):
+        for data in tqdm(dataloader):
+            with accelerator.accumulate(model):
+                optimizer.zero_grad()  # expect: TB103
+                if dataset.load_from_cache:
+                    loss = model({}, inputs=data)
+                else:
+                    loss = model(data)
+                accelerator.backward(loss)
+                optimizer.step()
+                model_logger.on_step_end(accelerator, model)
+                scheduler.step()

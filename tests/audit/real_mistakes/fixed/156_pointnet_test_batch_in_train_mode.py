@@ -1,0 +1,44 @@
+# Fixed version of ../156_pointnet_test_batch_in_train_mode.py: silent on the codes that file expects.
+import torch
+import torch.nn.functional as F
+import torch.optim as optim
+
+
+def train(classifier, dataloader, testdataloader, nepoch: int, batchsize: int, outf: str):
+    optimizer = optim.Adam(classifier.parameters(), lr=0.001, betas=(0.9, 0.999))
+    classifier.cuda()
+    num_batch = len(dataloader)
+
+    for epoch in range(nepoch):
+        for i, data in enumerate(dataloader, 0):
+            points, target = data
+            target = target[:, 0]
+            points = points.transpose(2, 1)
+            points, target = points.cuda(), target.cuda()
+            optimizer.zero_grad()
+            classifier = classifier.train()
+            pred, _ = classifier(points)
+            loss = F.nll_loss(pred, target)
+            loss.backward()
+            optimizer.step()
+            pred_choice = pred.data.max(1)[1]
+            correct = pred_choice.eq(target.data).cpu().sum()
+            print("[%d: %d/%d] train loss: %f accuracy: %f" % (
+                epoch, i, num_batch, loss.item(), correct.item() / float(batchsize)))
+
+            if i % 10 == 0:
+                j, data = next(enumerate(testdataloader, 0))
+                points, target = data
+                target = target[:, 0]
+                points = points.transpose(2, 1)
+                points, target = points.cuda(), target.cuda()
+                classifier = classifier.eval()
+                with torch.no_grad():
+                    pred, _ = classifier(points)  # not: TB201
+                    loss = F.nll_loss(pred, target)
+                pred_choice = pred.data.max(1)[1]
+                correct = pred_choice.eq(target.data).cpu().sum()
+                print("[%d: %d/%d] test loss: %f accuracy: %f" % (
+                    epoch, i, num_batch, loss.item(), correct.item() / float(batchsize)))
+
+        torch.save(classifier.state_dict(), "%s/cls_model_%d.pth" % (outf, epoch))
