@@ -26,6 +26,7 @@ from trickbag.audit._flow import (
 from trickbag.audit._project import imported_definition
 from trickbag.audit._query import (
     VALISH,
+    feeds_backward,
     has_kind,
     is_data_loop,
     is_eval_function,
@@ -216,6 +217,8 @@ def eval_forwards(fm: FunctionModel) -> Iterator[tuple[Event, str]]:
     if is_eval_function(fm) and fwds:
         yield min(fwds, key=lambda e: e.order), "function"
         return
+    if any(feeds_backward(site) for site in fm.call_sites()):
+        return  # its result is back-propagated by a caller (MAML's get_outer_loss): part of the training step
     for loop in fm.loops:
         if loop.parent is not None and _is_eval_loop(fm, loop.parent):
             continue

@@ -41,7 +41,7 @@ from trickbag.audit._events import (
     ZERO,
     classify,
 )
-from trickbag.audit._project import in_test_folder, is_test_path
+from trickbag.audit._project import in_test_folder, is_test_path, test_script
 
 __all__ = ["FileModel", "FunctionModel", "Event", "Loop", "Guard", "Assignment", "Accumulation", "steps_like",
            "backward_like",
@@ -643,7 +643,7 @@ class FileModel:
         self._memo: dict[str, object] = {}
         self.imports = Imports(self.nodes)
         #: the file is a test module (``test_*.py``, or in a ``tests/`` folder and importing pytest / unittest)
-        self.test_file = is_test_path(path) or (in_test_folder(path) and any(
+        self.test_file = is_test_path(path) or test_script(path) or (in_test_folder(path) and any(
             m.split(".")[0] in ("pytest", "unittest") for m in self.imports.alias.values()))
         self.classes = {n.name: n for n in self.nodes if isinstance(n, ast.ClassDef)}
         self.class_names = set(self.classes)
@@ -1090,8 +1090,8 @@ class _Walker:
         first = expr.args[0] if expr.args else None
         if name in _GRAD_OFF:
             return "nograd" if const_value(first) is not False else None
-        if name == "set_grad_enabled":
-            return "nograd" if const_value(first) is False else None
+        if name == "set_grad_enabled":  # ``set_grad_enabled(model.training)``: gradients chosen by a condition
+            return "nograd" if const_value(first) is False else ("grad" if const_value(first) is not True else None)
         if name == "autocast":
             off = [k for k in expr.keywords if k.arg == "enabled" and const_value(k.value) is False]
             return None if off else "autocast"

@@ -8,12 +8,15 @@ where the mistake cannot happen (a model without dropout or BatchNorm has no tra
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
+from types import SimpleNamespace
 
-from trickbag.audit._ast import call_name, const_value, dotted, walk
+from trickbag.audit._ast import Imports, call_name, const_value, dotted, walk
 from trickbag.audit._flow import FileModel
+from trickbag.audit._project import imported_definition_at, module_definition_at, parsed_module
 from trickbag.audit._query import short_name
 
 __all__ = ["frozen_models", "mode_free", "stated_intent", "INTENT_WORDS"]
@@ -25,8 +28,8 @@ _MODE_FREE_LAYERS = {
     "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax",
     "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "PixelShuffle", "Hardtanh",
-    "Hardswish", "Hardsigmoid", "Softsign", "Tanhshrink"}
-_CONTAINERS = {"Sequential", "ModuleList"}
+    "Hardswish", "Hardsigmoid", "Softsign", "Tanhshrink", "Parameter", "ParameterList", "ParameterDict"}
+_CONTAINERS = {"Sequential", "ModuleList", "ModuleDict", "dict"}
 _NOT_MODULES = ("torch.optim", "optim.", "torch.distributions", "torch.cuda.amp", "torch.amp", "Normal", "Categorical")
 
 #: the comment forms that demote a finding to ``--all`` (documented in docs/lint.md)
@@ -89,20 +92,76 @@ def _init_assigns(cls: ast.ClassDef) -> dict[str, list[ast.AST]]:
     return out
 
 
-def _value_mode_free(file: FileModel, value: ast.AST, depth: int) -> bool:
+def _value_mode_free(file, value: ast.AST, depth: int) -> bool:
+    """``value`` (a layer, a container of layers, an instance of a class of the project) behaves the same in train and
+    eval mode.  ``file`` is the FileModel (or :func:`_module_view`) the value is written in."""
+    if isinstance(value, ast.Lambda):
+        return True  # ``self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))``: runs modules the class holds (checked)
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return _value_mode_free(file, value.elt, depth)  # ``nn.ModuleList([Block(c) for _ in range(n)])``
+    if isinstance(value, ast.Dict):
+        return all(v is not None and _value_mode_free(file, v, depth) for v in value.values)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        return _value_mode_free(file, value.func.value, depth)  # ``Model(...).cuda()``
     name = _layer_name(value)
+    if name in _WRAPPERS and isinstance(value, ast.Call) and value.args:
+        return _value_mode_free(file, value.args[0], depth)  # ``DataParallel(Model(...))``
     if name in _MODE_FREE_LAYERS:
         return True
+    if name in _RECURRENT and isinstance(value, ast.Call):  # dropout between layers only when asked for
+        return all(k.arg != "dropout" or const_value(k.value) in (0, 0.0) for k in value.keywords) \
+            and len(value.args) < 5
     if name in _CONTAINERS and isinstance(value, ast.Call):
         items = [a for a in value.args if not isinstance(a, ast.Starred)]
         elts = [e for a in items for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
-        return len(items) == len(value.args) and all(_value_mode_free(file, e, depth) for e in elts)
+        elts += [k.value for k in value.keywords if k.arg is not None]  # ``nn.ModuleDict(dict(wte=...))``
+        return len(items) == len(value.args) and bool(elts) and all(_value_mode_free(file, e, depth) for e in elts)
     cls = file.classes.get(name)
-    return cls is not None and _class_mode_free(file, cls, depth + 1)
+    if cls is not None:
+        return _class_mode_free(file, cls, depth + 1)
+    found = _project_class(file, value)
+    return found is not None and _class_mode_free(found[0], found[1], depth + 1)
 
 
-_REGISTERS = {"add_module", "register_module", "ModuleList", "ModuleDict", "Sequential", "setattr",
-              "register_buffer", "register_parameter"}
+#: ``nn.Module``'s own methods a class calls on ``self`` (no submodule of its own behind them)
+_MODULE_METHODS = {"register_buffer", "register_parameter", "parameters", "named_parameters", "buffers",
+                   "named_buffers", "modules", "named_modules", "children", "named_children", "apply", "to", "cuda",
+                   "cpu", "type", "float", "half", "double", "state_dict", "load_state_dict", "zero_grad",
+                   "requires_grad_", "get_parameter", "get_buffer", "extra_repr"}
+_MOVES = {"cuda", "to", "cpu", "float", "half", "double", "bfloat16"}
+_WRAPPERS = {"DataParallel", "DistributedDataParallel"}
+_RECURRENT = {"GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNCell"}
+
+
+def _project_class(file, value: ast.AST):
+    """(module view, class) of ``Name(...)`` when ``Name`` is imported from a module of the same project
+    (``from model import RecurrentAttention``)."""
+    if not isinstance(value, ast.Call) or not file.path:
+        return None
+    func = value.func
+    if isinstance(func, ast.Name):
+        at = imported_definition_at(file.tree, file.path, func.id)
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in file.imports.alias:
+        at = module_definition_at(file.path, file.imports.alias[func.value.id], func.attr)  # ``modules.Glimpse(...)``
+    else:
+        return None
+    if at is None or not isinstance(at[1], ast.ClassDef):
+        return None
+    return _module_view(at[0]), at[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _module_view(path: str) -> SimpleNamespace:
+    """What the mode checks read of another module of the project: its tree, path, classes and imports."""
+    tree = parsed_module(path) or ast.Module(body=[], type_ignores=[])
+    nodes = list(ast.walk(tree))
+    return SimpleNamespace(tree=tree, path=path, imports=Imports(nodes),
+                           classes={n.name: n for n in nodes if isinstance(n, ast.ClassDef)})
+
+
+#: calls that can register submodules (buffers and parameters are no modules: a class holding only those is
+#: mode-free)
+_REGISTERS = {"add_module", "register_module", "ModuleList", "ModuleDict", "Sequential", "setattr"}
 
 
 def _calls_held_items(cls: ast.ClassDef) -> bool:
@@ -117,10 +176,11 @@ def _calls_held_items(cls: ast.ClassDef) -> bool:
     return False
 
 
-def _class_mode_free(file: FileModel, cls: ast.ClassDef, depth: int = 0) -> bool:
+def _class_mode_free(file, cls: ast.ClassDef, depth: int = 0) -> bool:
     """Every module a class of this file builds or calls is mode-free (no dropout, no BatchNorm), it never reads
     ``self.training``, and its base is ``nn.Module``."""
-    if depth > 4 or any((dotted(b) or "").split(".")[-1] != "Module" for b in cls.bases):
+    plain = all((dotted(b) or "") == "object" for b in cls.bases)  # ``class Retina:``: no module, no mode to switch
+    if depth > 4 or not plain and any((dotted(b) or "").split(".")[-1] != "Module" for b in cls.bases):
         return False
     nodes = list(walk(cls))
     if any(isinstance(n, ast.Attribute) and n.attr == "training" for n in nodes) or any(
@@ -129,14 +189,14 @@ def _class_mode_free(file: FileModel, cls: ast.ClassDef, depth: int = 0) -> bool
     assigns = _init_assigns(cls)
     methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     called = {n.func.attr for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-              and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"} - methods
+              and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"} - methods - _MODULE_METHODS
     if any(not assigns.get(name) for name in called):
         return False
     values = [v for name in called for v in assigns[name]]
     values += [v for vals in assigns.values() for v in vals if isinstance(v, ast.Call) and _layer_name(v)[:1].isupper()
                and not file.imports.qualname(v.func).startswith(_NOT_MODULES)]
     if not values:  # holds no module at all (a numpy computation from given weights) unless it registers some
-        return "forward" in methods and not called and not _calls_held_items(cls) \
+        return ("forward" in methods or plain) and not called and not _calls_held_items(cls) \
             and not any(isinstance(n, ast.Call) and call_name(n) in _REGISTERS for n in nodes)
     return all(_value_mode_free(file, v, depth) for v in values)
 

@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 from typing import cast
 
-from trickbag.audit._ast import dotted, names_in
+from trickbag.audit._ast import dotted, names_in, walk_no_defs
 from trickbag.audit._flow import (
     BACKWARD,
     CALL,
@@ -39,15 +39,28 @@ def per_micro_batch(ev: Event, depth: int = 0) -> bool:
     up: ``self.micro_step(x, y)`` with ``zero_grad()`` inside."""
     for lp in ev.loops:
         acc = ev.fm.accumulation(lp)
-        if acc is not None and acc.is_micro(ev):
-            return True
+        if acc is not None and acc.is_micro(ev) \
+                and not any(g.branch and _first_call_only(g.node) for g in ev.rel_guards(lp)):
+            return True  # (``if i == 0: opt.zero_grad()`` in the loop runs once, before the first micro-batch)
     if ev.loops or any(g.accum for g in ev.guards) or ev.fm.node is ev.fm.file.tree:
         return False
     if any(_first_call_only(g.node) for g in ev.guards):
         return False  # ``if iteration == 0: optimizer.zero_grad()``: once, at the start, not per micro-batch
+    if any(_epoch_test(g.node) for g in ev.guards):
+        return False  # ``if self.old_epoch != epoch: sched.step()``: once per epoch, not per micro-batch
     if not steps_like(ev) and step_function(ev.fm):
         return True
     return depth < 2 and any(per_micro_batch(site, depth + 1) for site in ev.fm.call_sites())
+
+
+def _epoch_test(node: ast.AST) -> bool:
+    """``if self.old_epoch != epoch:`` / ``if epoch != last_epoch:``: a test of the epoch changing."""
+    test = getattr(node, "test", None)
+    if test is None:
+        return False
+    return any(isinstance(n, ast.Compare) and any(isinstance(o, ast.NotEq) for o in n.ops)
+               and any("epoch" in (dotted(x) or "").lower() for x in [n.left, *n.comparators])
+               for n in walk_no_defs(test))
 
 
 def _first_call_only(node: ast.AST) -> bool:

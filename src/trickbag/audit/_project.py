@@ -10,9 +10,9 @@ import functools
 import re
 from pathlib import Path
 
-__all__ = ["torch_support", "is_test_path", "in_test_folder", "OLD_TORCH", "NEW_TORCH", "imported_definition",
-           "project_root", "project_mode_free", "torch_pinned_below", "module_file", "parsed_module",
-           "project_methods"]
+__all__ = ["torch_support", "is_test_path", "in_test_folder", "test_script", "OLD_TORCH", "NEW_TORCH",
+           "imported_definition", "imported_definition_at", "module_definition_at", "project_root", "project_mode_free",
+           "torch_pinned_below", "module_file", "parsed_module", "project_methods", "project_method_calls"]
 
 #: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
 OLD_TORCH = "old"
@@ -100,6 +100,11 @@ _TEST_FOLDERS = {"tests", "test", "testing", "unittests", "unit_tests"}
 def is_test_path(path: str) -> bool:
     """A file named like a test module: ``test_*.py``, ``conftest.py``."""
     return bool(_TEST_FILE.match(Path(path).name))
+
+
+def test_script(path: str) -> bool:
+    """A file named ``*_test.py`` right in a ``tests`` / ``test`` folder: a test script even without pytest."""
+    return Path(path).parent.name in _TEST_FOLDERS and bool(_MAYBE_TEST_FILE.match(Path(path).name))
 
 
 def in_test_folder(path: str) -> bool:
@@ -220,6 +225,35 @@ def _project_methods(root: Path, name: str) -> tuple[ast.FunctionDef, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=64)
+def _project_method_calls(root: Path, name: str) -> tuple[tuple[str, ast.AST, int], ...] | None:
+    needle = re.compile(rf"\.{re.escape(name)}\s*\(")
+    out: list[tuple[str, ast.AST, int]] = []
+    for count, p in enumerate(root.rglob("*.py")):
+        if count > _SCAN_LIMIT:
+            return None  # too large to know
+        if any(part in (".venv", "venv", "site-packages", "node_modules", ".git") for part in p.parts):
+            continue
+        try:
+            if not needle.search(p.read_text(encoding="utf-8", errors="replace")):
+                continue
+        except OSError:
+            continue
+        tree = parsed_module(str(p))
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))) if tree else ():
+            out += [(str(p), fn, c.lineno) for c in ast.walk(fn) if isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Attribute) and c.func.attr == name
+                    and not (isinstance(c.func.value, ast.Name) and c.func.value.id == "self")]
+    return tuple(out)
+
+
+def project_method_calls(path: str | Path, name: str) -> tuple[tuple[str, ast.AST, int], ...] | None:
+    """Every call ``x.name(...)`` in the file's project, ``self.name(...)`` left out (a class's own method): (file,
+    the function holding it, line); None when the project's folder is unknown or too large to scan."""
+    root = project_root(path)
+    return _project_method_calls(root, name) if root is not None else None
+
+
 def project_methods(path: str | Path, name: str) -> tuple[ast.FunctionDef, ...]:
     """Every function or method called ``name`` defined anywhere in the file's project (an empty tuple when the
     project's folder is unknown or too large to scan)."""
@@ -231,13 +265,28 @@ def imported_definition(tree: ast.Module, path: str, name: str) -> ast.ClassDef 
     """The top-level class or function that ``name`` is bound to in the file ``path`` (parsed as ``tree``) by
     ``from pkg.mod import Name`` / ``from .mod import Name``, when ``pkg/mod.py`` (or its ``__init__.py``) is a
     file of the same project: next to the file or in one of its parent folders (up to the repository root)."""
+    at = imported_definition_at(tree, path, name)
+    return at[1] if at is not None else None
+
+
+def imported_definition_at(tree: ast.Module, path: str, name: str) -> tuple[str, ast.ClassDef | ast.FunctionDef] | None:
+    """(the defining file, the definition) of :func:`imported_definition`."""
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 if (a.asname or a.name) == name:
                     found = module_file(str(Path(path).parent), tuple(node.module.split(".")), node.level)
-                    return _top_definition(found, a.name) if found is not None else None
+                    defn = _top_definition(found, a.name) if found is not None else None
+                    return (found, defn) if found is not None and defn is not None else None
     return None
+
+
+def module_definition_at(path: str, module: str, name: str) -> tuple[str, ast.ClassDef | ast.FunctionDef] | None:
+    """(file, definition) of ``name`` in the project module imported by the file ``path`` as ``module`` (its
+    qualified name: ``import modules`` then ``modules.GlimpseNetwork``)."""
+    found = module_file(str(Path(path).parent), tuple(module.split(".")), 0)
+    defn = _top_definition(found, name) if found is not None else None
+    return (found, defn) if found is not None and defn is not None else None
 
 
 @functools.lru_cache(maxsize=4096)

@@ -11,7 +11,7 @@ from trickbag.audit._ast import call_name, const_value, dotted, has_binop, name_
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, STEP, TRAIN, TRAIN_CALL, Event, FileModel, FunctionModel, Loop
 
 __all__ = ["stepish", "has_kind", "train_loop", "at_level", "loops_of", "scaled_loss", "mode_events", "same_model",
-           "is_eval_function", "is_valish", "is_data_loop", "loss_names", "short_name"]
+           "is_eval_function", "is_valish", "is_data_loop", "loss_names", "short_name", "feeds_backward"]
 
 
 def loops_of(file: FileModel) -> Iterator[tuple[FunctionModel, Loop]]:
@@ -253,10 +253,10 @@ def is_eval_function(fm: FunctionModel) -> bool:
             return False  # Lightning hooks, and an nn.Module's own predict()/inference() methods
     if fm.grad_disabled:
         return True
-    return bool(R.EVAL_NAME.match(fm.name)) and not any(_feeds_backward(site) for site in fm.call_sites())
+    return bool(R.EVAL_NAME.match(fm.name)) and not any(feeds_backward(site) for site in fm.call_sites())
 
 
-def _feeds_backward(site: Event, depth: int = 0) -> bool:
+def feeds_backward(site: Event, depth: int = 0) -> bool:
     """The call runs before a backward of the same pass, on its path (``loss = crit(self.infer(x), y);
     loss.backward()``): the function is part of the training step, whatever its name.  Through a function that
     returns what it computed (``outputs.update(self.predict_poses(...))`` in ``process_batch()``, whose
@@ -267,7 +267,7 @@ def _feeds_backward(site: Event, depth: int = 0) -> bool:
         return True
     returns = any(isinstance(n, ast.Return) and n.value is not None for n in site.fm.nodes)
     return depth < 2 and returns and not site.fm.kind_events(BACKWARD) \
-        and any(_feeds_backward(s, depth + 1) for s in site.fm.call_sites())
+        and any(feeds_backward(s, depth + 1) for s in site.fm.call_sites())
 
 
 VALISH = {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout", "heldout"}

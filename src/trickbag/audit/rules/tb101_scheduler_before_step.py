@@ -31,10 +31,12 @@ __all__: list[str] = []
 
 
 def _counter_guarded(ev: Event, loop) -> bool:
-    """``if epoch > 0: scheduler.step()`` at the top of a loop runs after the previous iteration."""
+    """``if epoch > 0: scheduler.step()`` at the top of a loop runs after the previous iteration; so does the
+    ``else`` of ``if epoch == 0: ... elif epoch == 1: ...`` (GDumb's hand-made warm-up epochs, then the scheduler)."""
     for g in ev.rel_guards(loop):
+        later = (ast.Gt, ast.GtE, ast.NotEq) if g.branch else (ast.Lt, ast.LtE, ast.Eq)
         for n in walk(g.node.test):
-            if isinstance(n, ast.Compare) and any(isinstance(o, (ast.Gt, ast.GtE, ast.NotEq)) for o in n.ops):
+            if isinstance(n, ast.Compare) and any(isinstance(o, later) for o in n.ops):
                 if {dotted(x) for x in [n.left, *n.comparators]} & loop.targets:
                     return True
     return False
@@ -63,7 +65,11 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     schedule class of the project (no base class but ``object``, built in the file or returned by a project factory
     such as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
     (I-JEPA's ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``:
-    torch's returns None).
+    torch's returns None).  A step given a count as its position (``scheduler.step(epoch=num_batches)``) sets the
+    value itself, whatever the order, unless the count was incremented earlier in the same pass (one ahead: the
+    first value is skipped as by a bare ``step()`` there); a step that cannot run on the first pass (``if epoch >
+    0:``, or the ``else`` of ``if epoch == 0: ... elif epoch == 1: ...`` hand-made warm-up epochs) follows the
+    earlier passes' updates.
 
     Wrong::
 
@@ -109,7 +115,7 @@ def _pre_04_code(file: FileModel) -> bool:
 def _hits(file: FileModel) -> Iterator[Hit]:
     for _fm, loop in loops_of(file):
         for e in loop.events:
-            if e.kind != SCHED or cast(ast.Call, e.node).args or not at_level(e, loop) or per_micro_batch(e) \
+            if e.kind != SCHED or _positioned(e) or not at_level(e, loop) or per_micro_batch(e) \
                     or _counter_guarded(e, loop):
                 continue
             if _before_its_step(file, e, loop.events) and not _sets_value_ahead(file, e):
@@ -118,6 +124,20 @@ def _hits(file: FileModel) -> Iterator[Hit]:
         yield from _scheduler_first_in_step_function(file, fm)
         yield from _scheduler_first_in_epoch_function(file, fm)
     yield from _scheduler_in_start_handler(file)
+
+
+def _positioned(e: Event) -> bool:
+    """``scheduler.step(epoch)`` / ``step(epoch=num_batches)``: the position is a count set explicitly, whatever the
+    order, unless it was incremented earlier in the same pass (``self.updates += 1; sched.step(epoch=self.updates)``
+    before ``optimizer.step()``: one ahead, the first value skipped as by a bare ``step()`` there)."""
+    call = cast(ast.Call, e.node)
+    if not (call.args or call.keywords):
+        return False
+    pos = dotted(call.args[0] if call.args else call.keywords[0].value)
+    if not pos:
+        return False  # ``step(epoch=epoch - 1)`` every batch: judged as a plain step
+    return not any(pos in a.names and isinstance(a.op, ast.Add) and a.order < e.order and a.loops == e.loops
+                   for a in e.fm.assigns)
 
 
 def _scheduler_first_in_epoch_function(file: FileModel, fm) -> Iterator[Hit]:
@@ -129,7 +149,7 @@ def _scheduler_first_in_epoch_function(file: FileModel, fm) -> Iterator[Hit]:
         return
     start = train[0].node.lineno
     for e in fm.events:
-        if e.kind != SCHED or e.loops or e.guards or cast(ast.Call, e.node).args or e.node.lineno >= start:
+        if e.kind != SCHED or e.loops or e.guards or _positioned(e) or e.node.lineno >= start:
             continue
         steps = [s for s in train[0].events if stepish(s)]
         own = _scheduler_optimizer(file, e.recv or "")
@@ -181,7 +201,7 @@ def _scheduler_in_start_handler(file: FileModel) -> Iterator[Hit]:
         if not starts:
             continue
         for e in fm.kind_events(SCHED):
-            if not cast(ast.Call, e.node).args and not e.loops and not _after_first_guarded(e):
+            if not _positioned(e) and not e.loops and not _after_first_guarded(e):
                 yield Hit(e.node, f"{e.recv}.step() runs in a handler at the start of the epoch or iteration, before "
                                   f"its optimizer steps")
 
@@ -202,7 +222,7 @@ def _scheduler_first_in_step_function(file: FileModel, fm) -> Iterator[Hit]:
     if not any(BACKWARD in e.kinds() for e in flat) and not _update_helper(fm, flat):
         return
     for e in flat:
-        if e.kind != SCHED or e.node.args or per_micro_batch(e) or _after_first_guarded(e):
+        if e.kind != SCHED or _positioned(e) or per_micro_batch(e) or _after_first_guarded(e):
             continue
         if _before_its_step(file, e, flat) and not _sets_value_ahead(file, e):
             yield Hit(e.node, f"{e.recv}.step() runs before the optimizer step of the same training step")

@@ -87,7 +87,8 @@ def scheduler_per_micro_batch(file: FileModel) -> Iterator[Hit]:
     length in batches too (``max_step = epochs * len(loader)``, no division by the accumulation count), the
     schedule still spans the run: the finding is uncertain (``--all``).  A helper that back-propagates each
     micro-batch and steps under its own count (``self._backprop_step(loss)``) makes its loop an accumulation loop;
-    a scheduler run under ``if self._backprop_step(loss):`` runs only when it stepped.
+    a scheduler run under ``if self._backprop_step(loss):`` runs only when it stepped, and one under a test of the
+    epoch changing (``if self.old_epoch != epoch:``) once per epoch.
 
     Wrong::
 

@@ -58,7 +58,7 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
 
     A backward for the gradient of an input (``delta.requires_grad = True`` ... ``delta.grad`` read in the loop: the
     steps of a PGD attack) is not an accumulation, and ``if iteration == 0: optimizer.zero_grad()`` runs once, not
-    per micro-batch.
+    per micro-batch, also inside the accumulation loop (``if i == 0: opt.zero_grad()`` before the first micro-batch).
 
     A local helper that only zeroes the gradients (``self._reset()`` setting ``p.grad = None`` in a loop over
     the parameters) counts where it is called, and is reported at that call when it runs on every micro-batch.

@@ -25,7 +25,7 @@ from trickbag.audit._flow import (
     FunctionModel,
 )
 from trickbag.audit._intent import mode_free
-from trickbag.audit._project import project_mode_free
+from trickbag.audit._project import project_method_calls, project_mode_free
 from trickbag.audit._query import (
     VALISH,
     mode_events,
@@ -100,9 +100,14 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     functions, ``TestCase`` methods), shape checks (a forward on random inputs, or of a model built right
     there from its class and never loaded or trained) and a model just made by ``from_pretrained`` (Hugging
     Face returns it in eval mode).  A function run only from another module, on a model passed in, is a
-    low-confidence finding (``--all``) when nothing in the file calls ``eval()``: its caller may.
+    low-confidence finding (``--all``) when nothing in the file calls ``eval()``: its caller may; a method called
+    only from other modules of the project, each call after an ``eval()`` in the calling function
+    (``network.eval()`` then ``network.predict(x)``), is not reported.  A loop whose result a caller back-propagates
+    (MAML's ``get_outer_loss`` shared by training and evaluation) is part of the training step.
 
-    The mode must matter: a model whose class (built in the function, or an attribute built in ``__init__``) has no
+    The mode must matter: a model whose class (built in the function, or an attribute built in ``__init__``; a class of
+    this file or one imported from a module of the project, followed into the classes it holds, ``ModuleDict`` /
+    ``ModuleList`` comprehensions, RNNs without ``dropout=`` and plain helper classes included) has no
     dropout, no BatchNorm and never reads ``self.training`` is not reported, nor one that holds no module at all
     (a numpy computation from given weights); where no module of the project uses such a layer nor loads a model
     from a zoo (torchvision.models, timm, transformers, the hub), the finding is low confidence.  A function
@@ -166,7 +171,7 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                 if callers == EVAL_CONTEXT:
                     continue
                 if callers == UNKNOWN_CONTEXT:
-                    if any(e.kind == EVAL for f in file.functions for e in f.events):
+                    if any(e.kind == EVAL for f in file.functions for e in f.events) or _project_callers_switch(fm):
                         continue
                     # run from another module, which may call eval() first: unless this file trains the model
                     sure = "high" if file_trains(file) else "low"
@@ -177,6 +182,19 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                                 f"batch statistics): call {cast(str, fwd.recv).split('(')[0]}.eval() first{why}",
                       confidence="low" if why else sure)
     yield from _shared_epoch_as_evaluation(file)
+
+
+def _project_callers_switch(fm) -> bool:
+    """A method run only from other modules (``network.predict(x)``) whose every call in the project follows an
+    ``eval()`` call in the calling function (``network.eval()`` then a loop of ``network.predict(x)``)."""
+    if fm.cls is None or fm.call_sites():
+        return False
+    calls = project_method_calls(fm.file.path, fm.name)
+    if not calls:
+        return False
+    return all(any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "eval"
+                   and not n.args and n.lineno < line for n in ast.walk(fn))
+               for path, fn, line in calls if path != fm.file.path)
 
 
 def _shared_epoch_as_evaluation(file: FileModel) -> Iterator[Hit]:

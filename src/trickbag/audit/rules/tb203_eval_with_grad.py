@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value, walk
+from trickbag.audit._ast import call_name, const_value, names_in, walk
 from trickbag.audit._callers import project_calls
 from trickbag.audit._eval_facts import (
     differentiates,
@@ -25,6 +25,7 @@ from trickbag.audit._flow import (
     EVAL,
     FileModel,
     FunctionModel,
+    made_to_require_grad,
 )
 from trickbag.audit._intent import frozen_models
 from trickbag.audit._project import imported_definition
@@ -141,7 +142,10 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``, nor a
     forward on made-up inputs (``torch.randn``, ``torch.zeros``, a copy of one by ``copy.deepcopy`` or
     ``.clone()``, as an export script's torch-vs-ONNX check runs the model on the example inputs it exported
-    with): a shape or equivalence check, not an evaluation over data.  The
+    with): a shape or equivalence check, not an evaluation over data; nor a forward under
+    ``torch.set_grad_enabled(<a condition>)`` (``set_grad_enabled(self.model.training)``: chosen on purpose), nor
+    one on inputs the function makes require gradients (``img.requires_grad = True``: a distillation loss on input
+    gradients), nor a test script right in a ``tests`` folder (``tests/actions_test.py``).  The
     finding is on the first forward of the evaluation that runs on every pass (not one under an ``if``).
 
     Wrong::
@@ -175,6 +179,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
                 continue
             if any(differentiates(fm, lp) for lp in fwd.loops):
                 continue  # the loop also takes gradients of the model (a Jacobian, an attack on the inputs)
+            if names_in(fwd.node) & made_to_require_grad(fm):
+                continue  # ``img.requires_grad = True; snet(img)``: the evaluation needs input gradients
             callers = _callers_disable_grad(fm)
             if callers or (callers is None and _evaluation_callers_disable_grad(fm)):
                 continue

@@ -90,11 +90,20 @@ def _kept_name(node: ast.AST, fm: FunctionModel, losses: set[str], before: int) 
     if (isinstance(node, ast.Attribute) and node.attr == "data") or name not in losses:
         return None
     last = fm.last_assignments(name, before)
-    if last and isinstance(last[-1].value, ast.Call) and call_name(last[-1].value) in _DETACHING:
-        return None  # loss = loss.item() before the sum
+    if last and _detached_chain(last[-1].value):
+        return None  # loss = loss.item() (or loss.detach().cpu()) before the sum
     if last and _returns_numbers(fm, last[-1], name):
         return None  # ``loss, ec, dc = train(...)`` where train() returns ``loss.data[0], ...``
     return name
+
+
+def _detached_chain(value: ast.AST | None) -> bool:
+    """``x.item()``, ``x.detach().cpu()``, ``x.cpu().detach()``: a method chain with a detaching call in it."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if call_name(value) in _DETACHING:
+            return True
+        value = value.func.value
+    return isinstance(value, ast.Call) and call_name(value) in _DETACHING
 
 
 def _returns_numbers(fm: FunctionModel, assign, name: str) -> bool:
@@ -179,7 +188,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     module-level name (reported at the call): also inside a list (``meter.update([coarse_loss * 1000, ...])``
     summed item by item in a ``for`` loop of the method), after Horovod's ``hvd.allreduce(val)`` (it returns a
     tensor on the same graph), and from a loop-less step function run once per batch.  The loss terms a call
-    returns beside the back-propagated loss (``loss, refine_loss = self.completion(x)``) are on its graph.
+    returns beside the back-propagated loss (``loss, refine_loss = self.completion(x)``) are on its graph.  A loss
+    reassigned detached before the sum (``loss_batch = loss_batch.detach().cpu()``, any method chain with a
+    detaching call) is a number.
 
     So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
     y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function

@@ -9,7 +9,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value, dotted, walk
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk
 from trickbag.audit._eval_facts import bound_args, file_trains
 from trickbag.audit._flow import BACKWARD, STEP, FileModel, FunctionModel
 from trickbag.audit._project import OLD_TORCH
@@ -345,6 +345,18 @@ def _passed_to_a_save(fm: FunctionModel, path: ast.AST) -> bool:
     return False
 
 
+def _caller_saves_there(fm: FunctionModel, path: ast.AST) -> bool:
+    """``inference_all(out, model, os.path.join(out, name), loaders)``: the path parameter is loaded, and every
+    call of the function in this file passes a path made from the folder or argument the calling function saves
+    its own checkpoints to (``torch.save(model.state_dict(), os.path.join(out, name))`` in the training loop)."""
+    if not isinstance(path, ast.Name) or not _from_parameters(fm, path):
+        return False
+    sites = [s for s in fm.call_sites() if isinstance(s.node, ast.Call)]
+    return bool(sites) and all(
+        any(p == path.id and bool(_own_save(site.fm, a)) for p, a in bound_args(fm, site.node))  # type: ignore[arg-type]  # a Call (filtered)
+        for site in sites)
+
+
 _LISTINGS = {"walk", "glob", "iglob", "listdir", "scandir", "rglob", "iterdir"}
 
 
@@ -371,11 +383,23 @@ def _restores_optimizer(fm: FunctionModel, node: ast.AST) -> bool:
     training run writes, a resume of the program's own training."""
     holders = {n for a in fm.assigns if a.value is node for n in a.names}
     for n in fm.nodes:
-        if isinstance(n, ast.Call) and holders & {dotted(x) for x in n.args}:
+        if isinstance(n, ast.Call) and holders & {dotted(x) for x in n.args} and _same_branch(fm, node, n):
             name = (dotted(n.func) or call_name(n)).lower()
-            if "optim" in name and ("load_state_dict" in name or "optim_state_dict" in name):
+            owner = set(name_tokens(name.rpartition(".")[0].split(".")[-1]))  # ``self.opt_enc.load_state_dict``
+            if ("optim" in name or owner & {"opt", "optim", "optimizer", "optimiser"}) \
+                    and ("load_state_dict" in name or "optim_state_dict" in name):
                 return True
     return False
+
+
+def _same_branch(fm: FunctionModel, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` are not in opposite branches of one ``if`` of the function."""
+    for n in fm.nodes:
+        if isinstance(n, ast.If):
+            sides = [{id(x) for st in branch for x in walk(st)} for branch in (n.body, n.orelse)]
+            if (id(a) in sides[0] and id(b) in sides[1]) or (id(a) in sides[1] and id(b) in sides[0]):
+                return False
+    return True
 
 
 def _restores_own_class_state(fm: FunctionModel, node: ast.AST) -> bool:
@@ -459,9 +483,11 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
         return " (uncertain: a method of a class whose save method writes the same path: the object's own file)"
     if _passed_to_a_save(fm, path):
         return " (uncertain: its caller passes the same path to a function of this file that saves to it)"
+    if _caller_saves_there(fm, path):
+        return " (uncertain: its callers pass a path made from where they save their own checkpoints)"
     if _walked_own_folder(fm, path):
         return " (uncertain: a file found in a folder the program names itself)"
-    if _restores_optimizer(fm, node):
+    if _restores_optimizer(fm, node) and not _released_there(fm, path):
         return " (uncertain: restores an optimizer state, which only a training run writes: a resume)"
     if _restores_own_class_state(fm, node):
         return (" (uncertain: restores the state of a trainer class of this file, optimizers included, which only "
@@ -718,7 +744,11 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     run), and a load under ``if ...resume...:`` (or ``restart``) in a file that trains or a function that builds an
     optimizer, unless the function also takes that option
     as a URL (``args.resume.startswith('https')``, ``load_state_dict_from_url``) or has an evaluation-only flag
-    (``args.eval``): there a released checkpoint may be what is passed.
+    (``args.eval``): there a released checkpoint may be what is passed.  Also low: a loading function whose every
+    call in the file passes a path made from where the calling function saves its own checkpoints
+    (``inference_all(model, os.path.join(out, name))`` after ``torch.save(..., os.path.join(out, name))``); a
+    whole file loaded into an optimizer named so (``self.opt_enc.load_state_dict(state)``).  A checkpoint that
+    carries an optimizer state among its entries is no evidence: released checkpoints often do.
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
