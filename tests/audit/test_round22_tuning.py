@@ -343,3 +343,74 @@ def test_tb201_a_loop_whose_result_the_caller_back_propagates():
                     self.optimizer.step()
     """
     assert found(src, "TB201", show_all=True) == []
+
+
+# recall on the kinds of round 20's fresh real mistakes (148, 150, 156) and a false alarm on 150 (TB105)
+LVSM = """
+    def train(model, optimizer, scaler, loader, k, max_norm):
+        for i, x in enumerate(loader):
+            scaler.scale(model(x).sum() / k).backward()
+            if (i + 1) % k != 0:
+                continue
+            scaler.unscale_(optimizer)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if norm < max_norm:
+                scaler.step(optimizer)
+                {update_in}
+            {update_out}
+            optimizer.zero_grad()
+"""
+
+
+def test_tb107_update_skipped_with_a_skipped_step_after_unscale():
+    fires("TB107", LVSM.format(update_in="scaler.update()", update_out="pass"), [11],
+          LVSM.format(update_in="pass", update_out="scaler.update()"))
+
+
+NANOGPT = """
+    def train(model, optimizer, loader, k):
+        for step in range(100):
+            for i in range(1, k + 1):
+                x, y = next(loader)
+                {fwd_out}
+                if i < k:
+                    with model.no_sync():
+                        {fwd_in}
+                        loss.backward()
+                else:
+                    loss = model(x, y)
+                    loss.backward()
+            for p in model.parameters():
+                p.grad /= k
+            optimizer.step()
+            model.zero_grad(set_to_none=True)
+"""
+
+
+def test_tb111_forward_outside_no_sync_and_tb105_gradients_averaged_in_place():
+    wrong = NANOGPT.format(fwd_out="loss = model(x, y)", fwd_in="pass")
+    right = NANOGPT.format(fwd_out="pass", fwd_in="loss = model(x, y)")
+    fires("TB111", wrong, [8], right)
+    assert found(right, "TB105", show_all=True) == []
+
+
+POINTNET = """
+    def train(classifier, optimizer, loader, {loader_name}):
+        for epoch in range(10):
+            for i, (points, target) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = F.nll_loss(classifier(points), target)
+                loss.backward()
+                optimizer.step()
+                if i % 10 == 0:
+                    j, data = next(enumerate({loader_name}, 0))
+                    points, target = data
+                    with torch.no_grad():
+                        pred = classifier(points)
+                    print(pred.argmax(1).eq(target).float().mean())
+"""
+
+
+def test_tb201_a_test_batch_drawn_inside_the_training_loop():
+    assert found(POINTNET.format(loader_name="testdataloader"), "TB201") == [13]
+    assert found(POINTNET.format(loader_name="other_loader"), "TB201", show_all=True) == []

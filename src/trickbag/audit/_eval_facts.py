@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import cast
 
 from trickbag.audit import _roles as R
@@ -248,9 +248,37 @@ def _full_batch_validation(fm: FunctionModel) -> Iterator[Event]:
         trains = any(e.kind == FORWARD and e is not fwd and not e.grad_disabled and e.recv == fwd.recv
                      for e in loop.events)
         call = fwd.node
-        if trains and isinstance(call, ast.Call) and _valish([*call.args, *(k.value for k in call.keywords)]) \
-                and _valish_sibling(fm, call):
+        if not (trains and isinstance(call, ast.Call)):
+            continue
+        args: list[ast.AST] = [*call.args, *(k.value for k in call.keywords)]
+        if (_valish(args) and _valish_sibling(fm, call)) or _drawn_from_valish_loader(fm, args, fwd.order):
             yield fwd
+
+
+_VALISH_PREFIX = re.compile(r"^(val|valid|test|eval|dev|holdout)")
+
+
+def _valish_loader(nodes: Sequence[ast.AST]) -> bool:
+    """``val_loader``, ``testdataloader``, ``self.valid_iter``: a name of the held-out data."""
+    return any(_VALISH_PREFIX.match(t) for a in nodes for n in walk(a) if isinstance(n, (ast.Name, ast.Attribute))
+               for t in name_tokens((dotted(n) or "").split(".")[-1]))
+
+
+def _drawn_from_valish_loader(fm: FunctionModel, args: list[ast.AST], before: int, depth: int = 0) -> bool:
+    """The inputs come from a batch drawn with ``next(...)`` from a validation or test loader in the loop
+    (``j, data = next(enumerate(testdataloader, 0)); points, target = data``), three assignments deep."""
+    if depth > 3:
+        return False
+    for name in {d for a in args for n in walk(a) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}:
+        for a in fm.last_assignments(name, before):
+            if a.value is None:
+                continue
+            drawn = [n for n in walk(a.value) if isinstance(n, ast.Call) and call_name(n) == "next"]
+            if any(_valish_loader(n.args) for n in drawn):
+                return True
+            if _drawn_from_valish_loader(fm, [a.value], a.order, depth + 1):
+                return True
+    return False
 
 
 def _valish(nodes: list[ast.AST]) -> bool:

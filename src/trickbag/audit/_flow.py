@@ -563,7 +563,7 @@ def _split_batch_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | N
     if not any(steps_like(s) and not s.loops and s.order > last for s in fm.events):
         return None
     counter = _micro_iteration(fm, loop.iter)
-    if counter is None or _rescales_grads(fm):
+    if counter is None or rescales_grads(fm):
         return None
     return Accumulation(loop, None, loop, counter)
 
@@ -586,7 +586,7 @@ def _micro_iteration(fm: FunctionModel, it: ast.AST) -> set[str] | None:
     return {c for c in counter if c not in ("self", "cls")}
 
 
-def _rescales_grads(fm: FunctionModel) -> bool:
+def rescales_grads(fm: FunctionModel) -> bool:
     """``p.grad /= n``, ``p.grad.div_(n)``, ``p.grad.mul_(1 / n)``: the sum is averaged after the fact."""
     for n in fm.nodes:
         if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and \

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from trickbag.audit._flow import (
     BACKWARD,
     FileModel,
+    rescales_grads,
 )
 from trickbag.audit._query import at_level, loops_of, scaled_loss
 from trickbag.audit.registry import Hit, rule
@@ -30,7 +31,8 @@ def accumulated_loss_not_divided(file: FileModel) -> Iterator[Hit]:
     A step function that splits its batch itself (``for cx, cy in zip(x.chunk(n), y.chunk(n))``, or
     ``for _ in range(accum)``, with ``optimizer.step()`` after that loop) accumulates over ``n`` too.
     ``optimizer.backward(loss)`` (apex's FP16_Optimizer) back-propagates its argument.  ``loss.div_(k)`` as a
-    statement before the backward divides it in place.
+    statement before the backward divides it in place, and ``p.grad /= k`` over the parameters before the step
+    averages the summed gradients afterwards.
 
     Wrong::
 
@@ -52,8 +54,8 @@ def accumulated_loss_not_divided(file: FileModel) -> Iterator[Hit]:
     """
     for fm, loop in loops_of(file):
         acc = fm.accumulation(loop)
-        if acc is None or acc.managed:  # accelerator.backward divides the loss itself
-            continue
+        if acc is None or acc.managed or rescales_grads(fm):
+            continue  # accelerator.backward divides the loss itself; ``p.grad /= k`` averages the sum afterwards
         scope = acc.inner or acc.loop
         for b in scope.events:
             if b.kind != BACKWARD or (acc.inner is None and not at_level(b, loop)):

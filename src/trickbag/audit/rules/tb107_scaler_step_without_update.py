@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
+from trickbag.audit._ast import names_in
 from trickbag.audit._flow import (
     CALL,
     SCALER_UPDATE,
     STEP,
+    UNSCALE,
     Event,
     FileModel,
 )
@@ -48,7 +50,10 @@ def scaler_step_without_update(file: FileModel) -> Iterator[Hit]:
     overflow and never shrinks on one — every step with inf/NaN gradients is skipped forever.
 
     Each scaler counts on its own: with two (``scaler_d``, ``scaler_g``), updating one does not update the
-    other.
+    other.  An ``update()`` that runs only when the step is not skipped (``if grad_norm < limit: scaler.step(opt);
+    scaler.update()``) after an unconditional ``scaler.unscale_(opt)`` leaves the scaler unreset on a skipped step:
+    the next ``unscale_()`` raises.  Reported at the ``update()``; a condition on settings known before the unscale
+    (``if args.fp16:``) is not that.
 
     Wrong::
 
@@ -80,3 +85,34 @@ def scaler_step_without_update(file: FileModel) -> Iterator[Hit]:
             if not updates:
                 yield Hit(s.node, f"{s.extra['scaler']}.step() without {s.extra['scaler']}.update(): "
                                   f"the loss scale never adapts")
+        yield from _update_skipped_after_unscale(fm)
+
+
+def _update_skipped_after_unscale(fm) -> Iterator[Hit]:
+    """``scaler.unscale_(opt)`` on every update, ``scaler.step(opt); scaler.update()`` only under a condition it
+    is not under, on a value computed after the unscale (``if not skip_step:`` after a too-large gradient norm): on a
+    skipped step nothing resets the scaler, and the next ``unscale_`` raises (it was already called since the last
+    ``update()``).  Conditions on settings known before (``if args.fp16 and native_amp:``) are left alone."""
+    for u in fm.kind_events(UNSCALE):
+        loop = train_loop(u)
+        if loop is None:
+            continue
+        updates = [x for x in fm.events if SCALER_UPDATE in x.kinds() and loop in x.loops and x.order > u.order]
+        mine = {id(g.node) for g in u.rel_guards(loop)}
+        later = {n for a in fm.assigns if a.order > u.order and loop in a.loops for n in a.names}
+        if updates and all(any(names_in(g.node.test) & later for g in x.rel_guards(loop) if id(g.node) not in mine)
+                           for x in updates) and not _both_branches(updates, mine, loop):
+            x = updates[0]
+            yield Hit(x.node, f"{x.recv or 'scaler'}.update() runs only under a condition that "
+                              f"{u.recv or 'scaler'}.unscale_() (line {u.node.lineno}) is not under: after a skipped "
+                              f"step the next unscale_() raises and the scale stops adapting")
+
+
+def _both_branches(updates, mine: set[int], loop) -> bool:
+    """An update in both branches of one ``if`` (``if ok: step; update`` ``else: update``)."""
+    seen: dict[int, set[bool]] = {}
+    for x in updates:
+        for g in x.rel_guards(loop):
+            if id(g.node) not in mine:
+                seen.setdefault(id(g.node), set()).add(g.branch)
+    return any(len(b) == 2 for b in seen.values())

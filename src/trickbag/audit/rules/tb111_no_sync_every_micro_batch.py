@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from trickbag.audit._ast import call_name, const_value, dotted, walk
 from trickbag.audit._flow import (
     BACKWARD,
+    FORWARD,
     STEP,
     FileModel,
     FunctionModel,
@@ -34,7 +35,9 @@ def no_sync_every_micro_batch(file: FileModel) -> Iterator[Hit]:
     by a counter test that holds on it (``model.no_sync if i % k != 0 else nullcontext`` while the step tests
     ``(i + 1) % k == 0``: off by one) updates each replica with its own gradients.  Both tests may sit in helper
     methods of the file (``with self._sync_context(i):`` returning ``self.model.no_sync()`` under ``i % k != 0``,
-    ``if self._should_step(i):`` returning ``(i + 1) % k == 0``): they are read with the caller's arguments.
+    ``if self._should_step(i):`` returning ``(i + 1) % k == 0``): they are read with the caller's arguments.  A
+    ``no_sync()`` block that holds the backward but not the forward of the same model does not stop the all-reduce
+    (DDP sets it up in the forward): reported at the ``no_sync()``.
 
     Wrong::
 
@@ -66,6 +69,24 @@ def no_sync_every_micro_batch(file: FileModel) -> Iterator[Hit]:
         elif (bad := _no_sync_on_stepping_batch(_fm, loop)) is not None:
             yield Hit(bad, "no_sync() is chosen on the micro-batch that steps the optimizer: its gradients are not "
                            "all-reduced before the update (the counter test is off by one from the update test)")
+    yield from _forward_outside_no_sync(file)
+
+
+def _forward_outside_no_sync(file: FileModel) -> Iterator[Hit]:
+    """``with model.no_sync(): loss.backward()`` where ``loss`` came from a forward of ``model`` outside the block:
+    DDP decides at the forward whether the backward all-reduces, so the gradients are still synchronised (and the
+    saving ``no_sync`` was meant for is lost)."""
+    for fm in file.functions:
+        for b in fm.kind_events(BACKWARD):
+            ctx = b.in_context("no_sync")
+            if not (isinstance(ctx, ast.Call) and isinstance(ctx.func, ast.Attribute)):
+                continue
+            model = dotted(ctx.func.value)
+            fwds = [f for f in fm.kind_events(FORWARD) if f.recv == model and f.order < b.order and b.loops
+                    and f.loops[:len(b.loops)] == b.loops[:len(f.loops)]]
+            if fwds and all(f.in_context("no_sync") is not ctx for f in fwds):
+                yield Hit(ctx, f"the forward of {model} runs outside {model}.no_sync(), only its backward inside: DDP "
+                               f"all-reduces the gradients anyway (put the forward inside the no_sync block)")
 
 
 def _residue_test(test: ast.AST) -> tuple[str, str, int, int, bool] | None:
