@@ -414,3 +414,22 @@ POINTNET = """
 def test_tb201_a_test_batch_drawn_inside_the_training_loop():
     assert found(POINTNET.format(loader_name="testdataloader"), "TB201") == [13]
     assert found(POINTNET.format(loader_name="other_loader"), "TB201", show_all=True) == []
+
+
+DIFFSYNTH = """
+    def train(accelerator, model, optimizer, scheduler, loader):
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for data in loader:
+            with accelerator.accumulate(model):
+                {first}
+                loss = model(data)
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                {last}
+"""
+
+
+def test_tb103_optimizer_zeroed_before_the_backward_inside_accumulate():
+    fires("TB103", DIFFSYNTH.format(first="optimizer.zero_grad()", last="pass"), [6],
+          DIFFSYNTH.format(first="pass", last="optimizer.zero_grad()"))

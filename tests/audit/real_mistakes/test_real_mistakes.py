@@ -71,8 +71,8 @@ from trickbag.audit import lint
 #: (heldout_round20.md): 5 found on their line by default (149, 151, 152, 157, 158), 8 with --all: 139 of 170.
 #: Tuned on their kinds (test_round22_tuning.py): 148 (TB107, update skipped with a skipped step after unscale_),
 #: 150 (TB111, the forward outside no_sync) and 156 (TB201, a test batch drawn inside the training loop) found:
-#: 142 of 170.
-RECALL_FLOOR = 142 / 170
+#: 142 of 170; 145 (TB103, the optimizer's zero_grad() first inside accelerator.accumulate) too: 143 of 170.
+RECALL_FLOOR = 143 / 170
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

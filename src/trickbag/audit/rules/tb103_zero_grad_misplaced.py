@@ -54,7 +54,9 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
     gradients in the very iteration that steps: the update sees one micro-batch.
 
     Under ``accelerator.accumulate`` the prepared optimizer skips its ``zero_grad()`` until the gradients sync, but
-    the model's own ``model.zero_grad()`` runs on every micro-batch: reported too.
+    the model's own ``model.zero_grad()`` runs on every micro-batch: reported too; so is the optimizer's
+    ``zero_grad()`` placed before the backward inside the block, which runs on the syncing micro-batch and clears
+    the gradients of the earlier ones.
 
     A backward for the gradient of an input (``delta.requires_grad = True`` ... ``delta.grad`` read in the loop: the
     steps of a PGD attack) is not an accumulation, and ``if iteration == 0: optimizer.zero_grad()`` runs once, not
@@ -87,6 +89,10 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
                 yield Hit(z.node, f"{z.recv}.zero_grad() inside accelerator.accumulate runs on every micro-batch (only "
                                   "the prepared optimizer's zero_grad is skipped until the gradients sync): it "
                                   "discards the gradients being accumulated; call optimizer.zero_grad()")
+            elif _zero_before_backward_in_accumulate(z):
+                yield Hit(z.node, f"{z.recv}.zero_grad() runs before the backward inside accelerator.accumulate: on "
+                                  "the micro-batch that syncs it clears the gradients of the earlier ones; zero after "
+                                  "optimizer.step()")
             continue
         if z.kind == ZERO:
             yield Hit(z.node, "zero_grad() on every micro-batch discards the gradients being accumulated")
@@ -118,6 +124,17 @@ def _model_zero_grad_in_accumulate(z: Event) -> bool:
     if z.recv in {x.recv for x in fm.kind_events(STEP)}:
         return False
     return not any("sync_gradients" in ast.unparse(g.node.test) for g in z.guards if hasattr(g.node, "test"))
+
+
+def _zero_before_backward_in_accumulate(z: Event) -> bool:
+    """The prepared optimizer's ``zero_grad()`` first in ``with accelerator.accumulate(model):``, its backward after
+    it in the same block: skipped on the accumulating micro-batches, it runs on the syncing one before its backward."""
+    ctx = z.in_context("accumulate")
+    if ctx is None or z.kind != ZERO or z.recv not in {x.recv for x in z.fm.kind_events(STEP)}:
+        return False
+    if any("sync_gradients" in ast.unparse(g.node.test) for g in z.guards if hasattr(g.node, "test")):
+        return False
+    return any(backward_like(b) and b.in_context("accumulate") is ctx and b.order > z.order for b in z.fm.events)
 
 
 def _zeroes_window_start(fm: FunctionModel, z: Event) -> bool:
