@@ -72,7 +72,9 @@ from trickbag.audit import lint
 #: Tuned on their kinds (test_round22_tuning.py): 148 (TB107, update skipped with a skipped step after unscale_),
 #: 150 (TB111, the forward outside no_sync) and 156 (TB201, a test batch drawn inside the training loop) found:
 #: 142 of 170; 145 (TB103, the optimizer's zero_grad() first inside accelerator.accumulate) too: 143 of 170.
-RECALL_FLOOR = 143 / 170
+#: Round 21 added eleven (162-172), pinned with its batch (349abf0) before their one lint (heldout_round21.md): 3 found
+#: on their line by default (166, 167, 171): 146 of 181.
+RECALL_FLOOR = 146 / 181
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))
