@@ -411,7 +411,8 @@ def _random_input(fm: FunctionModel, node: ast.AST, depth: int = 0) -> bool:
         if len(consts) == 1:  # ``torch.ones(1, 3, h, w) * 255.``: still made up
             return _random_input(fm, node.right if consts[0] is node.left else node.left, depth)
     if isinstance(node, ast.Call):
-        return call_name(node) in _RANDOM
+        return call_name(node) in _RANDOM or _literal_input(node) or (
+            len(node.args) == 1 and _random_input(fm, node.args[0], depth + 1))  # ``cuda_variable(randn(...))``
     name = dotted(node)
     if not name or depth > 3:
         return False
@@ -422,13 +423,32 @@ def _random_input(fm: FunctionModel, node: ast.AST, depth: int = 0) -> bool:
     return bool(values) and all(v is not None and _random_input(fm, v, depth + 1) for v in values)
 
 
+def _literal_input(call: ast.Call) -> bool:
+    """``torch.LongTensor([1, 2, 3])``, ``str2tensor('hello')``: an input written out in the code, not data."""
+    args = [*call.args, *(k.value for k in call.keywords)]
+    return bool(args) and all(isinstance(x, ast.Constant) or (isinstance(x, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Constant) for e in x.elts)) for x in args) and any(
+        not isinstance(x, ast.Constant) or isinstance(x.value, str) for x in args)
+
+
+def _literal_data(fm: FunctionModel, node: ast.AST) -> bool:
+    """The data argument is an input written out in the code, directly or through one local name."""
+    if isinstance(node, ast.Call):
+        return _literal_input(node) or (len(node.args) == 1 and isinstance(node.args[0], ast.Call)
+                                        and _literal_input(node.args[0]))
+    name = dotted(node)
+    values = [a.value for a in fm.assigns if a.names == [name] and a.op is None] if name else []
+    return bool(values) and all(isinstance(v, ast.Call) and _literal_data(fm, v) for v in values)
+
+
 def smoke_check(fm: FunctionModel, fwd: Event) -> bool:
     """A shape check, not an evaluation: the forward runs on random inputs, or runs a model built right here
     from its class and never loaded (``net = ResNet18(); y = net(torch.randn(1, 3, 32, 32))``)."""
     call = fwd.node
     args = [*call.args, *(k.value for k in call.keywords)] if isinstance(call, ast.Call) else []
-    if args and all(_random_input(fm, a) for a in args):
-        return True
+    first = call.args[0] if isinstance(call, ast.Call) and call.args else None
+    if args and (all(_random_input(fm, a) for a in args) or (first is not None and _literal_data(fm, first))):
+        return True  # random inputs, or the data written out (``encoder(str2tensor('hello'), hidden)``)
     built = [v for a in fm.assigns if a.names == [fwd.recv] and a.op is None and isinstance(v := a.value, ast.Call)]
     fresh = bool(built) and all(
         R.role_by_constructor(v, fm.file.imports, fm.file.class_names) == R.MODEL

@@ -128,14 +128,20 @@ def _updates_with_scalars(call: ast.Call) -> bool:
     """``ema.update(loss.item(), "D_real", step)``: a running mean of numbers (LeCam's anchors, a smoothed loss for
     logging), not a weight average: an argument is a Python number read off a tensor (``.item()``, ``float(...)``)
     or a string key, or a tensor reduced whole to one number (``out.mean()``, ``torch.mean(out)``: the mean of the
-    discriminator's outputs). A weight average takes the model, its parameters or a step count."""
+    discriminator's outputs), or a name of a reward, loss or metric (``baseline.update(reward)``). A weight average
+    takes the model, its parameters or a step count."""
     for arg in [*call.args, *(k.value for k in call.keywords)]:
         if (isinstance(arg, ast.Constant) and isinstance(arg.value, str)) or _whole_reduction(arg):
             return True
         if isinstance(arg, ast.Call) and (call_name(arg) in ("item", "tolist")
                                           or (isinstance(arg.func, ast.Name) and arg.func.id == "float")):
             return True
+        if isinstance(arg, (ast.Name, ast.Attribute)) and set(name_tokens(dotted(arg) or "")) & _SCALAR_WORDS:
+            return True  # ``baseline.update(reward)``: REINFORCE's moving-average baseline
     return False
+
+
+_SCALAR_WORDS = {"reward", "rewards", "loss", "losses", "acc", "accuracy", "score", "scores", "metric", "returns"}
 
 
 def _whole_reduction(node: ast.AST) -> bool:

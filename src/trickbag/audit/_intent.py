@@ -215,7 +215,14 @@ def mode_free(file: FileModel, recv: str, cls: ast.ClassDef | None = None, fm=No
         if fm is not None and "." not in recv else []
     values = local or [n.value for n in file.nodes if isinstance(n, ast.Assign)
                        and any(dotted(t) == recv for t in n.targets)]
+    values = [v for v in values if not _moved_self(v, recv)]  # ``model = model.cuda()``: the same model
     return bool(values) and all(_value_mode_free(file, v, 0) for v in values)
+
+
+def _moved_self(value: ast.AST, recv: str) -> bool:
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    return dotted(value) == recv
 
 
 def _comments(text: str) -> dict[int, str]:

@@ -256,11 +256,29 @@ def is_eval_function(fm: FunctionModel) -> bool:
     return bool(R.EVAL_NAME.match(fm.name)) and not any(feeds_backward(site) for site in fm.call_sites())
 
 
+def _flows_into_backward(site: Event) -> bool:
+    """What the call returns reaches a later backward of the function through assignments and list appends
+    (``y_hat = maml.predict(x)``; ``losses.append(crit(y_hat, y))``; ``torch.stack(losses).mean().backward()``)."""
+    fm = site.fm
+    names = {n for a in fm.assigns if a.value is not None and a.order >= site.order
+             and any(x is site.node for x in walk(a.value)) for n in a.names}
+    for _ in range(4):
+        grown = names | {n for a in fm.assigns if a.value is not None and a.order > site.order
+                         and names_in(a.value) & names for n in a.names}
+        if grown == names:
+            break
+        names = grown
+    return bool(names) and any(b.order > site.order and names_in(b.extra.get("loss") or ast.Constant(None)) & names
+                               for b in fm.kind_events(BACKWARD))
+
+
 def feeds_backward(site: Event, depth: int = 0) -> bool:
     """The call runs before a backward of the same pass, on its path (``loss = crit(self.infer(x), y);
     loss.backward()``): the function is part of the training step, whatever its name.  Through a function that
     returns what it computed (``outputs.update(self.predict_poses(...))`` in ``process_batch()``, whose
     ``losses`` the training step back-propagates), two calls deep."""
+    if _flows_into_backward(site):
+        return True
     guards = {id(g.node) for g in site.guards}
     if any(b.loops == site.loops and b.order > site.order and not b.exclusive(site)
            and guards <= {id(g.node) for g in b.guards} for b in site.fm.kind_events(BACKWARD)):

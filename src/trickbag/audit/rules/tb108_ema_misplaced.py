@@ -31,7 +31,8 @@ def ema_misplaced(file: FileModel) -> Iterator[Hit]:
     or a local helper that blends one model's parameters into another's (``lerp_``, ``mul_`` + ``add_``).
     An ``*ema*`` object updated with numbers (``.item()``, ``float(...)``, a string key, a tensor reduced whole by
     ``out.mean()`` / ``torch.mean(out)``: a running mean of outputs or losses, such as LeCam regularisation's
-    anchors) averages no weights and is not reported.
+    anchors) averages no weights and is not reported, nor one updated with a reward, loss or metric
+    (``baseline.update(reward)``: REINFORCE's moving-average baseline).
 
     Wrong::
 

@@ -96,6 +96,9 @@ def _batch_loop(loop: Loop) -> bool:
 def _stepped_at(ev: Event) -> str:
     """'batch' when the step is inside a loop over the batches, 'epoch' when it is in a loop that holds a batch
     loop but outside it; '' otherwise."""
+    if ev.loops and _data_loop(ev.loops) is None and any("epoch" in t.lower() for t in ev.loops[-1].targets) \
+            and _batch_loop(ev.loops[-1]):
+        return "epoch"  # ``for _iepoch in range(args.epochs):`` with one full-batch backward per pass
     if _data_loop(ev.loops) is not None or (ev.loops and _batch_loop(ev.loops[-1])):
         return "batch"
     if ev.loops and any(_batch_loop(lp) for lp in ev.fm.loops if lp.parent is ev.loops[-1]):
@@ -142,6 +145,8 @@ def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
     runs: an epoch number set on a schedule counted in batches (a per-step OneCycleLR whose Lightning
     ``lr_scheduler_step`` hook passes ``self.current_epoch``) is reported, an epoch-length schedule set to the epoch
     inside the batch loop is right, and a position converted in place (``epoch + i / len(loader)``) is not judged.
+    A loop over epochs that back-propagates the whole data once per pass (``for _iepoch in range(args.epochs):``,
+    no data loop inside) steps once per epoch.
 
     Wrong::
 

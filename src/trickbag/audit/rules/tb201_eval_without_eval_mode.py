@@ -96,9 +96,11 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     functions from the function that defines them); a parameter every call binds to the model the body uses by
     its global name (``def val(net): net.eval(); ... crnn(x)`` called as ``val(crnn)``) is that model.  A function
     named like ``predict`` whose results a training step back-propagates (directly, or through a function that
-    returns them, two calls deep) is part of training.  Not evaluations: tests (test modules, ``test_*``
-    functions, ``TestCase`` methods), shape checks (a forward on random inputs, or of a model built right
-    there from its class and never loaded or trained) and a model just made by ``from_pretrained`` (Hugging
+    returns them, two calls deep, or through assignments and list appends:
+    ``losses.append(crit(maml.predict(x), y))`` then ``torch.stack(losses).mean().backward()``) is part of
+    training.  Not evaluations: tests (test modules, ``test_*`` functions, ``TestCase`` methods), shape checks
+    (a forward on random inputs, or of a model built right there from its class and never loaded or trained)
+    and a model just made by ``from_pretrained`` (Hugging
     Face returns it in eval mode).  A function run only from another module, on a model passed in, is a
     low-confidence finding (``--all``) when nothing in the file calls ``eval()``: its caller may; a method called
     only from other modules of the project, each call after an ``eval()`` in the calling function

@@ -178,6 +178,9 @@ def train_in_eval_mode(file: FileModel) -> Iterator[Hit]:
     purpose) — unless the training function steps an optimizer it is given as a parameter and no code of the file
     calls it (the model's optimizer comes from a caller in another module).
 
+    A model whose layers behave the same in both modes (no dropout, no BatchNorm, no ``self.training``; followed as
+    for TB201, ``model = model.cuda()`` included) is not reported: the mode changes nothing.
+
     Wrong::
 
         for epoch in range(epochs):

@@ -142,7 +142,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     a project helper wraps in ``Variable(x, volatile=evaluation)`` when called with ``evaluation=True``, nor a
     forward on made-up inputs (``torch.randn``, ``torch.zeros``, a copy of one by ``copy.deepcopy`` or
     ``.clone()``, as an export script's torch-vs-ONNX check runs the model on the example inputs it exported
-    with): a shape or equivalence check, not an evaluation over data; nor a forward under
+    with), or on data written out in the code (``encoder(str2tensor('hello'), hidden)``,
+    ``LongTensor([1, 2, 3])``): a shape or equivalence check, not an evaluation over data; nor a forward under
     ``torch.set_grad_enabled(<a condition>)`` (``set_grad_enabled(self.model.training)``: chosen on purpose), nor
     one on inputs the function makes require gradients (``img.requires_grad = True``: a distillation loss on input
     gradients), nor a test script right in a ``tests`` folder (``tests/actions_test.py``).  The

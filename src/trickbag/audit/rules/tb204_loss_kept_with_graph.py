@@ -73,7 +73,8 @@ def _keeps_graph(node: ast.AST, fm: FunctionModel, losses: set[str], before: int
         if isinstance(n, ast.Call) and call_name(n) in _REDUCING and n.args:
             todo.append(n.args[0])  # ``hvd.allreduce(loss)`` returns a tensor on the same graph
             continue
-        if isinstance(n, ast.Call) and call_name(n) not in _DETACHING and R.is_loss_value(n, fm.role):
+        if isinstance(n, ast.Call) and call_name(n) not in _DETACHING and R.is_loss_value(n, fm.role) \
+                and not _helper_returns_numbers(fm, n):
             return "the loss"
         if isinstance(n, (ast.Name, ast.Attribute)):
             found = _kept_name(n, fm, losses, before)
@@ -104,6 +105,19 @@ def _detached_chain(value: ast.AST | None) -> bool:
             return True
         value = value.func.value
     return isinstance(value, ast.Call) and call_name(value) in _DETACHING
+
+
+def _helper_returns_numbers(fm: FunctionModel, call: ast.Call) -> bool:
+    """``eval_loss()`` where the file's (nested) ``def eval_loss(): return loss(...).mean().item()``: a number."""
+    helper = fm.file.resolve(call, fm)
+    values = [r.value for r in (helper.nodes if helper is not None else []) if isinstance(r, ast.Return)]
+    return bool(values) and all(v is not None and (_number(v) or _number_expr(v)) for v in values)
+
+
+def _number_expr(v: ast.AST) -> bool:
+    """``x.item() / 2``: arithmetic on numbers read off tensors."""
+    return isinstance(v, ast.BinOp) and any(_number(s) or _number_expr(s) for s in (v.left, v.right)) \
+        and all(_number(s) or _number_expr(s) or isinstance(s, ast.Constant) for s in (v.left, v.right))
 
 
 def _returns_numbers(fm: FunctionModel, assign, name: str) -> bool:
@@ -190,7 +204,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     tensor on the same graph), and from a loop-less step function run once per batch.  The loss terms a call
     returns beside the back-propagated loss (``loss, refine_loss = self.completion(x)``) are on its graph.  A loss
     reassigned detached before the sum (``loss_batch = loss_batch.detach().cpu()``, any method chain with a
-    detaching call) is a number.
+    detaching call) is a number, and so is the value of a (nested) helper that returns ``....item()``
+    (``ls.append(eval_loss())``).
 
     So is a loop-less helper or method called once per iteration of a training loop (``self.one_batch(x,
     y)``) that adds its own loss to an attribute, a module-level name or a container passed in; a step function

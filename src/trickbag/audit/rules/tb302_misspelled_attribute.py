@@ -54,7 +54,7 @@ def _typo_message(fm: FunctionModel, base: str, attr: str, loops: tuple = ()) ->
     if attr not in ("requires_grad_", "requires_grad", "training") and attr not in _REAL_ATTRS \
             and _read_back(fm.file, attr):
         return None
-    if attr == "requires_grad_" or (attr not in _REAL_ATTRS and (
+    if attr == "requires_grad_" or (attr not in _REAL_ATTRS and not attr.startswith("_") and (
             attr in _TYPO_TARGETS["requires_grad"] or edit_distance(attr, "requires_grad") <= 2
             or (attr.startswith("req") and "grad" in attr and len(attr) <= len("requires_gradient")))):
         return f"'.{attr}' is not 'requires_grad': the assignment creates a new attribute and freezes nothing"
@@ -83,7 +83,8 @@ def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
     ``model.requires_grad = False`` does the same on a module (modules have ``requires_grad_()``);
     ``torch.backends.cudnn.benchmarks = True`` sets nothing.  ``setattr(p, "requires_grads", False)`` with a
     constant name is the same assignment.  An attribute the file reads back (``ctx.req_grad`` set in an
-    ``autograd.Function``'s forward and tested in its backward) is the program's own, not a misspelling.
+    ``autograd.Function``'s forward and tested in its backward) is the program's own, not a misspelling, and so is
+    a private one (``feature_extractor._requires_grad = False``: the Hugging Face encoder's own flag).
 
     Wrong::
 

@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterator
 from typing import TypeGuard
 
-from trickbag.audit._ast import call_name, const_value, dotted, str_const
+from trickbag.audit._ast import call_name, const_value, dotted, str_const, walk
 from trickbag.audit._env_facts import env_call_keys, is_environ
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
@@ -82,6 +82,26 @@ def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.
             yield node
 
 
+def _counts_devices_on_one_branch(fm: FunctionModel, node: ast.AST) -> bool:
+    """``torch.cuda.device_count()`` on one branch only (``if args.gpu == 'all': ... range(device_count())``, ``n =
+    device_count() if args.ngpu is None else args.ngpu``): there every device is made visible anyway (no change),
+    and the other branch sets the variable before any CUDA call."""
+    if not (isinstance(node, ast.Call) and call_name(node) == "device_count"):
+        return False
+    for n in fm.nodes:
+        sides: list[list[ast.AST]]
+        if isinstance(n, ast.If):
+            sides = [list(n.body), list(n.orelse)]
+        elif isinstance(n, ast.IfExp):
+            sides = [[n.body], [n.orelse]]
+        else:
+            continue
+        inside = [any(node is x for st in side for x in walk(st)) for side in sides]
+        if any(inside) and not all(inside):
+            return True
+    return False
+
+
 @rule(
     "TB402",
     "cuda-visible-devices-late",
@@ -103,15 +123,20 @@ def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
 
         os.environ["CUDA_VISIBLE_DEVICES"] = "1"
         device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    ``torch.cuda.device_count()`` on one branch only (``n = device_count() if args.ngpu is None else args.ngpu``,
+    then every device up to ``n`` made visible) changes nothing there, and the other branch sets the variable before
+    any CUDA call: not reported.
     """
     for fm in file.functions:
         writes = list(_visible_devices_writes(fm, file))
         if not writes:
             continue
         devices = frozenset(_cuda_names(fm))
-        inits = [n.lineno for n in fm.nodes if _cuda_init(n, file, devices) or _helper_inits_cuda(n, fm, file)]
+        inits = [n for n in fm.nodes if (_cuda_init(n, file, devices) or _helper_inits_cuda(n, fm, file))
+                 and not _counts_devices_on_one_branch(fm, n)]
         for w in writes:
-            earlier = [line for line in inits if line < w.lineno]
+            earlier = [n.lineno for n in inits if n.lineno < w.lineno]
             if earlier:
                 yield Hit(w, f"CUDA_VISIBLE_DEVICES is set after CUDA was initialised (line {min(earlier)}): "
                              f"it has no effect")
