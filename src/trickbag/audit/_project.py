@@ -206,13 +206,13 @@ def project_mode_free(path: str | Path) -> bool:
     return root is not None and not _project_has_mode_layers(root)
 
 
-@functools.lru_cache(maxsize=64)
-def _project_methods(root: Path, name: str) -> tuple[ast.FunctionDef, ...]:
-    needle = re.compile(rf"\bdef\s+{re.escape(name)}\s*\(")
-    out: list[ast.FunctionDef] = []
+def _files_matching(root: Path, needle: re.Pattern) -> list[tuple[str, ast.Module]] | None:
+    """(path, tree) of the project's Python files whose text matches ``needle``; None when the project is too
+    large to scan (virtual environments and ``.git`` left out)."""
+    out: list[tuple[str, ast.Module]] = []
     for count, p in enumerate(root.rglob("*.py")):
         if count > _SCAN_LIMIT:
-            return ()  # too large to know
+            return None
         if any(part in (".venv", "venv", "site-packages", "node_modules", ".git") for part in p.parts):
             continue
         try:
@@ -221,27 +221,27 @@ def _project_methods(root: Path, name: str) -> tuple[ast.FunctionDef, ...]:
         except OSError:
             continue
         tree = parsed_module(str(p))
-        out += [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name] if tree else []
-    return tuple(out)
+        if tree is not None:
+            out.append((str(p), tree))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _project_methods(root: Path, name: str) -> tuple[ast.FunctionDef, ...]:
+    files = _files_matching(root, re.compile(rf"\bdef\s+{re.escape(name)}\s*\("))
+    return tuple(n for _, tree in files or [] for n in ast.walk(tree)
+                 if isinstance(n, ast.FunctionDef) and n.name == name)
 
 
 @functools.lru_cache(maxsize=64)
 def _project_method_calls(root: Path, name: str) -> tuple[tuple[str, ast.AST, int], ...] | None:
-    needle = re.compile(rf"\.{re.escape(name)}\s*\(")
+    files = _files_matching(root, re.compile(rf"\.{re.escape(name)}\s*\("))
+    if files is None:
+        return None  # too large to know
     out: list[tuple[str, ast.AST, int]] = []
-    for count, p in enumerate(root.rglob("*.py")):
-        if count > _SCAN_LIMIT:
-            return None  # too large to know
-        if any(part in (".venv", "venv", "site-packages", "node_modules", ".git") for part in p.parts):
-            continue
-        try:
-            if not needle.search(p.read_text(encoding="utf-8", errors="replace")):
-                continue
-        except OSError:
-            continue
-        tree = parsed_module(str(p))
-        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))) if tree else ():
-            out += [(str(p), fn, c.lineno) for c in ast.walk(fn) if isinstance(c, ast.Call)
+    for path, tree in files:
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            out += [(path, fn, c.lineno) for c in ast.walk(fn) if isinstance(c, ast.Call)
                     and isinstance(c.func, ast.Attribute) and c.func.attr == name
                     and not (isinstance(c.func.value, ast.Name) and c.func.value.id == "self")]
     return tuple(out)
