@@ -112,7 +112,9 @@ def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
 
     The CUDA driver reads the variable once, when CUDA is first used (``torch.cuda.is_available()``,
     ``.cuda()``, a tensor on ``"cuda"``).  Setting it afterwards changes nothing: the process keeps
-    seeing every GPU and usually lands on GPU 0.
+    seeing every GPU and usually lands on GPU 0.  ``torch.cuda.device_count()`` on one branch only (``n =
+    device_count() if args.ngpu is None else args.ngpu``, then every device up to ``n`` made visible) changes
+    nothing there, and the other branch sets the variable before any CUDA call: not reported.
 
     Wrong::
 
@@ -123,10 +125,6 @@ def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
 
         os.environ["CUDA_VISIBLE_DEVICES"] = "1"
         device = "cuda" if torch.cuda.is_available() else "cpu"
-
-    ``torch.cuda.device_count()`` on one branch only (``n = device_count() if args.ngpu is None else args.ngpu``,
-    then every device up to ``n`` made visible) changes nothing there, and the other branch sets the variable before
-    any CUDA call: not reported.
     """
     for fm in file.functions:
         writes = list(_visible_devices_writes(fm, file))
