@@ -85,6 +85,16 @@ class OptimSection(*reversed(optimizers.option_sections()), OptimConfig):  # typ
 
     name: OptimizerName = optimizers.DEFAULT
 
+    @model_validator(mode="after")
+    def _fused_kernel(self) -> OptimSection:
+        """``optim.fused`` only where the optimizer's entry reads it (torch has fused kernels for a few)."""
+        if self.fused and "fused" not in optimizers.get(self.name).keys:
+            able = ", ".join(n for n, e in optimizers.optimizers().items() if "fused" in e.keys)
+            raise PydanticCustomError("recipe_line", "{line}", {"line": (
+                f"optim.fused: optim.name={self.name} has no fused kernel; it works with {able} "
+                "(or set optim.fused=false)")})
+        return self
+
 
 class Recipe(Section):
     """A whole training recipe."""

@@ -204,6 +204,7 @@ class OptimConfig(Section):
     eps: float = Field(1e-8, gt=0.0)  # adam / adamw / rmsprop: added to the denominator
     muon_momentum: float = Field(0.95, ge=0.0, lt=1.0)  # muon: momentum of the Muon part (Nesterov)
     adamw_params: list[str] = Field(default_factory=list)  # muon: more parameter names (fnmatch patterns) for AdamW
+    fused: bool = False  # adam, adamw, sgd: torch's fused kernel, one per update for all parameters (faster on CPU and CUDA; the same update up to rounding); the other optimizers refuse it  # noqa: E501 (a key's help is the comment on its line)
     lookahead_k: int = Field(0, ge=0)  # Lookahead around the optimizer: sync the slow weights every k updates (0: off)
     lookahead_alpha: float = Field(0.5, gt=0.0, le=1.0)  # Lookahead: step of the slow weights toward the fast ones
 

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Optimizer", "Factory", "Route"]
+__all__ = ["Optimizer", "Factory", "Route", "fused"]
 
 #: param groups -> a torch optimizer
 Factory = Callable[[list[dict[str, Any]]], Any]
@@ -59,3 +59,10 @@ class Optimizer:
         """``param groups -> optimizer`` for an optimizer without a ``route``."""
         cls, kwargs = self.spec(section)
         return lambda groups: cls(groups, **kwargs)
+
+
+def fused(section: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with ``fused=True`` added when ``optim.fused`` is on (torch's fused kernel: Adam, AdamW, SGD); left as
+    they are otherwise, so a recipe without it builds the optimizer it always did (torch's own default kernel).
+    An entry that calls this lists ``"fused"`` in its ``keys``; the recipe refuses ``optim.fused`` for the others."""
+    return {**kwargs, "fused": True} if section.fused else kwargs
