@@ -158,6 +158,16 @@ def variants(recipe: str, out: Path) -> tuple[dict[str, list[str]], dict[str, st
     return run, skip
 
 
+def _is_baseline(label: str) -> bool:
+    """``baseline`` or a baseline retrained elsewhere (``baseline@TAG``, see ``run --baseline-tag``)."""
+    return _base_trick(label) == "baseline"
+
+
+def _paired(row: dict[str, Any]) -> str:
+    """The label of the baseline a row is paired with (its seeds were trained beside it)."""
+    return str(row.get("paired_with", "baseline"))
+
+
 def _base_trick(label: str) -> str:
     """The registry trick of a row label (``robust_loss@10ep`` -> ``robust_loss``)."""
     return label.split("@", 1)[0]
@@ -226,10 +236,12 @@ def _load_results() -> dict[str, Any]:
 
 
 def _merge(res: dict[str, Any], recipe: str, label: str, kind: str, overrides: list[str], seed: int,
-           rec: dict[str, Any]) -> None:
+           rec: dict[str, Any], base: str = "baseline") -> None:
     r = res["recipes"].setdefault(recipe, {"about": RECIPES[recipe], "rows": {}, "not_run": {}})
     row = r["rows"].setdefault(f"{kind}:{label}", {"trick": label, "kind": kind, "overrides": overrides, "seeds": {}})
     row["overrides"] = overrides
+    if base != "baseline" and not _is_baseline(label):
+        row["paired_with"] = base  # its own baseline, trained in the same command on the same machine
     keep = {k: rec[k] for k in ("metric", "time_s", "peak_rss_mb") if k in rec}
     row["seeds"][str(seed)] = keep if rec.get("status") == "done" else {"failed": rec.get("message", "")}
 
@@ -300,22 +312,24 @@ def cmd_run(args: argparse.Namespace) -> None:
     for recipe in names:
         run, skip = variants(recipe, out)
         run = {k: [*args.set, *v] for k, v in run.items()}
+        base = f"baseline@{args.baseline_tag}" if args.baseline_tag else "baseline"
+        run = {(base if k == "baseline" else k): v for k, v in run.items()}
         res["recipes"][recipe] = {"about": RECIPES[recipe], "rows": {}, "not_run": skip}
-        acc = {k: v for k, v in run.items() if k not in SPEED and (only is None or k in only or k == "baseline")}
-        spd = {k: v for k, v in run.items() if (k in SPEED or k == "baseline") and (only is None or k in only)}
+        acc = {k: v for k, v in run.items() if k not in SPEED and (only is None or k in only or k == base)}
+        spd = {k: v for k, v in run.items() if (k in SPEED or k == base) and (only is None or k in only)}
         print(f"{recipe}: {len(acc) - 1} tricks x {len(seeds)} seeds; not run: {', '.join(skip) or '-'}", flush=True)
         labels = list(acc)
         for i, seed in enumerate(seeds):
             for label in labels[i % len(labels):] + labels[: i % len(labels)]:
                 rec = run_cell(out, recipe, label, acc[label], seed, speed=False)
-                _merge(res, recipe, label, "acc", acc[label], seed, rec)
+                _merge(res, recipe, label, "acc", acc[label], seed, rec, base)
                 done += 1
                 print(f"  {recipe} {label} seed {seed}: {rec.get('metric', rec.get('message'))}", flush=True)
             _save(res)
         for seed in seeds[:SPEED_SEEDS] if args.speed else []:
             for label in spd:
                 rec = run_cell(out, recipe, label, spd[label], seed, speed=True)
-                _merge(res, recipe, label, "speed", spd[label], seed, rec)
+                _merge(res, recipe, label, "speed", spd[label], seed, rec, base)
                 done += 1
                 print(f"  {recipe} {label} (own process) seed {seed}: {rec.get('time_s', rec.get('message'))}",
                       flush=True)
@@ -328,11 +342,11 @@ def analyse(res: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per (recipe, accuracy trick) with its effect on :data:`MAIN`, Holm-adjusted, and its confirmation."""
     rows: list[dict[str, Any]] = []
     for recipe, r in res["recipes"].items():
-        base = r["rows"].get("acc:baseline", {}).get("seeds", {})
         for key, row in r["rows"].items():
-            if not key.startswith("acc:") or row["trick"] == "baseline":
+            if not key.startswith("acc:") or _is_baseline(row["trick"]):
                 continue
-            out = {"recipe": recipe, "trick": row["trick"]}
+            base = r["rows"].get(f"acc:{_paired(row)}", {}).get("seeds", {})
+            out = {"recipe": recipe, "trick": row["trick"], "paired_with": _paired(row)}
             for part, seeds in (("main", MAIN), ("confirm", CONFIRM)):
                 both = [str(s) for s in seeds if "metric" in row["seeds"].get(str(s), {})
                         and "metric" in base.get(str(s), {})]
@@ -405,16 +419,27 @@ def cmd_confirm(args: argparse.Namespace) -> None:
     print(f"{len(called)} rows to confirm: {', '.join(r['recipe'] + '/' + r['trick'] for r in called)}", flush=True)
     for r in called:
         rows = disk["recipes"][r["recipe"]]["rows"]
-        for label in ("baseline", r["trick"]):
+        for label in (r["paired_with"], r["trick"]):
             ov = rows[f"acc:{label}"]["overrides"]
             for seed in CONFIRM:
                 rec = run_cell(out, r["recipe"], label, ov, seed, speed=False)
-                _merge(res, r["recipe"], label, "acc", ov, seed, rec)
+                _merge(res, r["recipe"], label, "acc", ov, seed, rec, r["paired_with"])
                 done += 1
             _save(res)
             print(f"  {r['recipe']} {label}: seeds {_span(CONFIRM)} done", flush=True)
     _session(res, C.command_line(), started, load0, done)
     _save(res)
+
+
+def _other_baseline(key: str, row: dict[str, Any], res: dict[str, Any]) -> str:
+    """The line under a recipe's table for a baseline trained again on another machine (``run --baseline-tag``)."""
+    accs = [v["metric"] for k, v in row["seeds"].items() if int(k) in MAIN and "metric" in v]
+    cpus = sorted({s.get("cpu", "") for s in res.get("sessions", []) if key.split("@", 1)[1] in s["command"]} - {""})
+    return (f"*{key[4:]}*: the recipe's baseline trained again, seeds beside seeds, with the rows marked "
+            f"'(vs {key[4:]})' ({', '.join(cpus) or 'another machine'}): the same seed on another CPU gives another "
+            "run (the kernels round differently, and many epochs make that a different model), so a row is paired only "
+            f"with a baseline trained on its machine. Mean {_pct(sum(accs) / len(accs)) if accs else '–'} % over "
+            f"{len(accs)} seeds.\n")
 
 
 def _pct(x: float, sign: bool = False) -> str:
@@ -426,7 +451,7 @@ def _speed_rows(res: dict[str, Any]) -> list[list[str]]:
     for recipe, r in res["recipes"].items():
         base = r["rows"].get("speed:baseline", {}).get("seeds", {})
         for key, row in r["rows"].items():
-            if not key.startswith("speed:") or row["trick"] == "baseline":
+            if not key.startswith("speed:") or _is_baseline(row["trick"]):
                 continue
             both = [s for s in row["seeds"] if "time_s" in row["seeds"][s] and "time_s" in base.get(s, {})]
             if not both:
@@ -474,7 +499,8 @@ def render(res: dict[str, Any]) -> str:
             m, c = row["main"], row["confirm"]
             conf = (f"{_pct(c['delta'], True)} [{_pct(c['low'], True)}, {_pct(c['high'], True)}]"
                     if c["n"] >= 2 else "–")
-            table.append([row["trick"], str(m["n"]), _pct(m["mean"]),
+            name = row["trick"] if row["paired_with"] == "baseline" else f"{row['trick']} (vs {row['paired_with']})"
+            table.append([name, str(m["n"]), _pct(m["mean"]),
                           f"{_pct(m['delta'], True)} [{_pct(m['low'], True)}, {_pct(m['high'], True)}]",
                           "–" if math.isnan(m.get("p_holm", math.nan)) else f"{m['p_holm']:.3g}",
                           "–" if math.isnan(m["time"]) else f"{m['time']:.2f}", conf, verdict(row)])
@@ -485,6 +511,8 @@ def render(res: dict[str, Any]) -> str:
                                     f"Δ seeds {fresh}", "verdict"], table), ""]
         lines += [f"*{label}*: {why}" for label, (_ov, why) in TUNED.get(recipe, {}).items()
                   if f"acc:{label}" in r["rows"]]
+        lines += [_other_baseline(label, row, res) for label, row in r["rows"].items()
+                  if label.startswith("acc:baseline@")]
         lines += [""] if any(f"acc:{label}" in r["rows"] for label in TUNED.get(recipe, {})) else []
     speed = _speed_rows(res)
     lines += ["## Speed tricks", "",
@@ -543,6 +571,8 @@ def main() -> None:
     p.add_argument("--only", default=None, help="comma-separated tricks (default: every trick of the registry)")
     p.add_argument("--seeds", default=_span(MAIN), help=f"seed range, e.g. {_span(MAIN)} (default)")
     p.add_argument("--no-speed", dest="speed", action="store_false", help="skip the speed tricks' own processes")
+    p.add_argument("--baseline-tag", default="", help="train the recipe's baseline again as 'baseline@TAG' and pair "
+                   "this command's rows with it (a machine whose per-seed results differ from the recorded ones)")
     p = sub.add_parser("confirm", help=f"seeds {_span(CONFIRM)} for every row called helps/hurts, and the candidates")
     p.add_argument("--out", required=True, help="the run's folder")
     p = sub.add_parser("render", help="write docs/evidence.md from results.json")

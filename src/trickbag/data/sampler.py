@@ -71,7 +71,10 @@ class EpochSampler(Sampler[int]):
       a mid-epoch checkpoint sees exactly the samples it had not seen yet;
     * with ``world_size > 1`` and ``pad=True`` (training) the permutation is padded by wrapping
       around so every rank gets the same number of samples; ``pad=False`` (evaluation) gives uneven
-      shards and never counts a sample twice.
+      shards and never counts a sample twice;
+    * ``set_weights(w)`` (training, ``shuffle=True``): each epoch draws ``n`` indices with replacement,
+      index ``i`` with probability ``w[i] / sum(w)``, from the same ``(seed, epoch)`` generator, in place
+      of the permutation (sharded, resumed and padded the same way).
 
     >>> s = EpochSampler(10, seed=0); s.set_epoch(3); a = list(s)
     >>> s2 = EpochSampler(10, seed=0); s2.set_epoch(3); s2.set_start(4); a[4:] == list(s2)
@@ -91,6 +94,21 @@ class EpochSampler(Sampler[int]):
         self.rank, self.world_size, self.pad = rank, world_size, pad
         self.epoch = 0
         self.start = 0
+        self.weights: torch.Tensor | None = None
+
+    def set_weights(self, weights: torch.Tensor | None) -> None:
+        """Draw each epoch's indices with replacement in proportion to ``weights`` (one per index; None: a
+        permutation). ``ValueError`` for the wrong length, a negative or non-finite weight, or all zero."""
+        if weights is not None:
+            w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+            if len(w) != self.n:
+                raise ValueError(f"sample weights: {len(w)} given for {self.n} samples")
+            if not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or not bool((w > 0).any()):
+                raise ValueError("sample weights must be finite, >= 0 and not all 0")
+            if not self.shuffle:
+                raise ValueError("sample weights are for the training sampler (shuffle=True)")
+            weights = w
+        self.weights = weights
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -103,7 +121,10 @@ class EpochSampler(Sampler[int]):
             seed = int(np.random.SeedSequence([self.seed % 2**63, self.epoch]).generate_state(1, np.uint64)[0])
             g = torch.Generator()
             g.manual_seed(seed % 2**63)
-            perm = torch.randperm(self.n, generator=g)
+            if self.weights is None:
+                perm = torch.randperm(self.n, generator=g)
+            else:
+                perm = torch.multinomial(self.weights, self.n, replacement=True, generator=g)
         else:
             perm = torch.arange(self.n)
         if self.world_size > 1:

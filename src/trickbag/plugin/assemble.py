@@ -66,7 +66,8 @@ def collect_notes(into: list[str] | None) -> Iterator[None]:
 def assemble(ctx: TrickContext, tricks: Sequence[Plugin], plugins: Sequence[Plugin] = (), *,
              schedule: Callable[[torch.optim.Optimizer], Any], keep: torch.optim.Optimizer | None = None,
              given_loss: bool = False, before_optimizer: Callable[[TrickContext], None] | None = None,
-             legacy: Callable[[TrickContext], Any] | None = None, notes: list[str] | None = None) -> Assembly:
+             legacy: Callable[[TrickContext], Any] | None = None, notes: list[str] | None = None,
+             sampler: bool = False) -> Assembly:
     """Set up ``tricks`` (recipe tricks' plug-ins) and the ``plugins`` that have build-time seams on ``ctx``.
 
     Args:
@@ -77,6 +78,8 @@ def assemble(ctx: TrickContext, tricks: Sequence[Plugin], plugins: Sequence[Plug
         legacy: what a plug-in that is not a recipe trick receives instead of ``ctx`` (the deprecated
             attributes of the former build context); None: ``ctx`` itself.
         notes: where what the tricks log while they are set up goes (:func:`collect_notes`).
+        sampler: the caller's training loader takes ``ctx.sample_weights`` (a recipe's); otherwise a plug-in that
+            sets them is refused in one line.
 
     Returns the plug-ins that were set up, the optimizer and the schedule (an :class:`Assembly`)."""
     trick_ids = {id(p) for p in tricks}
@@ -90,6 +93,10 @@ def assemble(ctx: TrickContext, tricks: Sequence[Plugin], plugins: Sequence[Plug
             if given_loss and id(p) in trick_ids and ctx.loss_fn is not before:
                 raise ConflictError(f"tricks.{p.name} changes the loss, but loss_fn already replaced it by "
                                     f"{before!r}; turn one of them off")
+            if not sampler and ctx.sample_weights is not None:
+                raise ConflictError(f"{p.name} sets the training sampler's weights, which only a recipe's loader "
+                                    "takes; this trainer draws from its own DataLoader (give it a "
+                                    "torch.utils.data.WeightedRandomSampler instead)")
         if before_optimizer is not None:
             before_optimizer(ctx)
         keep_it = keep is not None and ctx.param_groups is groups and ctx.make_optimizer is make

@@ -29,8 +29,12 @@ Changeable (before the optimizer exists, in ``configure``)::
     clip               the clipping rule the trainer applies once per update (a max norm, a function, None)
     make_optimizer     ``make_optimizer(param_groups) -> optimizer`` (a ``functools.partial`` of the optimizer
                        class and its options for the recipe's and a hand-built Trainer's optimizer)
+    sample_weights     how often the training loader draws each training sample: None (each once per epoch,
+                       shuffled) or a float tensor, one weight per sample of ``train_set``: each epoch then
+                       draws as many samples, with replacement, in proportion to them. Only a recipe's loader
+                       takes it; with a trainer's own DataLoader, a trick that sets it is refused in one line
 
-That is all, on purpose (fifteen names). ``Plugin.after_optimizer`` receives, instead of the context, what
+That is all, on purpose (sixteen names). ``Plugin.after_optimizer`` receives, instead of the context, what
 exists once the optimizer is built (:class:`Built`: the model as the run steps it, the optimizer, the schedule).
 What a trick needs beyond them comes another way:
 
@@ -134,6 +138,7 @@ class TrickContext:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     clip: float | Callable[[list[torch.Tensor]], Any] | None = None
     make_optimizer: Callable[[list[dict[str, Any]]], torch.optim.Optimizer]
+    sample_weights: torch.Tensor | None = None
 
     _sealed: bool = dataclasses.field(default=False, init=False, repr=False)
 

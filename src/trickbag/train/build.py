@@ -43,7 +43,9 @@ def _set_up(recipe: Recipe, ctx: RunParts, tricks: list[Plugin], mine: list[Plug
     tctx = trick_context(ctx)
     done = assemble(tctx, tricks, mine, before_optimizer=lambda t: _distribute(recipe, t, ctx),
                     schedule=lambda opt: build_schedule(recipe, opt, ctx.steps_per_epoch, ctx.notes, ctx.mode),
-                    legacy=lambda t: LegacyContext(t, ctx), notes=ctx.notes)
+                    legacy=lambda t: LegacyContext(t, ctx), notes=ctx.notes, sampler=True)
+    if tctx.sample_weights is not None:
+        ctx.train_loader.sampler.set_weights(tctx.sample_weights)
     ctx.model, ctx.loss_fn, ctx.param_groups, ctx.clip = tctx.model, tctx.loss_fn, tctx.param_groups, tctx.clip
     ctx.optimizer_factory, ctx.optimizer, ctx.scheduler = tctx.make_optimizer, done.optimizer, done.scheduler
     ctx.plugins = list(tricks) + ctx.plugins

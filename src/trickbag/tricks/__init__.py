@@ -37,6 +37,7 @@ from trickbag.tricks import (
     param_groups,
     profile,
     random_erasing,
+    resample,
     robust_loss,
     sam,
     swa,
@@ -56,6 +57,7 @@ __all__ = ["MODULES", "TRICKS", "run_order", "TricksConfig", "Trick", "build_tri
 MODULES = (
     augment,  # build time: the policy goes into the training images' pipeline
     cutout, random_erasing, mix, label_smoothing, focal, robust_loss, class_balanced, logit_adjust,  # batch, loss
+    resample,  # build time: the training sampler's weights
     distillation, l1,
     grad_norm, clip, sam,  # gradients and the optimizer
     freeze, param_groups, layer_decay, multiscale, channels_last, drop_path, compile_,  # the model and its parameters
