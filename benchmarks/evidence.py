@@ -421,7 +421,10 @@ def cmd_confirm(args: argparse.Namespace) -> None:
         rows = disk["recipes"][r["recipe"]]["rows"]
         for label in (r["paired_with"], r["trick"]):
             ov = rows[f"acc:{label}"]["overrides"]
+            have = rows[f"acc:{label}"]["seeds"]
             for seed in CONFIRM:
+                if "metric" in have.get(str(seed), {}):  # already in results.json (perhaps from another machine, whose
+                    continue                             # cells --out does not hold): never trained again over it
                 rec = run_cell(out, r["recipe"], label, ov, seed, speed=False)
                 _merge(res, r["recipe"], label, "acc", ov, seed, rec, r["paired_with"])
                 done += 1
