@@ -120,3 +120,22 @@ def test_a_candidate_that_fresh_seeds_do_not_confirm_is_no_evidence(ev):
     rows = {r["trick"]: r for r in ev.analyse(_candidate_results(ev, 0.0))}
     assert ev.verdict(rows["mix"]) == "no evidence (a candidate on 0-19, not confirmed on 20-29)"
     assert ev.verdict(rows["ema"]) == "no evidence"
+
+
+def test_a_row_is_paired_with_the_baseline_trained_beside_it(ev):
+    """A row measured on another machine names its own baseline (``run --baseline-tag``): its effect is against
+    that baseline's seeds, not against the recorded one's, and the other rows keep theirs."""
+    res = _fake({"mix": 0.0}, seeds=range(ev.CONFIRM.stop))
+    rows = res["recipes"]["digits-noisy"]["rows"]
+    rng = random.Random(3)
+    other = {str(s): {"metric": 0.6 + rng.gauss(0, 0.03), "time_s": 5.0} for s in range(ev.CONFIRM.stop)}
+    rows["acc:baseline@m2"] = {"trick": "baseline@m2", "kind": "acc", "overrides": [], "seeds": other}
+    rows["acc:resample"] = {"trick": "resample", "kind": "acc", "overrides": [], "paired_with": "baseline@m2",
+                            "seeds": {s: {"metric": v["metric"] + 0.02, "time_s": 6.0} for s, v in other.items()}}
+    out = {r["trick"]: r for r in ev.analyse(res)}
+    assert set(out) == {"mix", "resample"}  # a baseline is never a row of the table
+    assert out["resample"]["main"]["delta"] == pytest.approx(0.02)  # +0.02 on every seed of its own baseline
+    assert out["resample"]["main"]["time"] == pytest.approx(1.2)
+    assert abs(out["mix"]["main"]["delta"]) < 0.01  # mix still against the recorded baseline
+    text = ev.render(res)
+    assert "| resample (vs baseline@m2)" in text and "*baseline@m2*: the recipe's baseline trained again" in text
