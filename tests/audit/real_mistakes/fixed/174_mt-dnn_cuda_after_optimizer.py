@@ -16,7 +16,7 @@ class MTDNNModel(object):
             self.network.load_state_dict(state_dict['state'])
         self.mnetwork = nn.DataParallel(self.network) if opt['multi_gpu_on'] else self.network
         if opt['cuda']:
-            self.network.cuda()
+            self.network.cuda()  # not: TB???
 
         no_decay = ['bias', 'gamma', 'beta', 'LayerNorm.bias', 'LayerNorm.weight']
         optimizer_parameters = [

@@ -37,7 +37,7 @@ class Image2Reverb(pl.LightningModule):
 
         # Train Generator or Encoder
         if optimizer_idx == 0 or optimizer_idx == 1:
-            d_fake2 = self.d(fake_spec, f)
+            d_fake2 = self.d(fake_spec, f)  # not: TB???
             G_loss1 = F.mse_loss(d_fake2, torch.ones(d_fake2.shape, device=self.device))
             G_loss2 = F.l1_loss(fake_spec, spec)
             G_loss = G_loss1 + (LAMBDA * G_loss2)

@@ -47,7 +47,7 @@ class Checkpoint:
             # load optimizer
             model.schedulers = schedulers_out
             if load_state:
-                model.optimizer.load_state_dict(optimizer_config[1])
+                model.optimizer.load_state_dict(optimizer_config[1])  # not: TB???
 
 
 class ModelCheckpoint(object):

@@ -17,7 +17,7 @@ def main(_A, _DOWNC, pretrained_model, train_dataloader_iter, val_dataloader, de
     if _DOWNC.MODEL.VISUAL.FROZEN:
         # Set model to eval mode to prevent BatchNorm from updating running
         # mean and std.
-        model.eval()
+        model.eval()  # not: TB???
 
         for name, param in model.named_parameters():
             if "fc" not in name:

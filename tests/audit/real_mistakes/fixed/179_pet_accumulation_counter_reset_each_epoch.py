@@ -52,7 +52,7 @@ class TransformerModelWrapper:
                 loss.backward()
 
                 tr_loss += loss.item()
-                if (step + 1) % gradient_accumulation_steps == 0:
+                if (step + 1) % gradient_accumulation_steps == 0:  # not: TB???
                     torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
                     optimizer.step()
                     scheduler.step()

@@ -34,7 +34,7 @@ class Model:
         if self.rank == 0:
             save_path = osp.join(self.hp.log.chkpt_dir, "%s_%d.pt" % (self.hp.log.name, self.step))
             net = self.net.module if isinstance(self.net, DDP) else self.net
-            state_dict = net.state_dict()
+            state_dict = net.state_dict()  # not: TB???
             for key, param in state_dict.items():
                 state_dict[key] = param.to("cpu")
             torch.save(state_dict, save_path)
@@ -42,7 +42,7 @@ class Model:
     def load_network(self, loaded_net=None, logger=None):
         if loaded_net is None:
             loaded_net = torch.load(
-                self.hp.load.network_chkpt_path, map_location=torch.device(self.device)
+                self.hp.load.network_chkpt_path, map_location=torch.device(self.device)  # not: TB???
             )
         loaded_clean_net = OrderedDict()  # remove unnecessary 'module.'
         for k, v in loaded_net.items():

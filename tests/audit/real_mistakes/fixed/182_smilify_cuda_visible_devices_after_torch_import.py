@@ -7,7 +7,7 @@ import sys
 import config as _cfg_for_env
 
 os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", _cfg_for_env.GPU_IDS)
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", _cfg_for_env.GPU_IDS)  # not: TB402
 del _cfg_for_env
 
 import torch

@@ -40,7 +40,7 @@ class ResponseSelection(object):
                 if self.hparams.virtual_batch_size == accu_batch \
                         or batch_idx == (len(self.train_dataset) // self.hparams.train_batch_size):  # last batch
 
-                    nn.utils.clip_grad_norm_(self.model.parameters(), self.hparams.max_gradient_norm)
+                    nn.utils.clip_grad_norm_(self.model.parameters(), self.hparams.max_gradient_norm)  # not: TB113
                     self.optimizer.step()
                     if self.hparams.optimizer_type == "AdamW":
                         self.scheduler.step()

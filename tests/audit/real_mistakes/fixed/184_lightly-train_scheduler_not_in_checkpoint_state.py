@@ -33,7 +33,7 @@ def _train_task_from_config(config, fabric, out_dir, train_model, train_dataload
     state = TrainTaskState(
         train_model=train_model,
         optimizer=optimizer,
-        scheduler=scheduler,
+        scheduler=scheduler,  # not: TB???
         train_dataloader=train_dataloader,
         step=-1,
     )

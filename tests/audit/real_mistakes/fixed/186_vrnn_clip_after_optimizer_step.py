@@ -32,7 +32,7 @@ def train(epoch):
         loss.backward()
 
         # grad norm clipping
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        nn.utils.clip_grad_norm_(model.parameters(), clip)  # not: TB113
         optimizer.step()
 
         if batch_idx % print_every == 0:

@@ -36,7 +36,7 @@ def train(args):
                                  lr=args.learning_rate,
                                  weight_decay=5e-4)
     # learning-rate decay
-    scheduler = StepLR(optimizer, step_size=args.lr_step, gamma=0.8, verbose=True)
+    scheduler = StepLR(optimizer, step_size=args.lr_step, gamma=0.8, verbose=True)  # not: TB???
 
     loss = torch.nn.CrossEntropyLoss()
 

@@ -29,7 +29,7 @@ def build_optim(model, checkpoint, opt):
 
     if opt.train_from:
         # Stage 2: load the saved state into the re-created optimizer.
-        optim.optimizer.load_state_dict(saved_optimizer_state_dict)
+        optim.optimizer.load_state_dict(saved_optimizer_state_dict)  # not: TB???
         if opt.gpuid:
             for state in optim.optimizer.state.values():
                 for k, v in state.items():

@@ -35,7 +35,7 @@ class Trainer(object):
                 if np.isnan(float(loss.item())):
                     raise ValueError('loss is nan while training')
                 loss /= self.args.iter_size
-                loss.backward()
+                loss.backward()  # not: TB204
                 lossAcc += loss.item()
                 lossFuse += fuse_loss.item()
 
