@@ -438,7 +438,7 @@ def _other_baseline(key: str, row: dict[str, Any], res: dict[str, Any]) -> str:
     """The line under a recipe's table for a baseline trained again on another machine (``run --baseline-tag``)."""
     accs = [v["metric"] for k, v in row["seeds"].items() if int(k) in MAIN and "metric" in v]
     cpus = sorted({s.get("cpu", "") for s in res.get("sessions", []) if key.split("@", 1)[1] in s["command"]} - {""})
-    return (f"*{key[4:]}*: the recipe's baseline trained again, seeds beside seeds, with the rows marked "
+    return (f"*{key[4:]}*: the recipe's baseline trained again, on the same seeds and machine as the rows marked "
             f"'(vs {key[4:]})' ({', '.join(cpus) or 'another machine'}): the same seed on another CPU gives another "
             "run (the kernels round differently, and many epochs make that a different model), so a row is paired only "
             f"with a baseline trained on its machine. Mean {_pct(sum(accs) / len(accs)) if accs else '–'} % over "
