@@ -42,12 +42,12 @@ class Trainable:
         best_val_acc = 0
 
         # Iterates over epochs
-        for epoch in range(self.num_epochs):  # expect: TB???
+        for epoch in range(self.num_epochs):  # expect: TB116
             if rank == 0:
                 log.info("Epoch {}: ".format(epoch + 1))
 
             # Trains on training data
-            train_loss, train_acc = self._train_epoch(train_data_loader, use_gpu)  # also-ok: TB???
+            train_loss, train_acc = self._train_epoch(train_data_loader, use_gpu)  # also-ok: TB116
 
             val_loss, val_acc = self._validate_epoch(val_data_loader, use_gpu)
 

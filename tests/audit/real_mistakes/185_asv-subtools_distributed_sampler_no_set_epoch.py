@@ -35,8 +35,8 @@ class SimpleTrainer(object):
         if utils.is_main_training():
             logger.info("Training will run for {0} epochs.".format(epochs))
 
-        for this_epoch in range(start_epoch, epochs):  # also-ok: TB???
-            for this_iter, batch in enumerate(data.train_loader, 0):  # expect: TB???
+        for this_epoch in range(start_epoch, epochs):  # also-ok: TB116
+            for this_iter, batch in enumerate(data.train_loader, 0):  # expect: TB116
                 self.training_point = (this_epoch, this_iter, data.num_batch_train)
 
                 if model.use_step:

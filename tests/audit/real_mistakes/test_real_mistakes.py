@@ -83,8 +83,10 @@ from trickbag.audit import lint
 #: accumulation counter reset every epoch, a scheduler never stepped under manual optimization, the DDP wrapper's
 #: state_dict saved, torch.load without map_location on every rank, a scheduler left out of the saved state, StepLR's
 #: step_size given the learning rate, an optimizer state loaded and then discarded). Every fixed version silent:
-#: 148 of 199.
-RECALL_FLOOR = 148 / 199
+#: 148 of 199.  A rule for the most common of those kinds, TB116 sampler-epoch-not-set (a shuffling DistributedSampler
+#: whose epoch loop in the same function never calls set_epoch), finds 176; 185's sampler is built in another module
+#: (the markers of both now name TB116): 149 of 199.
+RECALL_FLOOR = 149 / 199
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

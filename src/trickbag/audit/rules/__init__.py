@@ -18,6 +18,7 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb113_clip_after_step,
     tb114_accumulated_mean_of_means,
     tb115_scheduler_unit_mismatch,
+    tb116_sampler_epoch_not_set,
     tb201_eval_without_eval_mode,
     tb202_train_in_eval_mode,
     tb203_eval_with_grad,

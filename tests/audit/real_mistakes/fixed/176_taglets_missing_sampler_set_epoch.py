@@ -48,7 +48,7 @@ class Trainable:
                 log.info("Epoch {}: ".format(epoch + 1))
 
             # this is necessary for shuffle to work
-            train_sampler.set_epoch(epoch)  # not: TB???
+            train_sampler.set_epoch(epoch)  # not: TB116
 
             # Trains on training data
             train_loss, train_acc = self._train_epoch(train_data_loader, use_gpu)

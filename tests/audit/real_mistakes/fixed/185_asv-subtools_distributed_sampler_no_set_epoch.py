@@ -39,7 +39,7 @@ class SimpleTrainer(object):
         for this_epoch in range(start_epoch, epochs):
             # Set random seed w.r.t epoch for distributed training.
             if isinstance(data.train_loader.sampler, torch.utils.data.distributed.DistributedSampler):
-                data.train_loader.sampler.set_epoch(this_epoch)  # not: TB???
+                data.train_loader.sampler.set_epoch(this_epoch)  # not: TB116
             for this_iter, batch in enumerate(data.train_loader, 0):
                 self.training_point = (this_epoch, this_iter, data.num_batch_train)
 
