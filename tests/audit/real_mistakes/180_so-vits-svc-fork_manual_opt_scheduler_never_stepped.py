@@ -15,7 +15,7 @@ class VitsLightning(pl.LightningModule):
         self.save_hyperparameters(*[k for k in hparams.keys()])
         self.net_g = SynthesizerTrn(**self.hparams.model)
         self.net_d = MultiPeriodDiscriminator(self.hparams.model.use_spectral_norm)
-        self.automatic_optimization = False  # also-ok: TB???
+        self.automatic_optimization = False  # also-ok: TB117
         self.optim_g = torch.optim.AdamW(
             self.net_g.parameters(), self.hparams.train.learning_rate,
             betas=self.hparams.train.betas, eps=self.hparams.train.eps,
@@ -24,10 +24,10 @@ class VitsLightning(pl.LightningModule):
             self.net_d.parameters(), self.hparams.train.learning_rate,
             betas=self.hparams.train.betas, eps=self.hparams.train.eps,
         )
-        self.scheduler_g = torch.optim.lr_scheduler.ExponentialLR(  # expect: TB???
+        self.scheduler_g = torch.optim.lr_scheduler.ExponentialLR(  # expect: TB117
             self.optim_g, gamma=self.hparams.train.lr_decay
         )
-        self.scheduler_d = torch.optim.lr_scheduler.ExponentialLR(  # also-ok: TB???
+        self.scheduler_d = torch.optim.lr_scheduler.ExponentialLR(  # also-ok: TB117
             self.optim_d, gamma=self.hparams.train.lr_decay
         )
 

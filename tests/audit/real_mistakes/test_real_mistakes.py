@@ -85,8 +85,9 @@ from trickbag.audit import lint
 #: step_size given the learning rate, an optimizer state loaded and then discarded). Every fixed version silent:
 #: 148 of 199.  A rule for the most common of those kinds, TB116 sampler-epoch-not-set (a shuffling DistributedSampler
 #: whose epoch loop in the same function never calls set_epoch), finds 176; 185's sampler is built in another module
-#: (the markers of both now name TB116): 149 of 199.
-RECALL_FLOOR = 149 / 199
+#: (the markers of both now name TB116): 149 of 199.  TB117 manual-optimization-scheduler (a LightningModule that
+#: optimizes manually and builds a scheduler nothing steps) finds 180: 150 of 199.
+RECALL_FLOOR = 150 / 199
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

@@ -19,6 +19,7 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb114_accumulated_mean_of_means,
     tb115_scheduler_unit_mismatch,
     tb116_sampler_epoch_not_set,
+    tb117_manual_optimization_scheduler,
     tb201_eval_without_eval_mode,
     tb202_train_in_eval_mode,
     tb203_eval_with_grad,

@@ -69,5 +69,5 @@ class VitsLightning(pl.LightningModule):
 
         # end of epoch
         if self.trainer.is_last_batch:
-            self.scheduler_g.step()  # not: TB???
+            self.scheduler_g.step()  # not: TB117
             self.scheduler_d.step()
