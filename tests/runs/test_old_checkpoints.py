@@ -39,7 +39,26 @@ def test_a_step_checkpoint_of_the_previous_release_resumes_to_its_straight_runs_
                 and d.detail.startswith("keys only in the resumed run")]
     assert all(_at_defaults(d) for d in new_keys), new_keys
     differences = [d for d in differences if d not in new_keys]
+    # the old run was recorded on another machine: a CPU with other vector units rounds float32 kernels
+    # differently, which leaves differences of a few ulps in the weights after the resumed updates (4.5e-8 on an
+    # AVX2-only CPU). A resume that restores anything wrongly (RNG, position, optimizer or schedule state) moves the
+    # weights by orders of magnitude more; those and every non-tensor difference still fail.
+    differences = [d for d in differences if not _rounding(d.detail)]
     assert tensors > 20 and differences == [], "\n".join(f"{d.where}: {d.detail}" for d in differences[:10])
+
+
+def _rounding(detail: str) -> bool:
+    """A tensor differing by at most 1e-6, or two numbers (a logged loss) within 1e-7 of each other relatively."""
+    import re
+
+    m = re.fullmatch(r"max abs difference ([0-9.e+-]+) \(\d+ of \d+ elements\)", detail)
+    if m:
+        return float(m.group(1)) <= 1e-6
+    m = re.fullmatch(r"(-?[0-9.e+-]+) vs (-?[0-9.e+-]+)", detail)
+    if m:
+        a, b = float(m.group(1)), float(m.group(2))
+        return abs(a - b) <= 1e-7 * max(1.0, abs(a), abs(b))
+    return False
 
 
 def _at_defaults(d) -> bool:

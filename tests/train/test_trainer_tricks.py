@@ -35,7 +35,8 @@ NEEDS = {
 }
 #: tricks a hand-built Trainer refuses in one line, and the words the refusal must hold
 RECIPE_ONLY = {"class_balanced": "loss_fn=torch.nn.CrossEntropyLoss(weight=",
-               "logit_adjust": "trickbag.losses.logit_adjustment(counts, tau)"}
+               "logit_adjust": "trickbag.losses.logit_adjustment(counts, tau)",
+               "resample": "torch.utils.data.WeightedRandomSampler(weights, num_samples=len(dataset))"}
 TIMES = ("train/samples_per_s", "train/epoch_time_s")
 
 
