@@ -15,9 +15,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from tests.train.test_trainer import InfLossAt  # an fp16 overflow at one micro-batch
 from trickbag.errors import RecipeError
 from trickbag.optim import optimizers
-from trickbag.plugin.interface import Plugin
 from trickbag.recipe import load_recipe
 from trickbag.train.parts import optimizer_spec
 from trickbag.train.trainer import Trainer
@@ -67,17 +67,6 @@ def test_a_fused_update_equals_the_for_loop_update_to_rounding(name):
         torch.testing.assert_close(b, a, atol=2e-6, rtol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
         moved = max(moved, float((a.float() - model().state_dict()[k].float()).abs().max()))
     assert moved > 1e-2  # the updates did move the weights: the comparison is not of two untouched models
-
-
-class InfLossAt(Plugin):
-    """Makes micro-batch ``batch_idx``'s loss infinite: an fp16 overflow the GradScaler must skip."""
-
-    def __init__(self, batch_idx: int) -> None:
-        self.batch_idx = batch_idx
-
-    def on_loss(self, state):  # type: ignore[no-untyped-def]
-        if state.batch_idx == self.batch_idx:
-            state.loss = state.loss * float("inf")
 
 
 def _fp16_run(fused: bool) -> Trainer:
