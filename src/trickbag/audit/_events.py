@@ -56,12 +56,43 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, d
         return [(STEP, dotted(call.args[0]), {})]  # a framework's hook; a local helper is followed instead
     if name in ("eval", "train") and recv == "self" and _plain_class_method(fm, name):
         return _forward_or_call(fm, call, name, recv, role)  # ``self.eval()`` of an evaluator class: its own method
+    if name in ("eval", "train") and recv and recv != "self" and (call.args or call.keywords):
+        switched = _project_method_switch(fm, recv, name)
+        if switched is not None:  # ``engine.eval(x, y)``: a project class's method that switches ``self.model``
+            return [switched]
     simple = _simple_kind(fm, call, name, recv, role)
     if simple:
         if simple in (EVAL, TRAIN) and recv is None:
             recv = chain_receiver(call)  # ``model.to(dev).train()``
         return [(simple, recv, {})]
     return _forward_or_call(fm, call, name, recv, role)
+
+
+def _project_method_switch(fm: FunctionModel, recv: str, name: str) -> tuple[str, str | None, dict] | None:
+    """``engine.eval(x, y)`` / ``engine.train(x, y)`` where ``engine = trainer(...)`` is an instance of a class of
+    another module of the project whose method of that name switches one of its models (``self.model.eval()``):
+    that switch, on ``engine.model``.  None when ``recv`` is no such instance or the method switches nothing."""
+    from trickbag.audit._intent import project_class_of
+
+    made = [a.value for a in getattr(fm, "assigns", []) if a.names == [recv] and a.op is None and a.value is not None]
+    if not made:
+        made = [n.value for n in fm.file.nodes if isinstance(n, ast.Assign)
+                and any(dotted(t) == recv for t in n.targets)]
+    found = project_class_of(fm.file, made[-1]) if len(made) == 1 else None
+    if found is None:
+        return None
+    method = next((n for n in found.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and n.name == name), None)
+    switches = sorted((n for n in ast.walk(method) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                       and n.func.attr in ("eval", "train") and not n.args and not n.keywords
+                       and (dotted(n.func.value) or "").startswith("self.")), key=lambda n: (n.lineno, n.col_offset)) \
+        if method is not None else []
+    if not switches:
+        return None
+    last = switches[-1].func
+    assert isinstance(last, ast.Attribute)
+    attr = (dotted(last.value) or "").split(".", 1)[1]
+    return (EVAL if last.attr == "eval" else TRAIN), f"{recv}.{attr}", {}
 
 
 def _plain_class_method(fm: FunctionModel, name: str) -> bool:
@@ -207,7 +238,7 @@ def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: str | N
     func = dotted(call.func)
     if func and (call.args or call.keywords) and fm.role(func) in (R.MODEL, R.EMA) \
             and helper is None and not _module_path(fm, func) and not _constructs(fm, func) \
-            and not _imported_function(fm, call):
+            and not _imported_function(fm, call) and not _applied_to_model(fm, call):
         return [(FORWARD, func, {})]
     if name in ("forward", "module") and role in (R.MODEL, R.EMA):
         return [(FORWARD, recv, {})]
@@ -222,6 +253,18 @@ def _forward_or_call(fm: FunctionModel, call: ast.Call, name: str, recv: str | N
     return []
 
 
+def _applied_to_model(fm: FunctionModel, call: ast.Call) -> bool:
+    """``ema_helper.ema(score)``: a method of an averaging helper (its receiver named like one) given the model
+    itself (a name the function runs, moves or loads weights into, or named like a model): it copies or applies
+    the average to that model, it does not run the average on data."""
+    if not (isinstance(call.func, ast.Attribute) and fm.role(dotted(call.func.value)) == R.EMA and call.args):
+        return False
+    used = {dotted(n.func.value) if isinstance(n.func, ast.Attribute) and n.func.attr in _MODEL_METHODS
+            else dotted(n.func) for n in fm.nodes if isinstance(n, ast.Call)}
+    return all((d := dotted(a)) and (d in used or fm.role(d) == R.MODEL) for a in call.args)
+
+
+_MODEL_METHODS = {"load_state_dict", "parameters", "named_parameters", "state_dict", "eval", "train", "to", "cuda"}
 _AVERAGE_WORDS = {"ema", "swa", "average", "averages", "averaging", "avg", "polyak"}
 _UPDATE_WORDS = {"update", "updates", "step", "moving"}
 _TRAINING_CALLS = {"backward", "manual_backward", "step", "zero_grad", "eval", "train"}

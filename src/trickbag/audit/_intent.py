@@ -19,7 +19,7 @@ from trickbag.audit._flow import FileModel
 from trickbag.audit._project import imported_definition_at, module_definition_at, parsed_module
 from trickbag.audit._query import short_name
 
-__all__ = ["frozen_models", "mode_free", "stated_intent", "INTENT_WORDS"]
+__all__ = ["frozen_models", "mode_free", "injected_class", "project_class_of", "stated_intent", "INTENT_WORDS"]
 
 #: layers whose forward is the same in train and eval mode (torch.nn names)
 _MODE_FREE_LAYERS = {
@@ -150,6 +150,15 @@ def _project_class(file, value: ast.AST):
     return _module_view(at[0]), at[1]
 
 
+def project_class_of(file, value: ast.AST) -> ast.ClassDef | None:
+    """The class of ``value`` when it is ``Name(...)`` (moved with ``.to()`` / ``.cuda()`` or not) of a class
+    imported from another module of the project (``from engine import trainer``; ``engine = trainer(...)``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    found = _project_class(file, value)
+    return found[1] if found is not None else None
+
+
 @functools.lru_cache(maxsize=256)
 def _module_view(path: str) -> SimpleNamespace:
     """What the mode checks read of another module of the project: its tree, path, classes and imports."""
@@ -217,6 +226,32 @@ def mode_free(file: FileModel, recv: str, cls: ast.ClassDef | None = None, fm=No
                        and any(dotted(t) == recv for t in n.targets)]
     values = [v for v in values if not _moved_self(v, recv)]  # ``model = model.cuda()``: the same model
     return bool(values) and all(_value_mode_free(file, v, 0) for v in values)
+
+
+def injected_class(file: FileModel, recv: str, cls: ast.ClassDef | None = None, fm=None) -> str | None:
+    """The parameter that names the model's class when the model called as ``recv`` is built by calling it
+    (``def __init__(self, network): self.network = network().to(device)``; ``model = model_cls(cfg)``): the caller
+    chooses the class, so its layers (dropout? BatchNorm?) cannot be seen here; None otherwise."""
+    parts = recv.split(".")
+    if parts[0] == "self" and cls is not None and len(parts) == 2:
+        sites = [(n.value, f) for f in walk(cls) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in walk(f) if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Attribute) and dotted(t) == recv for t in n.targets)]
+    elif fm is not None and "." not in recv and isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        sites = [(a.value, fm.node) for a in fm.assigns if a.names == [recv] and a.op is None and a.value is not None]
+    else:
+        return None
+    names = set()
+    for value, func in sites:
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+            value = value.func.value  # ``network().to(device)``
+        if isinstance(value, ast.Call) and _layer_name(value) in _WRAPPERS and value.args:
+            value = value.args[0]
+        params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in params):
+            return None
+        names.add(value.func.id)
+    return sorted(names)[0] if names else None
 
 
 def _moved_self(value: ast.AST, recv: str) -> bool:

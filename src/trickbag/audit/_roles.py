@@ -93,7 +93,7 @@ _NOT_AN_OBJECT = {"state", "states", "dict", "path", "paths", "name", "names", "
                   "kwargs", "dir", "file", "type", "params", "parameters", "output", "outputs", "ckpt",
                   "checkpoint", "weights", "sd", "info", "fn", "func", "class", "id", "size", "list", "registry",
                   "version", "str", "url", "level", "hparams", "spec", "factory", "builder", "summary", "stats",
-                  "results"}
+                  "results", "collect", "collector", "hook", "hooks", "logger", "saver"}
 
 
 @functools.lru_cache(maxsize=65536)

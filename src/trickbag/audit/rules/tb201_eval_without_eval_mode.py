@@ -24,7 +24,7 @@ from trickbag.audit._flow import (
     FileModel,
     FunctionModel,
 )
-from trickbag.audit._intent import mode_free
+from trickbag.audit._intent import injected_class, mode_free
 from trickbag.audit._project import project_method_calls, project_mode_free
 from trickbag.audit._query import (
     VALISH,
@@ -127,7 +127,13 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
     (only prints, logs or constants between) is train mode on purpose: a validation-loss pass (a detector that
     returns its loss dict only when ``self.training``: ``loss_dict = model(images_val, targets_val)``) or a
     data-dependent initialisation (Glow's ActNorm statistics set from data): a low-confidence finding (``--all``)
-    with that reason.
+    with that reason.  Also low: a model built by calling a class the caller passes in (``def __init__(self,
+    network): self.network = network()``; a helper given that model by its callers): which layers it has cannot
+    be seen; and a private function or method (``_name``, ``__name``) that nothing in its file names (it may never
+    run).  A method of a project class called on its instance with data (``engine.eval(x, y)`` where
+    ``engine = trainer(...)`` comes from another module of the project) switches the model its body switches
+    (``self.model.eval()`` there: ``engine.model`` is in eval mode after the call).  A method named after the model
+    on another object (``self.eval_collector.model_collect(self.model)``) is no forward.
 
     Wrong::
 
@@ -177,7 +183,8 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
                         continue
                     # run from another module, which may call eval() first: unless this file trains the model
                     sure = "high" if file_trains(file) else "low"
-            why = (_train_on_purpose(fm, fwd) if mode == TRAIN else "") or _feeds_training(fm, fwd) or (
+            why = (_train_on_purpose(fm, fwd) if mode == TRAIN else "") or _feeds_training(fm, fwd) \
+                or _class_chosen_by_caller(file, fm, fwd) or _never_called(file, fm) or (
                 " (uncertain: no module of this project uses dropout, BatchNorm or self.training, nor loads a model "
                 "from a zoo: the mode may change nothing)" if project_mode_free(file.path) else "")
             yield Hit(fwd.node, f"evaluation forward of {fwd.recv} in train mode (dropout on, BatchNorm on "
@@ -252,6 +259,34 @@ def _train_on_purpose(fm: FunctionModel, fwd: Event) -> str:
                "train mode may be on purpose, for a model that returns its losses only in train mode)"
     return " (uncertain: model.train() is called right before this gradient-free pass: train mode may be on " \
            "purpose, as in a data-dependent initialisation that sets normalisation statistics from data)"
+
+
+def _class_chosen_by_caller(file: FileModel, fm: FunctionModel, fwd: Event) -> str:
+    """The model is built by calling a class the caller passes in (``self.network = network().to(device)``): which
+    layers it has, and so whether the mode matters, cannot be seen here; '' if not."""
+    recv = fwd.recv or ""
+    param = injected_class(file, recv, fm.cls, fm)
+    sites = fm.call_sites() if "." not in recv and isinstance(fm.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else []
+    if param is None and sites:  # ``def check(self, state, network): network(state)`` called with ``self.network``
+        passed = [next((dotted(a) for p, a in bound_args(fm, s.node) if p == recv), None)
+                  if isinstance(s.node, ast.Call) else None for s in sites]
+        found = [injected_class(file, a, s.fm.cls, s.fm) if a else None for a, s in zip(passed, sites)]
+        param = found[0] if all(found) else None
+    return f" (uncertain: the model's class is passed in as {param!r}: whether it has dropout or BatchNorm, and so " \
+           f"whether the mode matters, cannot be seen here)" if param else ""
+
+
+def _never_called(file: FileModel, fm: FunctionModel) -> str:
+    """A private function or method (``_name`` / ``__name``, not a dunder) that nothing in its file names: no other
+    module is meant to call it, so it does not run; '' if not."""
+    name = fm.name
+    if not name.startswith("_") or name.endswith("__") or fm.parent is not None:
+        return ""
+    mangled = f"_{fm.cls.name}{name}" if fm.cls is not None and name.startswith("__") else name
+    used = any((isinstance(n, ast.Attribute) and n.attr in (name, mangled))
+               or (isinstance(n, ast.Name) and n.id == name) for n in ast.walk(file.tree))
+    return "" if used else f" (uncertain: nothing in this file calls the private {name}(): it may never run)"
 
 
 def _bookkeeping(st: ast.stmt) -> bool:

@@ -107,7 +107,8 @@ def _evaluation_callers_disable_grad(fm: FunctionModel) -> bool:
     evaluation loop of another module under ``torch.no_grad()``."""
     if fm.name.startswith("__") or fm.name in ("forward", "main", "run"):
         return False
-    calls = [c for c in project_calls(fm.file.path, fm.name) if not c.trains]
+    calls = [c for c in project_calls(fm.file.path, fm.name) if c.grad_off or not c.trains]  # a training loop's
+    # ``with torch.no_grad(): validate(...)`` is no training forward
     return bool(calls) and all(c.grad_off for c in calls)
 
 
@@ -146,8 +147,10 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     ``LongTensor([1, 2, 3])``): a shape or equivalence check, not an evaluation over data; nor a forward under
     ``torch.set_grad_enabled(<a condition>)`` (``set_grad_enabled(self.model.training)``: chosen on purpose), nor
     one on inputs the function makes require gradients (``img.requires_grad = True``: a distillation loss on input
-    gradients), nor a test script right in a ``tests`` folder (``tests/actions_test.py``).  The
-    finding is on the first forward of the evaluation that runs on every pass (not one under an ``if``).
+    gradients), nor a test script right in a ``tests`` folder (``tests/actions_test.py``).  A method of a
+    weight-averaging helper given the model itself (``ema_helper.ema(score)``: it copies the average into
+    ``score``) is no forward.  The finding is on the first forward of the evaluation that runs on every pass (not
+    one under an ``if``).
 
     Wrong::
 
