@@ -321,9 +321,10 @@ def differentiates(fm: FunctionModel, loop: Loop) -> bool:
     method of the class (``self.cac_jacobian(preds)`` calling ``self.cac_grad``, transitively: a Hessian-vector
     product or a Jacobian of its forward's outputs), or crafts adversarial examples (a call named like an attack:
     ``adversary.generate(x, y)``, ``pgd_attack(model, x)``): its forward needs the graph."""
-    def grads(node: ast.AST) -> bool:
-        return any(isinstance(n, ast.Call) and call_name(n) == "grad" and "autograd" in (dotted(n.func) or "")
-                   for n in walk(node))
+    def grads(node: ast.AST) -> bool:  # ``torch.autograd.grad(...)``, or ``grad(...)`` imported from torch.autograd
+        return any(isinstance(n, ast.Call) and call_name(n) == "grad" and "autograd" in (
+            dotted(n.func) or "" if isinstance(n.func, ast.Attribute) else fm.file.imports.qualname(n.func))
+            for n in walk(node))
     if any(isinstance(n, ast.Call) and set(name_tokens(dotted(n.func) or call_name(n))) & _ATTACK_WORDS
            for n in walk(loop.node)):
         return True  # ``x_adv = adversary.generate(x, y)``: an adversarial evaluation differentiates the model
@@ -333,7 +334,7 @@ def differentiates(fm: FunctionModel, loop: Loop) -> bool:
     seen: set[int] = set()
     while todo:  # the loop, and the functions it calls (a method of the class through ``self.``), transitively
         node = todo.pop()
-        if grads(node):
+        if grads(_without_flagged_branches(node) if node is loop.node else node):
             return True
         for n in walk(node):
             if not isinstance(n, ast.Call):
@@ -350,6 +351,25 @@ def differentiates(fm: FunctionModel, loop: Loop) -> bool:
                 seen.add(id(target))
                 todo.append(target)
     return False
+
+
+def _without_flagged_branches(node: ast.AST) -> ast.AST:
+    """``node`` with the bodies of its ``if <flag>:`` statements left out (``if energy_and_force: grad(...)``: the
+    gradient is taken only when an option asks for it; on the default path the graph is built for nothing)."""
+    def flag(test: ast.AST) -> bool:
+        inner = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
+        return isinstance(inner, (ast.Name, ast.Attribute))
+
+    kept = ast.Module(body=[], type_ignores=[])
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.If) and flag(n.test):
+            continue
+        if isinstance(n, ast.Call):
+            kept.body.append(ast.Expr(n))
+        todo.extend(ast.iter_child_nodes(n))
+    return kept
 
 
 def _is_eval_loop(fm: FunctionModel, loop: Loop) -> bool:

@@ -51,6 +51,10 @@ def classify(fm: FunctionModel, call: ast.Call) -> list[tuple[str, str | None, d
             return [(STEP, opt, {"scaler": recv, "closure": closure})]
         if role in (R.OPTIMIZER, R.SCHEDULER, R.EMA):
             kind = {R.OPTIMIZER: STEP, R.SCHEDULER: SCHED, R.EMA: EMA_UPDATE}[role]
+            given = [d for a in [*call.args, *(k.value for k in call.keywords)] if (d := dotted(a))]
+            scaler = next((d for d in given if fm.role(d) == R.SCALER), None) if role == R.OPTIMIZER else None
+            if scaler is not None:  # ``self.optimizer.step('generator', scaler=scaler)``: a wrapper that steps through
+                return [(STEP, recv, {"scaler": scaler, "closure": [], "wrapper": True})]  # the scaler it is given
             return [(kind, recv, {"closure": [dotted(a) for a in call.args if dotted(a)]})]
     if name == "optimizer_step" and call.args and fm.file.resolve(call, fm) is None:
         return [(STEP, dotted(call.args[0]), {})]  # a framework's hook; a local helper is followed instead

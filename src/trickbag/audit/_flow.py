@@ -57,6 +57,30 @@ _GRAD_OFF = {"no_grad", "inference_mode"}
 _TRAINER_LIKE = re.compile(r"trainer|runner|engine|solver|experiment|pipeline")
 
 
+def _terminates(body: list[ast.stmt]) -> bool:
+    """The statements always leave the function: the last one is a ``return`` or ``raise`` (or an ``if`` whose two
+    branches both do)."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    return isinstance(last, ast.If) and _terminates(last.body) and _terminates(last.orelse)
+
+
+def _returned_before(first: Event, later: Event) -> bool:
+    """``first`` sits in a branch of an ``if`` outside any loop whose branch always returns (or raises), and ``later``
+    comes after that ``if``: a run that reaches ``first`` leaves the function before ``later`` (one model's training
+    loop per branch, each ending in ``return``)."""
+    for g in first.guards:
+        if g.depth or later.under(g) or any(h.node is g.node for h in later.guards):
+            continue
+        if _terminates(g.node.body if g.branch else g.node.orelse) \
+                and getattr(later.node, "lineno", 0) > (g.node.end_lineno or g.node.lineno):
+            return True
+    return False
+
+
 @dataclass(eq=False)
 class Guard:
     """One branch of an ``if`` around an event: ``branch`` is True in the body, False in ``else``."""
@@ -173,7 +197,7 @@ class Event:
                         return True
                 elif g.same_test(h) and g.condition()[1] != h.condition()[1] and not self._reassigned(other, g, h):
                     return True
-        return False
+        return _returned_before(self, other) or _returned_before(other, self)
 
     def _reassigned(self, other: Event, g: Guard, h: Guard) -> bool:
         """Are the two ``if`` statements in different iterations of a loop, or is a name of their test assigned
@@ -384,7 +408,8 @@ class FunctionModel:
             acc = _managed_accumulation(self, loop) or _guarded_accumulation(self, loop) \
                 or _nested_accumulation(self, loop) or _helper_accumulation(self, loop) \
                 or _split_batch_accumulation(self, loop)
-            self._accum[key] = None if acc is not None and _input_gradients(self, acc.inner or acc.loop) else acc
+            self._accum[key] = None if acc is not None and (_input_gradients(self, acc.inner or acc.loop)
+                                                            or _gradients_consumed(acc.inner or acc.loop)) else acc
         return self._accum[key]
 
     def call_assignments(self) -> dict[str, list[ast.Call]]:
@@ -526,6 +551,23 @@ def _input_gradients(fm: FunctionModel, loop: Loop) -> bool:
     wanting = made_to_require_grad(fm)
     return bool(wanting) and any(isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) in wanting
                                  for n in walk_no_defs(loop.node))
+
+
+def _gradients_consumed(loop: Loop) -> bool:
+    """Each backward's gradients are read out in the loop itself (``G[:, k].copy_(p.grad.view(-1))``,
+    ``grads.append(p.grad.clone())``): per-task or per-sample gradients (GEM, a Fisher estimate), each one used on its
+    own, not micro-batches summed into one update."""
+    for n in walk_no_defs(loop.node):
+        if isinstance(n, ast.Call):
+            values = [*n.args, *(k.value for k in n.keywords)]
+        elif isinstance(n, ast.Assign) and not any(isinstance(t, ast.Attribute) and t.attr == "grad"
+                                                   for t in n.targets):
+            values = [n.value]
+        else:
+            continue
+        if any(isinstance(x, ast.Attribute) and x.attr == "grad" for v in values for x in walk_no_defs(v)):
+            return True
+    return False
 
 
 def _nested_accumulation(fm: FunctionModel, loop: Loop) -> Accumulation | None:

@@ -135,6 +135,8 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
                torch: str | None = None, text: str = "") -> list[Finding]:
     model = FileModel(tree, path, torch)
     seen, out = set(), []
+    if _other_framework(tree):  # an MXNet / TensorFlow / Paddle ... script: torch's loop rules do not apply
+        rules = [r for r in rules if not r.code.startswith(("TB1", "TB2", "TB3"))]
     for r in rules:
         for hit in r.check(model):
             line = getattr(hit.node, "lineno", 1)
@@ -149,6 +151,23 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
                     sure, message = "low", f"{message} (a comment near it says it is meant: \"{said[:60]}\")"
                 out.append(Finding(path, line, col, r.code, r.name, message, hit.fix or r.fix, r.severity, sure))
     return out
+
+
+#: deep-learning frameworks whose training loops look like torch's (``net(x)``, ``trainer.step()``) but are not
+_OTHER_FRAMEWORKS = {"mxnet", "tensorflow", "paddle", "jax", "flax", "mindspore", "oneflow", "jittor", "megengine",
+                     "keras", "chainer", "theano"}
+
+
+def _other_framework(tree: ast.Module) -> bool:
+    """The module imports another deep-learning framework (``import mxnet as mx``) and not torch: its ``net(x)`` and
+    ``trainer.step()`` are that framework's, with other semantics (Gluon has no eval())."""
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            roots.add(node.module.split(".")[0])
+    return bool(roots & _OTHER_FRAMEWORKS) and "torch" not in roots
 
 
 def lint_source(text: str, path: str = "<string>", *, select: Iterable[str] | None = None,

@@ -88,8 +88,9 @@ from trickbag.audit import lint
 #: (the markers of both now name TB116): 149 of 199.  TB117 manual-optimization-scheduler (a LightningModule that
 #: optimizes manually and builds a scheduler nothing steps) finds 180: 150 of 199.
 #: Round 23 adds thirteen (190-202, fourteen marked lines; reconstructed by a helper blind to the rules, pinned with
-#: the batch before their one lint): the floor counts them as missed until that lint has run, 150 of 213.
-RECALL_FLOOR = 150 / 213
+#: the batch before their one lint): the floor counts them as missed until that lint has run, 150 of 213.  The lint
+#: (heldout_round23.md) found one (193, TB112 after scaler.step): 151 of 213; fixed versions silent.
+RECALL_FLOOR = 151 / 213
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

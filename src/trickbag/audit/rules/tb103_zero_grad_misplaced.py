@@ -12,6 +12,7 @@ from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted
 from trickbag.audit._flow import (
     BACKWARD,
+    FORWARD,
     STEP,
     ZERO,
     Event,
@@ -36,8 +37,17 @@ def _zero_between(fm, s: Event) -> Iterator[Event]:
     for z in fm.kind_events(ZERO):
         if not (b.order < z.order < s.order) or z.exclusive(s) or z.exclusive(b) or z.loops != s.loops:
             continue
-        if z.recv == s.recv or z.recv is None or (fm.role(z.recv) == R.MODEL and len(opts) == 1):
+        if z.recv == s.recv or z.recv is None or (fm.role(z.recv) == R.MODEL and len(opts) == 1
+                                                  and not _part_of_a_model(fm, z.recv)):
             yield z
+
+
+def _part_of_a_model(fm, recv: str) -> bool:
+    """``model.generator.zero_grad()``: one network of a model whose parts one optimizer updates together, zeroed
+    between a backward and the step so that the step updates the other part only (a GAN's discriminator step)."""
+    head, _, rest = recv.rpartition(".")
+    return bool(head) and head not in ("self", "cls") and (fm.role(head) == R.MODEL or any(
+        e.kind == FORWARD and e.recv == head for e in fm.events))
 
 
 @rule("TB103", "zero-grad-misplaced",
@@ -64,6 +74,10 @@ def zero_grad_misplaced(file: FileModel) -> Iterator[Hit]:
 
     A local helper that only zeroes the gradients (``self._reset()`` setting ``p.grad = None`` in a loop over
     the parameters) counts where it is called, and is reported at that call when it runs on every micro-batch.
+
+    Not reported: a sub-network's ``zero_grad()`` between a backward and the step of one optimizer over the whole
+    model (``model.generator.zero_grad()`` in a GAN's discriminator step: only the other part updates), and a loop
+    that reads each backward's gradients out (``G[:, k].copy_(p.grad.view(-1))``: GEM's per-task gradients).
 
     Wrong::
 

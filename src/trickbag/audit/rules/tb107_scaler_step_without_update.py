@@ -77,8 +77,8 @@ def scaler_step_without_update(file: FileModel) -> Iterator[Hit]:
     for fm in file.functions:
         scalers = {s.extra["scaler"] for s in fm.kind_events(STEP) if s.extra.get("scaler")}
         for s in fm.kind_events(STEP):
-            if not s.extra.get("scaler"):
-                continue
+            if not s.extra.get("scaler") or s.extra.get("wrapper"):
+                continue  # ``self.optimizer.step('g', scaler=scaler)``: the wrapper updates the scale it steps with
             loop = train_loop(s)
             updates = [u for u in fm.events if SCALER_UPDATE in u.kinds() and (loop is None or loop in u.loops)
                        and not _other_object(u, s.extra["scaler"], scalers)]

@@ -47,6 +47,8 @@ def scaler_bypassed(file: FileModel) -> Iterator[Hit]:
     unscaled gradients by the scale: the model barely moves (``features.backward(scaler.scale(grad))``, a backward
     handed the scaled gradient, is scaled).
 
+    A wrapper's step given the scaler (``self.optimizer.step('generator', scaler=scaler)``) steps through it.
+
     Wrong::
 
         scaler.scale(loss).backward()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value, names_in, walk
+from trickbag.audit._ast import call_name, const_value, dotted, names_in, walk
 from trickbag.audit._callers import project_calls
 from trickbag.audit._eval_facts import (
     differentiates,
@@ -100,6 +100,34 @@ def _volatile_helper(fm: FunctionModel, call: ast.Call) -> bool:
         for n in walk(helper))
 
 
+def _feeds_a_backward(fm: FunctionModel, fwd) -> bool:
+    """The forward's result reaches the loss of a later backward in the same loop (``logits += model(z) * w`` ...
+    ``loss = crit(logits, y); loss.backward()``: frozen client models a generator is trained through), followed
+    through the function's assignments."""
+    made = {n for a in fm.assigns if a.order >= fwd.order - 1 and a.value is not None
+            and any(x is fwd.node for x in ast.walk(a.value)) for n in a.names}
+    if not made:
+        return False
+    for lp in fwd.loops:
+        for e in lp.events:
+            loss = e.extra.get("loss") if e.kind == BACKWARD and e.order > fwd.order else None
+            if loss is None:
+                continue
+            names: set[str] = set()
+            todo = [loss]
+            while todo and len(names) < 200:
+                node = todo.pop()
+                for n in ast.walk(node):
+                    d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+                    if d and d not in names:
+                        names.add(d)
+                        todo += [a.value for a in fm.assigns if d in a.names and a.value is not None
+                                 and a.order < e.order]
+            if names & made:
+                return True
+    return False
+
+
 def _evaluation_callers_disable_grad(fm: FunctionModel) -> bool:
     """Every call of ``fm`` by name in its project (this module and the others, test modules left out) that is not
     a training forward runs without gradients, and there is at least one: a method that is both the training
@@ -147,7 +175,9 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
     ``LongTensor([1, 2, 3])``): a shape or equivalence check, not an evaluation over data; nor a forward under
     ``torch.set_grad_enabled(<a condition>)`` (``set_grad_enabled(self.model.training)``: chosen on purpose), nor
     one on inputs the function makes require gradients (``img.requires_grad = True``: a distillation loss on input
-    gradients), nor a test script right in a ``tests`` folder (``tests/actions_test.py``).  A method of a
+    gradients), nor a test script right in a ``tests`` folder (``tests/actions_test.py``).  A forward whose result
+    reaches the loss of a later backward in the same loop (frozen models a generator is trained through) is part of
+    training; ``grad`` imported from ``torch.autograd`` is ``autograd.grad``.  A method of a
     weight-averaging helper given the model itself (``ema_helper.ema(score)``: it copies the average into
     ``score``) is no forward.  The finding is on the first forward of the evaluation that runs on every pass (not
     one under an ``if``).
@@ -183,6 +213,8 @@ def eval_with_grad(file: FileModel) -> Iterator[Hit]:
                 continue
             if any(differentiates(fm, lp) for lp in fwd.loops):
                 continue  # the loop also takes gradients of the model (a Jacobian, an attack on the inputs)
+            if _feeds_a_backward(fm, fwd):
+                continue  # its outputs reach a backward of the same iteration (a generator trained through them)
             if names_in(fwd.node) & made_to_require_grad(fm):
                 continue  # ``img.requires_grad = True; snet(img)``: the evaluation needs input gradients
             callers = _callers_disable_grad(fm)

@@ -134,7 +134,24 @@ def _returns_numbers(fm: FunctionModel, assign, name: str) -> bool:
         if len(assign.names) > 1 and len(elts) != len(assign.names):
             return False
         values.append(elts[pos] if len(assign.names) > 1 else r.value)  # type: ignore[arg-type]  # not None here
-    return bool(values) and all(_number(v) for v in values)
+    return bool(values) and all(_numeric(helper, v) for v in values)
+
+
+def _numeric(helper: FunctionModel, v: ast.AST, depth: int = 0) -> bool:
+    """``v`` is a Python number in ``helper``: a number read off a tensor (:func:`_number`), a constant, ``len(...)``,
+    arithmetic on those, or a local name every assignment of which is one (``loss = 0`` then ``loss +=
+    crit(...).item()``; ``return loss / len(loader.dataset)``)."""
+    if _number(v) or (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))):
+        return True
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "len":
+        return True
+    if isinstance(v, ast.BinOp):
+        return _numeric(helper, v.left, depth) and _numeric(helper, v.right, depth)
+    if isinstance(v, ast.Name) and depth < 3:
+        bound = [a for a in helper.assigns if v.id in a.names]
+        return bool(bound) and all(a.names == [v.id] and a.value is not None and _numeric(helper, a.value, depth + 1)
+                                   for a in bound)
+    return False
 
 
 def _number(v: ast.AST) -> bool:
@@ -215,6 +232,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     function back-propagates later (``loss_q = torch.stack(loss_all).sum(); loss_q.backward()``: a meta-batch of
     task losses) keeps its graphs on purpose and is not reported, nor a number a helper of the file returns
     (``loss, acc = train(...)`` where ``train`` returns ``loss.item()`` or torch 0.3's ``loss.data[0]``).
+
+    A helper's return value made of numbers (``loss += crit(...).item()`` ... ``return loss / len(loader.dataset)``)
+    is a number.
 
     Wrong::
 

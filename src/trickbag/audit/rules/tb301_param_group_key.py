@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeGuard
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, edit_distance, walk
+from trickbag.audit._ast import call_name, dotted, edit_distance, name_tokens, walk
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit._project import project_root
 from trickbag.audit.registry import Hit, rule
@@ -55,6 +55,17 @@ def _param_group_dicts(file: FileModel) -> Iterator[tuple[ast.Dict | ast.Call, s
     for node in file.nodes:
         if (isinstance(node, ast.Dict) or _dict_call(node)) and id(node) not in seen and _looks_like_group(node):
             yield node, loose
+
+
+def _holds_optimizers(d: ast.Dict | ast.Call) -> bool:
+    """``{"pretrained": opt_a, "new": opt_b}``: a table of optimizers (or schedulers), not a param group."""
+    values = [v for _, _, v in _keys(d)]
+    return bool(values) and all(isinstance(v, (ast.Name, ast.Attribute)) and (
+        R.role_by_name(dotted(v)) in (R.OPTIMIZER, R.SCHEDULER)
+        or (name_tokens((dotted(v) or "").split(".")[-1]) or [""])[-1] in _OPTIMIZER_WORDS) for v in values)
+
+
+_OPTIMIZER_WORDS = {"optimizer", "optimiser", "optim", "opt", "scheduler", "sched"}
 
 
 def _own_optimizers(file: FileModel) -> bool:
@@ -242,6 +253,8 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
     (``groups = [...]``, ``groups.append({...})``, ``self.groups``, a local helper that returns
     them), as dict literals or as ``dict(params=..., lr=...)``.
 
+    A dict of optimizers (``{"pretrained": opt_a, "new": opt_b}``) is no param group.
+
     Wrong::
 
         optimizer = torch.optim.AdamW([
@@ -258,7 +271,7 @@ def param_group_key(file: FileModel) -> Iterator[Hit]:
     """
     for d, owner in _param_group_dicts(file):
         keys = _keys(d)
-        if not keys or len(keys) != _n_keys(d):
+        if not keys or len(keys) != _n_keys(d) or _holds_optimizers(d):
             continue
         names = {k for k, _, _ in keys}
         if "params" not in names:

@@ -132,8 +132,22 @@ _JOINS = {"join", "format", "Path", "str", "joinpath", "abspath", "realpath", "e
 _TRIVIAL = re.compile(r"^[\W_]*$|^(wb|rb|w|r|a)$")
 
 
-def _assigned_values(fm: FunctionModel, name: str) -> list[ast.AST]:
-    """The values plainly assigned to ``name`` in the function: ``name = v``, and ``a, name = x, v``."""
+def _assigned_values(fm: FunctionModel, name: str, line: int | None = None) -> list[ast.AST]:
+    """The values plainly assigned to ``name`` in the function: ``name = v``, and ``a, name = x, v``; with ``line``
+    (where the name is read), the last such assignment above that line when there is one outside any branch
+    (``fname = ... 'lstm_' ...; load(fname); fname = ... 'output_' ...; load(fname)``)."""
+    if line is not None:
+        above = [a for a in fm.assigns if a.op is None and a.value is not None and a.names == [name]
+                 and getattr(a.node, "lineno", line + 1) < line]
+        if above and all(a.names == [name] for a in fm.assigns if name in a.names):
+            at = {id(a): int(getattr(a.node, "lineno", 0)) for a in above}
+            last = max(above, key=lambda a: at[id(a)])
+            branch = min((n for n in fm.nodes if isinstance(n, ast.If) and n.lineno <= at[id(last)]
+                          <= (n.end_lineno or 0) < line), key=lambda n: (n.end_lineno or 0) - n.lineno, default=None)
+            if branch is None:
+                return [last.value] if last.value is not None else []
+            return [a.value for a in above if a.value is not None
+                    and branch.lineno <= at[id(a)] <= (branch.end_lineno or 0)]
     out = []
     for a in fm.assigns:
         if a.op is not None or a.value is None or name not in a.names:
@@ -145,7 +159,7 @@ def _assigned_values(fm: FunctionModel, name: str) -> list[ast.AST]:
     return out
 
 
-def _pieces(fm: FunctionModel, node: ast.AST | None, depth: int = 0) -> frozenset[str]:
+def _pieces(fm: FunctionModel, node: ast.AST | None, depth: int = 0, slots: bool = False) -> frozenset[str]:
     """What a path is made of, following the names assigned in the function (or module body): dotted names
     (``self.processed_folder``, ``args.checkpoints``), words of its literals (``'checkpoint.pth'``) and the calls
     that make it (``utils.getFileName()``); separators are left out."""
@@ -155,7 +169,7 @@ def _pieces(fm: FunctionModel, node: ast.AST | None, depth: int = 0) -> frozense
         return frozenset({node.value}) if isinstance(node.value, str) and not _TRIVIAL.match(node.value) \
             else frozenset()
     if isinstance(node, ast.Name):
-        values = _assigned_values(fm, node.id)
+        values = _assigned_values(fm, node.id, getattr(node, "lineno", None))
         local = bool(values) or any(node.id in a.names for a in fm.assigns)
         if not values and fm is not fm.file.module:
             values = _assigned_values(fm.file.module, node.id)
@@ -164,18 +178,26 @@ def _pieces(fm: FunctionModel, node: ast.AST | None, depth: int = 0) -> frozense
             own = local or (isinstance(params, ast.arguments) and node.id in {
                 a.arg for a in params.posonlyargs + params.args + params.kwonlyargs})
             return frozenset({f"\0{getattr(fm.node, 'name', '')}\0{node.id}" if own else node.id})
-        return frozenset().union(*(_pieces(fm, v, depth + 1) for v in values))
+        return frozenset().union(*(_pieces(fm, v, depth + 1, slots) for v in values))
     if isinstance(node, ast.Attribute):
         return frozenset({dotted(node) or node.attr})
+    if slots and isinstance(node, ast.Call) and call_name(node) in ("format", "str", "int", "zfill"):
+        # the variable slot of a file name (``'{}.pth'.format(epoch)``, ``'lstm_' + str(epoch)``): only the template
+        return _pieces(fm, node.func.value, depth, slots) if isinstance(node.func, ast.Attribute) \
+            and call_name(node) == "format" else frozenset()
+    if slots and isinstance(node, ast.FormattedValue):
+        return frozenset()
+    if slots and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+        return _pieces(fm, node.left, depth, slots)
     if isinstance(node, ast.Call):
         parts = [*node.args, *(k.value for k in node.keywords)]
-        out = frozenset().union(*(_pieces(fm, p, depth) for p in parts)) if parts else frozenset()
+        out = frozenset().union(*(_pieces(fm, p, depth, slots) for p in parts)) if parts else frozenset()
         if call_name(node) not in _JOINS:  # a value made by a call (``utils.getFileName()``), not a join of parts
             out |= {f"{dotted(node.func) or call_name(node)}()"}
         elif isinstance(node.func, ast.Attribute) and dotted(node.func.value) not in _PATH_MODULES:
-            out |= _pieces(fm, node.func.value, depth)
+            out |= _pieces(fm, node.func.value, depth, slots)
         return out
-    return frozenset().union(*(_pieces(fm, c, depth) for c in ast.iter_child_nodes(node)))
+    return frozenset().union(*(_pieces(fm, c, depth, slots) for c in ast.iter_child_nodes(node)))
 
 
 _PATHISH = re.compile(r"path|dir|file|ckpt|checkpoint|folder|out|name|fn|^f$|^p$")
@@ -207,7 +229,7 @@ def _outside_pieces(pieces: frozenset[str]) -> bool:
     return any(p in _CONFIG_READS or bool(set(p.split(".")) & _OUTSIDE) for p in pieces)
 
 
-def _file_saves(file: FileModel) -> list[frozenset[str]]:
+def _file_saves(file: FileModel, slots: bool = False) -> list[frozenset[str]]:
     """The pieces of every path this file saves to (``torch.save(obj, path)``, ``torch.save(obj, f)`` inside
     ``with open(path, "wb") as f``, ``save_checkpoint(path, ...)``)."""
     out = []
@@ -218,7 +240,7 @@ def _file_saves(file: FileModel) -> list[frozenset[str]]:
         for p in _save_paths(fm):
             if isinstance(p, ast.Name) and (not _PATHISH.search(p.id.lower()) or _state_object(fm, p.id)):
                 continue  # ``save_model_checkpoint(fabric, model, path)``: the model is not a path
-            if pieces := _pieces(fm, p):
+            if pieces := _pieces(fm, p, slots=slots):
                 out.append(pieces)
         for n in fm.nodes:
             if isinstance(n, (ast.With, ast.AsyncWith)):
@@ -227,7 +249,7 @@ def _file_saves(file: FileModel) -> list[frozenset[str]]:
                     if var and isinstance(e, ast.Call) and call_name(e) == "open" and e.args and any(
                             isinstance(c, ast.Call) and call_name(c) in _SAVES
                             and any(dotted(a) == var for a in c.args) for st in n.body for c in walk(st)):
-                        if pieces := _pieces(fm, e.args[0]):
+                        if pieces := _pieces(fm, e.args[0], slots=slots):
                             out.append(pieces)
     return out
 
@@ -611,7 +633,8 @@ def _shown_outside(fm: FunctionModel | None, path: ast.AST | None, depth: int = 
         for p in pieces)
 
 
-_FILE_NAME = re.compile(r"\.(pt|pth|pkl|pickle|ckpt|bin|tar|th|h5|npy|npz|cache|weights|state)$", re.IGNORECASE)
+_FILE_NAME = re.compile(r"\.(pt|pth|pkl|pickle|ckpt|bin|tar|th|h5|npy|npz|cache|weights|state|dat|sav)$",
+                        re.IGNORECASE)
 
 
 def _file_name_piece(piece: str) -> bool:
@@ -630,7 +653,26 @@ def _same_path_as_a_save(file: FileModel, fm: FunctionModel, path: ast.AST) -> b
     pieces = _unscoped(_pieces(fm, path))
     if not any(_file_name_piece(p) for p in pieces):
         return False
-    return pieces in {_unscoped(saved) for saved in file.memo("tb403_saves", lambda: _file_saves(file))}
+    saves = file.memo("tb403_saves", lambda: _file_saves(file))
+    if pieces in {_unscoped(saved) for saved in saves}:
+        return True
+    # the same template in the same folder, the slot filled by another counter or local (``'lstm_' + str(epoch) +
+    # '.dat'`` saved, ``'lstm_' + str(args.load_epoch) + '.dat'`` loaded; ``'{}.pth'.format(epoch)`` / ``...(pth)``)
+    fixed = _template(_pieces(fm, path, slots=True))
+    templates = file.memo("tb403_save_templates", lambda: [_template(t) for t in _file_saves(file, slots=True)])
+    return any(_file_name_piece(p) for p in fixed) and fixed in templates
+
+
+def _template(pieces: frozenset[str]) -> frozenset[str]:
+    """The pieces without the variable parts of a file name: locals and parameters, and counters (``epoch``,
+    ``args.load_epoch``, ``step``); the literals and the folder attributes stay."""
+    out = set()
+    for p in pieces:
+        last = p.split(".")[-1]
+        if "\0" in p or (not _FILE_NAME.search(p) and last.isidentifier() and _COUNTER.search(last)):
+            continue
+        out.add(p)
+    return frozenset(out)
 
 
 def _class_file_name(fm: FunctionModel, path: ast.AST) -> bool:
@@ -734,7 +776,9 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     (``train(..., model_save_dir)`` and ``evaluate(..., model_save_dir)``), a file found by ``os.walk`` / ``glob``
     in a folder the program names itself, and an optimizer state handed to ``optimizer.load_state_dict`` or
     ``scatter_full_optim_state_dict`` (a resume); a path made exactly like a path a function of this file
-    saves to, file name included (``'%s_net_%s.pth'``), even in a folder given on the command line; a file a
+    saves to, file name included (``'%s_net_%s.pth'``), even in a folder given on the command line, also when another
+    counter or local fills the name's slot (``'lstm_' + str(epoch) + '.dat'`` saved, ``... str(args.load_epoch) ...``
+    loaded; ``'{}.pth'.format(epoch)`` / ``.format(pth)``), a name reassigned between loads read at each load; a file a
     method loads under a file name (a constant such as ``self.MODEL_NAME``, or a literal with a checkpoint
     extension) that a sibling method of the same class saves under; a file loaded only when it exists and
     otherwise computed and saved to it (a cache, ``if os.path.exists(f): torch.load(f) else: torch.save(x, f)``);
