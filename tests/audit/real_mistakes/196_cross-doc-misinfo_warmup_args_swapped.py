@@ -40,7 +40,7 @@ if __name__ == "__main__":
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     assert args.scheduler == 'linear-warmup'
     assert args.warmup > 0
-    scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=args.num_epochs * len(dataloader_train),  # expect: TB???
+    scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=args.num_epochs * len(dataloader_train),  # expect: TB305
                                                 num_training_steps=args.warmup)
     loss_d_fn = nn.CrossEntropyLoss(reduction="mean", weight=torch.FloatTensor([0.5, 0.5, ]).cuda())
     event_fake_ratio = count_event_fake_ratio(dataloader_train.dataset)

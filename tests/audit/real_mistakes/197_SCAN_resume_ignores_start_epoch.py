@@ -51,7 +51,7 @@ def main():
 
     # Train the Model
     best_rsum = 0
-    for epoch in range(opt.num_epochs):  # expect: TB???
+    for epoch in range(opt.num_epochs):  # expect: TB406
         adjust_learning_rate(opt, model.optimizer, epoch)
 
         # train for one epoch

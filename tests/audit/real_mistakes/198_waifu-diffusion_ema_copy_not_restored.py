@@ -51,7 +51,7 @@ def train(args, rank, unet, vae, text_encoder, tokenizer, optimizer, lr_schedule
     def save_checkpoint(global_step):
         if rank == 0:
             if args.use_ema:
-                ema_unet.copy_to(unet.parameters())  # expect: TB???
+                ema_unet.copy_to(unet.parameters())  # expect: TB118
             pipeline = StableDiffusionPipeline(
                 text_encoder=text_encoder,
                 vae=vae,

@@ -74,7 +74,7 @@ class DeNovoDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> torch.utils.data.DataLoader:
         """Get the training DataLoader."""
-        return self._make_loader(self.train_dataset, self.train_batch_size)  # expect: TB??? (training loader built without shuffle=True)
+        return self._make_loader(self.train_dataset, self.train_batch_size)  # expect: TB119 (training loader built without shuffle=True)
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         """Get the validation DataLoader."""

@@ -89,8 +89,11 @@ from trickbag.audit import lint
 #: optimizes manually and builds a scheduler nothing steps) finds 180: 150 of 199.
 #: Round 23 adds thirteen (190-202, fourteen marked lines; reconstructed by a helper blind to the rules, pinned with
 #: the batch before their one lint): the floor counts them as missed until that lint has run, 150 of 213.  The lint
-#: (heldout_round23.md) found one (193, TB112 after scaler.step): 151 of 213; fixed versions silent.
-RECALL_FLOOR = 151 / 213
+#: (heldout_round23.md) found one (193, TB112 after scaler.step): 151 of 213; fixed versions silent.  Four rules for
+#: kinds it showed (tests/audit/test_round23_missing_kinds.py) find 196 (TB305 warm-up and total swapped), 197 (TB406
+#: a resumed epoch never used), 198 (TB118 EMA copied into the training model) and 201 (TB119 an unshuffled
+#: train_dataloader): 155 of 213.
+RECALL_FLOOR = 155 / 213
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

@@ -53,7 +53,7 @@ def main():
             print("=> no checkpoint found at '{}'".format(opt.resume))
 
     # Train the Model
-    for epoch in range(start_epoch, opt.num_epochs):  # not: TB???
+    for epoch in range(start_epoch, opt.num_epochs):  # not: TB406
         adjust_learning_rate(opt, model.optimizer, epoch)
 
         # train for one epoch

@@ -70,7 +70,7 @@ def train(args, rank, unet, vae, text_encoder, tokenizer, optimizer, lr_schedule
         if rank == 0:
             if args.use_ema:
                 ema_unet.store(unet.parameters())
-                ema_unet.copy_to(unet.parameters())  # not: TB???
+                ema_unet.copy_to(unet.parameters())  # not: TB118
             pipeline = StableDiffusionPipeline(
                 text_encoder=text_encoder,
                 vae=vae,

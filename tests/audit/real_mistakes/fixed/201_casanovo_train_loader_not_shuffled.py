@@ -78,7 +78,7 @@ class DeNovoDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> torch.utils.data.DataLoader:
         """Get the training DataLoader."""
         return self._make_loader(
-            self.train_dataset, self.train_batch_size, shuffle=True  # not: TB???
+            self.train_dataset, self.train_batch_size, shuffle=True  # not: TB119
         )
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
