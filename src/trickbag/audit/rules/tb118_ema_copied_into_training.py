@@ -21,7 +21,7 @@ def _training_loop_runs(fm: FunctionModel, node: ast.AST, depth: int = 0) -> boo
     or, two calls up, at a call site of ``fm`` in its file (a nested ``save_checkpoint()`` called every N steps)."""
     line = getattr(node, "lineno", 0)
     for lp in fm.loops:
-        inside = lp.node.lineno <= line <= (getattr(lp.node, "end_lineno", 0) or 0)
+        inside = getattr(lp.node, "lineno", 0) <= line <= (getattr(lp.node, "end_lineno", 0) or 0)
         if inside and any(e.kind in (BACKWARD, STEP) for e in lp.events):
             return True
     if depth >= 2:

@@ -75,8 +75,8 @@ def train_loader_unshuffled(file: FileModel) -> Iterator[Hit]:
         hook = methods.get("train_dataloader")
         if hook is None:
             continue
-        for ret in (r for r in ast.walk(hook) if isinstance(r, ast.Return) and isinstance(r.value, ast.Call)):
-            loader = _unshuffled(ret.value, methods)
+        for ret in (r for r in ast.walk(hook) if isinstance(r, ast.Return)):
+            loader = _unshuffled(ret.value, methods) if isinstance(ret.value, ast.Call) else None
             if loader is not None:
                 yield Hit(ret, "train_dataloader() returns a DataLoader that never shuffles (no shuffle=True, no "
                                "sampler): every epoch sees the training data in the same order")
