@@ -12,6 +12,8 @@ trained with the baseline's seeds; the effect is the paired difference (trick - 
   baseline run in a child process each (3 seeds), so the peak memory (RSS) is the cell's own.
 - ``confirm``: for every row the table calls "helps" or "hurts" after Holm's correction (and every candidate,
   below), trains the fresh seeds 20-29 of that trick and the baseline, and merges them.
+- ``replicate``: once, for every call seeds 20-29 did not confirm, trains fresh seeds 30-49 of the trick and its
+  baseline (again, beside it) and merges them: a second confirmation, Holm over those rows only.
 - ``render``: writes ``docs/evidence.md`` from ``results.json`` alone (``--check``: exit 1 when the file
   differs; a test runs that).
 
@@ -62,6 +64,10 @@ ALPHA = 0.05
 #: the seeds every accuracy row is measured on (the table's calls), and the fresh ones that confirm them
 MAIN = range(0, 20)
 CONFIRM = range(20, 30)
+#: the one second confirmation of a call the first did not confirm: twice as many fresh seeds, a family of its own
+#: (fixed before any of these seeds was trained: the calls not confirmed on :data:`CONFIRM`; its result is final, no
+#: third set of seeds follows)
+REPLICATE = range(30, 50)
 #: how the design changed, printed on the page (a reader must know what was seen before the seeds were chosen)
 HISTORY = (
     "The first version of this table (same recipes, same tricks, same code) read seeds 0-9 and confirmed on "
@@ -347,7 +353,7 @@ def analyse(res: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             base = r["rows"].get(f"acc:{_paired(row)}", {}).get("seeds", {})
             out = {"recipe": recipe, "trick": row["trick"], "paired_with": _paired(row)}
-            for part, seeds in (("main", MAIN), ("confirm", CONFIRM)):
+            for part, seeds in (("main", MAIN), ("confirm", CONFIRM), ("replicate", REPLICATE)):
                 both = [str(s) for s in seeds if "metric" in row["seeds"].get(str(s), {})
                         and "metric" in base.get(str(s), {})]
                 a = [row["seeds"][s]["metric"] for s in both]
@@ -368,7 +374,22 @@ def analyse(res: dict[str, Any]) -> list[dict[str, Any]]:
         family = [r for r in rows if r[part]["n"] >= 2 and (part == "main" or _selected(r))]
         for r, adj in zip(family, holm([r[part]["p"] for r in family])):
             r[part]["p_holm"] = adj
+    family = [r for r in rows if r["replicate"]["n"] >= 2 and _replicable(r)]
+    for r, adj in zip(family, holm([r["replicate"]["p"] for r in family])):
+        r["replicate"]["p_holm"] = adj
     return rows
+
+
+def _agrees(row: dict[str, Any], part: str) -> bool:
+    """``part``'s seeds, Holm-adjusted in their family, below ``ALPHA`` with the sign of the main seeds."""
+    c = row[part]
+    return c["n"] >= 2 and c.get("p_holm", 1.0) < ALPHA and (c["delta"] > 0) == (row["main"]["delta"] > 0)
+
+
+def _replicable(row: dict[str, Any]) -> bool:
+    """A call of the whole table (not a candidate) whose first confirmation ran and did not confirm it: the second
+    confirmation's family."""
+    return _called(row) and row["confirm"]["n"] >= 2 and not _agrees(row, "confirm")
 
 
 def _called(row: dict[str, Any]) -> bool:
@@ -403,7 +424,13 @@ def verdict(row: dict[str, Any]) -> str:
                 else f"no evidence (a candidate on {main}, not confirmed on {fresh})")
     if c["n"] < 2:
         return f"{word} (not yet confirmed)"
-    return f"{word}, confirmed" if agree else f"{word} on seeds {main}, not confirmed on {fresh}"
+    if agree:
+        return f"{word}, confirmed"
+    second = _span(REPLICATE)
+    if row["replicate"]["n"] >= 2:
+        return (f"{word}, confirmed on fresh seeds {second} (not on {fresh})" if _agrees(row, "replicate")
+                else f"{word} on seeds {main}, confirmed on neither {fresh} nor {second}")
+    return f"{word} on seeds {main}, not confirmed on {fresh}"
 
 
 def _span(seeds: range) -> str:
@@ -430,6 +457,34 @@ def cmd_confirm(args: argparse.Namespace) -> None:
                 done += 1
             _save(res)
             print(f"  {r['recipe']} {label}: seeds {_span(CONFIRM)} done", flush=True)
+    _session(res, C.command_line(), started, load0, done)
+    _save(res)
+
+
+def cmd_replicate(args: argparse.Namespace) -> None:
+    """Seeds 30-49 for every call seeds 20-29 did not confirm (and their paired baselines, trained again on this
+    machine beside them)."""
+    QUIET.extend(args.set)
+    out = Path(args.out).resolve()
+    disk, started, load0, done = _load_results(), time.perf_counter(), _load(), 0
+    chosen = [r for r in analyse(disk) if _replicable(r)]
+    res: dict[str, Any] = {"recipes": {k: {**v, "rows": {}} for k, v in disk["recipes"].items()}}
+    print(f"{len(chosen)} rows for a second confirmation: "
+          f"{', '.join(r['recipe'] + '/' + r['trick'] for r in chosen)}", flush=True)
+    for r in chosen:
+        rows = disk["recipes"][r["recipe"]]["rows"]
+        for label in (r["paired_with"], r["trick"]):
+            ov = rows[f"acc:{label}"]["overrides"]
+            have = rows[f"acc:{label}"]["seeds"]
+            for seed in REPLICATE:
+                if "metric" in have.get(str(seed), {}) or "metric" in res["recipes"][r["recipe"]]["rows"].get(
+                        f"acc:{label}", {}).get("seeds", {}).get(str(seed), {}):
+                    continue
+                rec = run_cell(out, r["recipe"], label, ov, seed, speed=False)
+                _merge(res, r["recipe"], label, "acc", ov, seed, rec, r["paired_with"])
+                done += 1
+            _save(res)
+            print(f"  {r['recipe']} {label}: seeds {_span(REPLICATE)} done", flush=True)
     _session(res, C.command_line(), started, load0, done)
     _save(res)
 
@@ -492,6 +547,13 @@ def render(res: dict[str, Any]) -> str:
         "How the design came to be: " + HISTORY,
         "",
     ]
+    second = _span(REPLICATE)
+    has_rep = any(r["replicate"]["n"] >= 2 for r in rows)
+    if has_rep:
+        lines[-2:-1] = [lines[-2], "", f"*A second confirmation*, once: every call that seeds {fresh} did not confirm "
+                        f"was trained on seeds {second} (twice as many fresh seeds, with its baseline again beside it "
+                        "on one machine), Holm-adjusted over those rows only; the rule and the rows were fixed before "
+                        f"any of those seeds ran, and its result is final. *Δ seeds {second}* shows it."]
     for recipe, r in sorted(res["recipes"].items(), key=lambda kv: list(RECIPES).index(kv[0])):
         base = r["rows"].get("acc:baseline", {}).get("seeds", {})
         accs = [v["metric"] for k, v in base.items() if int(k) in MAIN and "metric" in v]
@@ -507,11 +569,15 @@ def render(res: dict[str, Any]) -> str:
                           f"{_pct(m['delta'], True)} [{_pct(m['low'], True)}, {_pct(m['high'], True)}]",
                           "–" if math.isnan(m.get("p_holm", math.nan)) else f"{m['p_holm']:.3g}",
                           "–" if math.isnan(m["time"]) else f"{m['time']:.2f}", conf, verdict(row)])
+            if has_rep:
+                rp = row["replicate"]
+                table[-1].insert(7, f"{_pct(rp['delta'], True)} [{_pct(rp['low'], True)}, {_pct(rp['high'], True)}]"
+                                 if rp["n"] >= 2 else "–")
         for trick, why in sorted(r.get("not_run", {}).items(), key=lambda kv: _tricks().index(kv[0])):
             if trick not in SPEED:
-                table.append([trick, "–", "–", "–", "–", "–", "–", f"n/a: {why}"])
+                table.append([trick, "–", "–", "–", "–", "–", "–"] + ["–"] * has_rep + [f"n/a: {why}"])
         lines += [C.markdown_table(["trick", "seeds", "accuracy %", "Δ points [95 % CI]", "p (Holm)", "time ×",
-                                    f"Δ seeds {fresh}", "verdict"], table), ""]
+                                    f"Δ seeds {fresh}"] + [f"Δ seeds {second}"] * has_rep + ["verdict"], table), ""]
         lines += [f"*{label}*: {why}" for label, (_ov, why) in TUNED.get(recipe, {}).items()
                   if f"acc:{label}" in r["rows"]]
         lines += [_other_baseline(label, row, res) for label, row in r["rows"].items()
@@ -578,6 +644,9 @@ def main() -> None:
                    "this command's rows with it (a machine whose per-seed results differ from the recorded ones)")
     p = sub.add_parser("confirm", help=f"seeds {_span(CONFIRM)} for every row called helps/hurts, and the candidates")
     p.add_argument("--out", required=True, help="the run's folder")
+    p = sub.add_parser("replicate", help=f"seeds {_span(REPLICATE)} for every call seeds {_span(CONFIRM)} did not "
+                                         "confirm (a second confirmation; once)")
+    p.add_argument("--out", required=True, help="the run's folder")
     p = sub.add_parser("render", help="write docs/evidence.md from results.json")
     p.add_argument("--check", action="store_true", help="exit 1 when docs/evidence.md differs")
     p = sub.add_parser("tune", help="LR x epochs grid of a recipe's baseline, seeds 100-102")
@@ -587,7 +656,7 @@ def main() -> None:
     p.add_argument("--out", required=True, help="folder for the runs")
     for name, sp in sub.choices.items():
         sp.add_argument("--results", default=None, help=f"results file (default {RESULTS.relative_to(ROOT)})")
-        if name in ("run", "confirm"):
+        if name in ("run", "confirm", "replicate"):
             sp.add_argument("--set", nargs="*", default=[], help="extra overrides for every cell (a quick check: "
                                                                   "train.epochs=1); recorded with the cells")
     args = ap.parse_args()
@@ -596,7 +665,8 @@ def main() -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     global COMMIT_AT_START
     COMMIT_AT_START = _commit()
-    {"run": cmd_run, "confirm": cmd_confirm, "render": cmd_render, "tune": cmd_tune}[args.cmd](args)
+    {"run": cmd_run, "confirm": cmd_confirm, "replicate": cmd_replicate, "render": cmd_render,
+     "tune": cmd_tune}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,38 @@ def test_a_row_is_paired_with_the_baseline_trained_beside_it(ev):
     assert abs(out["mix"]["main"]["delta"]) < 0.01  # mix still against the recorded baseline
     text = ev.render(res)
     assert "| resample (vs baseline@m2)" in text and "*baseline@m2*: the recipe's baseline trained again" in text
+
+
+def _fresh_seeds(rows: dict, seeds, effect: float, rng_seed: int) -> None:
+    rng = random.Random(rng_seed)
+    for s in seeds:
+        v = 0.8 + rng.gauss(0, 0.03)
+        rows["acc:baseline"]["seeds"][str(s)] = {"metric": v, "time_s": 10.0}
+        rows["acc:mix"]["seeds"][str(s)] = {"metric": v + effect + rng.gauss(0, 0.01), "time_s": 10.0}
+
+
+def test_a_second_confirmation_only_for_calls_the_first_did_not_confirm(ev):
+    res = _fake({"mix": 0.03}, seeds=ev.MAIN)
+    rows = res["recipes"]["digits-noisy"]["rows"]
+    _fresh_seeds(rows, ev.CONFIRM, 0.0, 9)  # the first confirmation sees nothing
+    (row,) = ev.analyse(res)
+    assert ev._replicable(row)
+    _fresh_seeds(rows, ev.REPLICATE, 0.03, 11)  # the second sees the effect
+    (row,) = ev.analyse(res)
+    assert ev.verdict(row) == (f"helps, confirmed on fresh seeds {ev._span(ev.REPLICATE)} "
+                               f"(not on {ev._span(ev.CONFIRM)})")
+    assert re.search(rf"\|\s*Δ seeds {ev._span(ev.REPLICATE)}\s*\|", ev.render(res))
+    _fresh_seeds(rows, ev.REPLICATE, 0.0, 12)  # ... or does not
+    (row,) = ev.analyse(res)
+    assert ev.verdict(row) == (f"helps on seeds {ev._span(ev.MAIN)}, confirmed on neither {ev._span(ev.CONFIRM)} "
+                               f"nor {ev._span(ev.REPLICATE)}")
+
+
+def test_a_confirmed_call_or_a_candidate_gets_no_second_confirmation(ev):
+    res = _fake({"mix": 0.03}, seeds=range(ev.CONFIRM.stop))
+    (row,) = ev.analyse(res)
+    assert ev.verdict(row) == "helps, confirmed" and not ev._replicable(row)
+    res = _fake({"mix": 0.012, **{t: 0.0 for t in ("ema", "sam", "swa", "clip", "l1", "tta", "focal")}},
+                noise=0.012, seeds=range(ev.CONFIRM.stop), rng_seed=5)
+    rows = {r["trick"]: r for r in ev.analyse(res)}
+    assert not any(ev._replicable(r) for r in rows.values() if not ev._called(r))
