@@ -169,3 +169,47 @@ def test_tb119_iterable_datasets_shuffle_themselves():
                 return DataLoader(Stream(), batch_size=16)
     """
     assert found(src, "TB119", show_all=True) == []
+
+
+# --------------------------------------------------------------------------- TB120
+FROZEN = """
+    import torch.nn.functional as F
+    import torchvision
+
+    def linear_probe(loader, optimizer, epochs):
+        model = {build}
+        for name, p in model.named_parameters():
+            if not name.startswith("fc."):
+                p.requires_grad = False
+        for epoch in range(epochs):
+            model.{mode}()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+
+
+def test_tb120_a_frozen_resnet_trained_in_train_mode():
+    fires("TB120", FROZEN.format(build="torchvision.models.resnet50(weights='IMAGENET1K_V2')", mode="train"), [9],
+          FROZEN.format(build="torchvision.models.resnet50(weights='IMAGENET1K_V2')", mode="eval"))
+
+
+def test_tb120_a_frozen_network_without_batchnorm_is_fine():
+    assert found(FROZEN.format(build="torchvision.models.vit_b_16()", mode="train"), "TB120", show_all=True) == []
+
+
+def test_tb120_a_frozen_bn_layer_under_lightning():
+    src = """
+        import lightning.pytorch as pl
+
+        def train_model(model, loader, frozen):
+            if frozen:
+                model.encoder.apply(lambda m: m.requires_grad_(False))
+                model.bn.apply(lambda m: m.requires_grad_(False))
+                {keep}
+            trainer = pl.Trainer(max_epochs=10)
+            trainer.fit(model, loader)
+    """
+    fires("TB120", src.format(keep="pass"), [7], src.format(keep="model.bn.eval()"))

@@ -44,7 +44,7 @@ def train_model(
                 model.message_passing.apply(
                     lambda m: setattr(m, "p", 0.0) if isinstance(m, torch.nn.Dropout) else None
                 )
-                model.bn.apply(lambda module: module.requires_grad_(False))  # expect: TB??? (frozen BatchNorm left in train mode, running stats still update)
+                model.bn.apply(lambda module: module.requires_grad_(False))  # expect: TB120
                 for idx in range(args.frzn_ffn_layers):
                     model.predictor.ffn[idx].requires_grad_(False)
                     setattr(model.predictor.ffn[idx + 1][1], "p", 0.0)

@@ -22,6 +22,7 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb117_manual_optimization_scheduler,
     tb118_ema_copied_into_training,
     tb119_train_loader_unshuffled,
+    tb120_frozen_batchnorm_training,
     tb201_eval_without_eval_mode,
     tb202_train_in_eval_mode,
     tb203_eval_with_grad,

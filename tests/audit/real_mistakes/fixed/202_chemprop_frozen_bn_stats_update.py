@@ -44,7 +44,7 @@ def train_model(
                 model.message_passing.apply(lambda module: module.requires_grad_(False))
                 model.message_passing.eval()
                 model.bn.apply(lambda module: module.requires_grad_(False))
-                model.bn.eval()  # not: TB???
+                model.bn.eval()  # not: TB120
                 for idx in range(args.frzn_ffn_layers):
                     model.predictor.ffn[idx].requires_grad_(False)
                     model.predictor.ffn[idx + 1].eval()
