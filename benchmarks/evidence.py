@@ -437,56 +437,42 @@ def _span(seeds: range) -> str:
     return f"{seeds.start}-{seeds.stop - 1}"
 
 
-def cmd_confirm(args: argparse.Namespace) -> None:
+def _train_fresh(args: argparse.Namespace, chosen: list[dict[str, Any]], seeds: range, what: str) -> None:
+    """Train ``seeds`` of every chosen row and of the baseline it is paired with (cells already in ``results.json``,
+    perhaps from another machine whose cells ``--out`` does not hold, are never trained again), merging them."""
     QUIET.extend(args.set)
     out = Path(args.out).resolve()
     disk, started, load0, done = _load_results(), time.perf_counter(), _load(), 0
-    called = [r for r in analyse(disk) if _selected(r)]
     res: dict[str, Any] = {"recipes": {k: {**v, "rows": {}} for k, v in disk["recipes"].items()}}
-    print(f"{len(called)} rows to confirm: {', '.join(r['recipe'] + '/' + r['trick'] for r in called)}", flush=True)
-    for r in called:
-        rows = disk["recipes"][r["recipe"]]["rows"]
-        for label in (r["paired_with"], r["trick"]):
-            ov = rows[f"acc:{label}"]["overrides"]
-            have = rows[f"acc:{label}"]["seeds"]
-            for seed in CONFIRM:
-                if "metric" in have.get(str(seed), {}):  # already in results.json (perhaps from another machine, whose
-                    continue                             # cells --out does not hold): never trained again over it
-                rec = run_cell(out, r["recipe"], label, ov, seed, speed=False)
-                _merge(res, r["recipe"], label, "acc", ov, seed, rec, r["paired_with"])
-                done += 1
-            _save(res)
-            print(f"  {r['recipe']} {label}: seeds {_span(CONFIRM)} done", flush=True)
-    _session(res, C.command_line(), started, load0, done)
-    _save(res)
-
-
-def cmd_replicate(args: argparse.Namespace) -> None:
-    """Seeds 30-49 for every call seeds 20-29 did not confirm (and their paired baselines, trained again on this
-    machine beside them)."""
-    QUIET.extend(args.set)
-    out = Path(args.out).resolve()
-    disk, started, load0, done = _load_results(), time.perf_counter(), _load(), 0
-    chosen = [r for r in analyse(disk) if _replicable(r)]
-    res: dict[str, Any] = {"recipes": {k: {**v, "rows": {}} for k, v in disk["recipes"].items()}}
-    print(f"{len(chosen)} rows for a second confirmation: "
-          f"{', '.join(r['recipe'] + '/' + r['trick'] for r in chosen)}", flush=True)
+    print(f"{len(chosen)} rows {what}: {', '.join(r['recipe'] + '/' + r['trick'] for r in chosen)}", flush=True)
     for r in chosen:
         rows = disk["recipes"][r["recipe"]]["rows"]
         for label in (r["paired_with"], r["trick"]):
             ov = rows[f"acc:{label}"]["overrides"]
             have = rows[f"acc:{label}"]["seeds"]
-            for seed in REPLICATE:
-                if "metric" in have.get(str(seed), {}) or "metric" in res["recipes"][r["recipe"]]["rows"].get(
-                        f"acc:{label}", {}).get("seeds", {}).get(str(seed), {}):
-                    continue
+            for seed in seeds:
+                made = res["recipes"][r["recipe"]]["rows"].get(f"acc:{label}", {}).get("seeds", {})
+                if "metric" in have.get(str(seed), {}) or "metric" in made.get(str(seed), {}):
+                    continue  # a baseline two rows share is trained once
                 rec = run_cell(out, r["recipe"], label, ov, seed, speed=False)
                 _merge(res, r["recipe"], label, "acc", ov, seed, rec, r["paired_with"])
                 done += 1
             _save(res)
-            print(f"  {r['recipe']} {label}: seeds {_span(REPLICATE)} done", flush=True)
+            print(f"  {r['recipe']} {label}: seeds {_span(seeds)} done", flush=True)
     _session(res, C.command_line(), started, load0, done)
     _save(res)
+
+
+def cmd_confirm(args: argparse.Namespace) -> None:
+    """Seeds 20-29 for every call and every candidate."""
+    _train_fresh(args, [r for r in analyse(_load_results()) if _selected(r)], CONFIRM, "to confirm")
+
+
+def cmd_replicate(args: argparse.Namespace) -> None:
+    """Seeds 30-49 for every call seeds 20-29 did not confirm (and their paired baselines, trained again on this
+    machine beside them)."""
+    _train_fresh(args, [r for r in analyse(_load_results()) if _replicable(r)], REPLICATE,
+                 "for a second confirmation")
 
 
 def _other_baseline(key: str, row: dict[str, Any], res: dict[str, Any]) -> str:
