@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, receiver
-from trickbag.audit._project import imported_definition
+from trickbag.audit._project import imported_definition, project_class_of
 
 __all__ = ["classify", "BACKWARD", "STEP", "ZERO", "SCHED", "SCALE", "UNSCALE", "SCALER_UPDATE", "CLIP",
            "EMA_UPDATE", "FORWARD", "EVAL", "TRAIN", "CALL", "TRAIN_CALL"]
@@ -76,13 +76,12 @@ def _project_method_switch(fm: FunctionModel, recv: str, name: str) -> tuple[str
     """``engine.eval(x, y)`` / ``engine.train(x, y)`` where ``engine = trainer(...)`` is an instance of a class of
     another module of the project whose method of that name switches one of its models (``self.model.eval()``):
     that switch, on ``engine.model``.  None when ``recv`` is no such instance or the method switches nothing."""
-    from trickbag.audit._intent import project_class_of
-
     made = [a.value for a in getattr(fm, "assigns", []) if a.names == [recv] and a.op is None and a.value is not None]
     if not made:
         made = [n.value for n in fm.file.nodes if isinstance(n, ast.Assign)
                 and any(dotted(t) == recv for t in n.targets)]
-    found = project_class_of(fm.file, made[-1]) if len(made) == 1 else None
+    file = fm.file
+    found = project_class_of(file.tree, file.path, file.imports.alias, made[-1]) if len(made) == 1 else None
     if found is None:
         return None
     method = next((n for n in found.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))

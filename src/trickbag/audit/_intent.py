@@ -19,7 +19,7 @@ from trickbag.audit._flow import FileModel
 from trickbag.audit._project import imported_definition_at, module_definition_at, parsed_module
 from trickbag.audit._query import short_name
 
-__all__ = ["frozen_models", "mode_free", "injected_class", "project_class_of", "stated_intent", "INTENT_WORDS"]
+__all__ = ["frozen_models", "mode_free", "injected_class", "stated_intent", "INTENT_WORDS"]
 
 #: layers whose forward is the same in train and eval mode (torch.nn names)
 _MODE_FREE_LAYERS = {
@@ -148,15 +148,6 @@ def _project_class(file, value: ast.AST):
     if at is None or not isinstance(at[1], ast.ClassDef):
         return None
     return _module_view(at[0]), at[1]
-
-
-def project_class_of(file, value: ast.AST) -> ast.ClassDef | None:
-    """The class of ``value`` when it is ``Name(...)`` (moved with ``.to()`` / ``.cuda()`` or not) of a class
-    imported from another module of the project (``from engine import trainer``; ``engine = trainer(...)``)."""
-    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
-        value = value.func.value
-    found = _project_class(file, value)
-    return found[1] if found is not None else None
 
 
 @functools.lru_cache(maxsize=256)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 __all__ = ["torch_support", "is_test_path", "in_test_folder", "test_script", "OLD_TORCH", "NEW_TORCH",
            "imported_definition", "imported_definition_at", "module_definition_at", "project_root", "project_mode_free",
-           "torch_pinned_below", "module_file", "parsed_module", "project_methods", "project_method_calls"]
+           "torch_pinned_below", "module_file", "parsed_module", "project_methods", "project_method_calls",
+           "project_class_of"]
 
 #: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
 OLD_TORCH = "old"
@@ -318,3 +319,24 @@ def parsed_module(path: str) -> ast.Module | None:
         return ast.parse(Path(path).read_bytes(), filename=path)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+_MOVES = ("to", "cuda", "cpu", "float", "half", "double", "bfloat16")
+
+
+def project_class_of(tree: ast.Module, path: str, aliases: dict[str, str], value: ast.AST) -> ast.ClassDef | None:
+    """The class of ``value`` when it is ``Name(...)`` (moved with ``.to()`` / ``.cuda()`` or not) of a class imported
+    from another module of the project (``from engine import trainer``; ``engine = trainer(...)``), or
+    ``module.Name(...)`` of a project module imported as ``module`` (``aliases``: the file's import aliases)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    if not isinstance(value, ast.Call) or not path:
+        return None
+    func = value.func
+    if isinstance(func, ast.Name):
+        at = imported_definition_at(tree, path, func.id)
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in aliases:
+        at = module_definition_at(path, aliases[func.value.id], func.attr)
+    else:
+        return None
+    return at[1] if at is not None and isinstance(at[1], ast.ClassDef) else None
