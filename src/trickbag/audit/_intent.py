@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 from trickbag.audit._ast import Imports, call_name, const_value, dotted, walk
 from trickbag.audit._flow import FileModel
+from trickbag.audit._project import MOVES as _MOVES
 from trickbag.audit._project import imported_definition_at, module_definition_at, parsed_module
 from trickbag.audit._query import short_name
 
@@ -128,7 +129,6 @@ _MODULE_METHODS = {"register_buffer", "register_parameter", "parameters", "named
                    "named_buffers", "modules", "named_modules", "children", "named_children", "apply", "to", "cuda",
                    "cpu", "type", "float", "half", "double", "state_dict", "load_state_dict", "zero_grad",
                    "requires_grad_", "get_parameter", "get_buffer", "extra_repr"}
-_MOVES = {"cuda", "to", "cpu", "float", "half", "double", "bfloat16"}
 _WRAPPERS = {"DataParallel", "DistributedDataParallel"}
 _RECURRENT = {"GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNCell"}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 __all__ = ["torch_support", "is_test_path", "in_test_folder", "test_script", "OLD_TORCH", "NEW_TORCH",
            "imported_definition", "imported_definition_at", "module_definition_at", "project_root", "project_mode_free",
            "torch_pinned_below", "module_file", "parsed_module", "project_methods", "project_method_calls",
-           "project_class_of"]
+           "project_class_of", "MOVES"]
 
 #: the project allows a torch older than 2.6 (``torch.load`` unpickles anything by default there)
 OLD_TORCH = "old"
@@ -321,14 +321,15 @@ def parsed_module(path: str) -> ast.Module | None:
         return None
 
 
-_MOVES = ("to", "cuda", "cpu", "float", "half", "double", "bfloat16")
+#: calls that move or cast a module and return it (``Model(...).cuda()`` is the same model)
+MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
 
 
 def project_class_of(tree: ast.Module, path: str, aliases: dict[str, str], value: ast.AST) -> ast.ClassDef | None:
     """The class of ``value`` when it is ``Name(...)`` (moved with ``.to()`` / ``.cuda()`` or not) of a class imported
     from another module of the project (``from engine import trainer``; ``engine = trainer(...)``), or
     ``module.Name(...)`` of a project module imported as ``module`` (``aliases``: the file's import aliases)."""
-    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MOVES:
         value = value.func.value
     if not isinstance(value, ast.Call) or not path:
         return None
