@@ -260,6 +260,9 @@ def _flows_into_backward(site: Event) -> bool:
     """What the call returns reaches a later backward of the function through assignments and list appends
     (``y_hat = maml.predict(x)``; ``losses.append(crit(y_hat, y))``; ``torch.stack(losses).mean().backward()``)."""
     fm = site.fm
+    later = [b for b in fm.kind_events(BACKWARD) if b.order > site.order]
+    if not later:
+        return False
     names = {n for a in fm.assigns if a.value is not None and a.order >= site.order
              and any(x is site.node for x in walk(a.value)) for n in a.names}
     for _ in range(4):
@@ -268,15 +271,23 @@ def _flows_into_backward(site: Event) -> bool:
         if grown == names:
             break
         names = grown
-    return bool(names) and any(b.order > site.order and names_in(b.extra.get("loss") or ast.Constant(None)) & names
-                               for b in fm.kind_events(BACKWARD))
+    return bool(names) and any(names_in(b.extra.get("loss") or ast.Constant(None)) & names for b in later)
 
 
 def feeds_backward(site: Event, depth: int = 0) -> bool:
     """The call runs before a backward of the same pass, on its path (``loss = crit(self.infer(x), y);
     loss.backward()``): the function is part of the training step, whatever its name.  Through a function that
     returns what it computed (``outputs.update(self.predict_poses(...))`` in ``process_batch()``, whose
-    ``losses`` the training step back-propagates), two calls deep."""
+    ``losses`` the training step back-propagates), two calls deep.  Computed once per call site and depth (rules
+    ask it of every function's call sites)."""
+    cache: dict[tuple[int, int], bool] = site.fm.file.memo("feeds_backward", dict)
+    key = (id(site), depth)
+    if key not in cache:
+        cache[key] = _feeds_backward(site, depth)
+    return cache[key]
+
+
+def _feeds_backward(site: Event, depth: int) -> bool:
     if _flows_into_backward(site):
         return True
     guards = {id(g.node) for g in site.guards}

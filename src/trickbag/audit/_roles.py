@@ -138,11 +138,23 @@ def innermost_call(value: ast.AST) -> ast.Call | None:
 
 
 def role_by_constructor(value: ast.AST | None, imports: Imports, module_classes: set[str]) -> str | None:
-    """The role of whatever ``value`` constructs (``torch.optim.SGD(...)`` -> optimizer)."""
+    """The role of whatever ``value`` constructs (``torch.optim.SGD(...)`` -> optimizer).  Kept on the node for the
+    file's tables (the flow model and several rules ask it of the same calls)."""
+    if value is None:
+        return None
+    cached = value.__dict__.get("_tb_role")
+    if cached is not None and cached[0] is imports and cached[1] is module_classes:
+        return cached[2]
+    role = _role_by_constructor(value, imports, module_classes)
+    value.__dict__["_tb_role"] = (imports, module_classes, role)
+    return role
+
+
+def _role_by_constructor(value: ast.AST, imports: Imports, module_classes: set[str]) -> str | None:
     if isinstance(value, ast.IfExp):
         return role_by_constructor(value.body, imports, module_classes) or \
             role_by_constructor(value.orelse, imports, module_classes)
-    call = innermost_call(value) if value is not None else None
+    call = innermost_call(value)
     if call is None:
         return None
     qual = imports.qualname(call.func)

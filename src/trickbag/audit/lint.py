@@ -135,7 +135,7 @@ def _run_rules(tree: ast.Module, path: str, rules: Iterable[Rule], col_shift: di
                torch: str | None = None, text: str = "") -> list[Finding]:
     model = FileModel(tree, path, torch)
     seen, out = set(), []
-    if _other_framework(tree):  # an MXNet / TensorFlow / Paddle ... script: torch's loop rules do not apply
+    if _other_framework(model.nodes):  # an MXNet / TensorFlow / Paddle ... script: torch's loop rules do not apply
         rules = [r for r in rules if not r.code.startswith(("TB1", "TB2", "TB3"))]
     for r in rules:
         for hit in r.check(model):
@@ -158,11 +158,12 @@ _OTHER_FRAMEWORKS = {"mxnet", "tensorflow", "paddle", "jax", "flax", "mindspore"
                      "keras", "chainer", "theano"}
 
 
-def _other_framework(tree: ast.Module) -> bool:
-    """The module imports another deep-learning framework (``import mxnet as mx``) and not torch: its ``net(x)`` and
-    ``trainer.step()`` are that framework's, with other semantics (Gluon has no eval())."""
+def _other_framework(nodes: list[ast.AST]) -> bool:
+    """The module (every node of it, ``FileModel.nodes``) imports another deep-learning framework (``import mxnet as
+    mx``) and not torch: its ``net(x)`` and ``trainer.step()`` are that framework's, with other semantics (Gluon has
+    no eval())."""
     roots = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             roots |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

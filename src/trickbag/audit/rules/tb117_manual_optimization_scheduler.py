@@ -75,6 +75,8 @@ def manual_optimization_scheduler(file: FileModel) -> Iterator[Hit]:
                 if self.trainer.is_last_batch:
                     self.lr_schedulers().step()
     """
+    if not any(_names_manual(n) for n in file.nodes):  # no class of this file can turn automatic optimization off
+        return
     for cls in (n for n in file.nodes if isinstance(n, ast.ClassDef)):
         if not _manual(cls):
             continue
@@ -83,6 +85,14 @@ def manual_optimization_scheduler(file: FileModel) -> Iterator[Hit]:
             yield Hit(built[0], f"{cls.name} optimizes manually (automatic_optimization is False), so Lightning "
                                 f"never steps this {call_name(built[0])}, and nothing in the class does: the learning "
                                 "rate stays at its first value")
+
+
+def _names_manual(node: ast.AST) -> bool:
+    """The node names ``automatic_optimization`` (an attribute, a name or a function): without one in the file no
+    class of it can turn automatic optimization off, and the per-class walks are skipped."""
+    return ((isinstance(node, ast.Attribute) and node.attr == "automatic_optimization")
+            or (isinstance(node, ast.Name) and node.id == "automatic_optimization")
+            or (isinstance(node, ast.FunctionDef) and node.name == "automatic_optimization"))
 
 
 def _manual(cls: ast.ClassDef) -> bool:
