@@ -81,7 +81,7 @@ def train(config, num_training_steps, batch_size, save_and_sample_every_n, resum
                     torch.save(
                         {
                             "step": step,
-                            "model_state_dict": vae.state_dict(),  # expect: TB???
+                            "model_state_dict": vae.state_dict(),  # expect: TB407
                             "num_optimizers": len(optimizers),
                             "optimizer_state_dicts": [
                                 optimizer.state_dict() for optimizer in optimizers
@@ -99,7 +99,7 @@ def train(config, num_training_steps, batch_size, save_and_sample_every_n, resum
         torch.save(
             {
                 "step": step,
-                "model_state_dict": vae.state_dict(),  # expect: TB???
+                "model_state_dict": vae.state_dict(),  # expect: TB407
                 "num_optimizers": len(optimizers),
                 "optimizer_state_dicts": [
                     optimizer.state_dict() for optimizer in optimizers

@@ -93,8 +93,9 @@ from trickbag.audit import lint
 #: kinds it showed (tests/audit/test_round23_missing_kinds.py) find 196 (TB305 warm-up and total swapped), 197 (TB406
 #: a resumed epoch never used), 198 (TB118 EMA copied into the training model) and 201 (TB119 an unshuffled
 #: train_dataloader): 155 of 213.  TB120 (frozen BatchNorm kept in train mode) finds 202: 156 of 213 (178, the same
-#: kind, shows no BatchNorm in its file: its backbone comes from another module).
-RECALL_FLOOR = 156 / 213
+#: kind, shows no BatchNorm in its file: its backbone comes from another module).  TB407 (the state_dict of a model
+#: accelerator.prepare() wrapped, saved without unwrapping) finds 192's two lines: 158 of 213.
+RECALL_FLOOR = 158 / 213
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

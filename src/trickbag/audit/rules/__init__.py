@@ -38,4 +38,5 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb404_save_whole_module,
     tb405_benchmark_with_determinism,
     tb406_resume_position_unused,
+    tb407_prepared_model_saved,
 )

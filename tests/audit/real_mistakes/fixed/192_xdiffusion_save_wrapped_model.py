@@ -83,7 +83,7 @@ def train(config, num_training_steps, batch_size, save_and_sample_every_n, resum
                     torch.save(
                         {
                             "step": step,
-                            "model_state_dict": accelerator.unwrap_model(  # not: TB???
+                            "model_state_dict": accelerator.unwrap_model(  # not: TB407
                                 vae
                             ).state_dict(),
                             "num_optimizers": len(optimizers),
@@ -103,7 +103,7 @@ def train(config, num_training_steps, batch_size, save_and_sample_every_n, resum
         torch.save(
             {
                 "step": step,
-                "model_state_dict": accelerator.unwrap_model(vae).state_dict(),  # not: TB???
+                "model_state_dict": accelerator.unwrap_model(vae).state_dict(),  # not: TB407
                 "num_optimizers": len(optimizers),
                 "optimizer_state_dicts": [
                     optimizer.state_dict() for optimizer in optimizers
