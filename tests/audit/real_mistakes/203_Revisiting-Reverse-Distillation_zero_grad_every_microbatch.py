@@ -64,8 +64,8 @@ def train(_class_, pars, num_epoch):
             outputs = decoder(bn(feature_space))
             L_distill = loss_fucntion(inputs, outputs)
             loss = L_distill + pars.weight_proj * L_proj
-            optimizer_proj.zero_grad()  # expect: TB???
-            optimizer_distill.zero_grad()  # expect: TB???
+            optimizer_proj.zero_grad()  # expect: TB103
+            optimizer_distill.zero_grad()  # expect: TB103
             loss.backward()
             if (i + 1) % accumulation_steps == 0:
                 optimizer_proj.step()

@@ -68,7 +68,7 @@ def train(args, model, optimizer_grouped_parameters, base_lr, task_ids, task_cfg
                             global_step < warmpu_steps
                             or args.lr_scheduler == "warmup_linear"
                         ):
-                            warmup_scheduler.step()  # expect: TB???
+                            warmup_scheduler.step()  # expect: TB101
 
                         optimizer.step()
                         model.zero_grad()

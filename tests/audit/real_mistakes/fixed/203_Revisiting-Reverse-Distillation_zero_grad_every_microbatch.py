@@ -70,7 +70,7 @@ def train(_class_, pars, num_epoch):
                 optimizer_proj.step()
                 optimizer_distill.step()
                 # Clear gradients
-                optimizer_proj.zero_grad()  # not: TB???
+                optimizer_proj.zero_grad()  # not: TB103
                 optimizer_distill.zero_grad()
 
             total_loss_running += loss.detach().cpu().item()

@@ -65,13 +65,13 @@ def train(args, model, optimizer_grouped_parameters, base_lr, task_ids, task_cfg
 
                     loss.backward()
                     if (step + 1) % args.gradient_accumulation_steps == 0:
-                        optimizer.step()  # not: TB???
+                        optimizer.step()  # not: TB101
                         model.zero_grad()
                         if first_task and (
                             global_step < warmpu_steps
                             or args.lr_scheduler == "warmup_linear"
                         ):
-                            warmup_scheduler.step()  # not: TB???
+                            warmup_scheduler.step()  # not: TB101
                         if first_task:
                             global_step += 1
                             first_task = False
