@@ -57,6 +57,20 @@ def test_syntax_and_encoding_errors_are_findings(tmp_path):
     assert [f.rule for f in lint_file(latin)] == ["TB001"]
 
 
+def test_a_codec_a_package_registers_is_read_as_utf8(tmp_path):
+    """``# -*- coding: future_fstrings -*-`` names a codec the future-fstrings package registers: the file is
+    valid Python where the project runs, so it is linted as UTF-8 (its mistakes reported), not one TB001; a coding
+    line no codec knows on bytes that are not UTF-8 stays a TB001 that names the encoding."""
+    cookie = tmp_path / "cookie.py"
+    cookie.write_text("# -*- coding: future_fstrings -*-\n" + NEVER_ZEROED + "print(f'{model}: é')\n")
+    plain = lint_source(NEVER_ZEROED, "plain.py")
+    assert [(f.rule, f.line + 1) for f in plain] == [(f.rule, f.line) for f in lint_file(cookie)]
+    assert plain and "TB001" not in {f.rule for f in lint_file(cookie)}
+    broken = tmp_path / "broken.py"
+    broken.write_bytes(b"# -*- coding: future_fstrings -*-\nx = '\xe9'\n")
+    assert [(f.rule, "unknown encoding: future_fstrings" in f.message) for f in lint_file(broken)] == [("TB001", True)]
+
+
 MARKDOWN = """\
 # Page
 

@@ -109,6 +109,9 @@ def _value_mode_free(file, value: ast.AST, depth: int) -> bool:
         return _value_mode_free(file, value.args[0], depth)  # ``DataParallel(Model(...))``
     if name in _MODE_FREE_LAYERS:
         return True
+    if isinstance(value, ast.Call) and file.classes.get(name) is None \
+            and file.imports.qualname(value.func).startswith("torch_geometric."):
+        return _pyg_mode_free(file, value, name, depth)
     if name in _RECURRENT and isinstance(value, ast.Call):  # dropout between layers only when asked for
         return all(k.arg != "dropout" or const_value(k.value) in (0, 0.0) for k in value.keywords) \
             and len(value.args) < 5
@@ -173,6 +176,39 @@ def _calls_held_items(cls: ast.ClassDef) -> bool:
             if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in targets
                    for st in n.body for c in walk(st)):
                 return True
+    return False
+
+
+#: PyTorch Geometric layers with no dropout and no batch statistics: the same in train and eval mode
+_PYG_MODE_FREE = {"GCNConv", "SAGEConv", "GraphConv", "ChebConv", "SGConv", "TAGConv", "GatedGraphConv",
+                  "ResGatedGraphConv", "LEConv", "ClusterGCNConv", "GravNetConv", "FeaStConv", "GMMConv", "SplineConv",
+                  "CGConv", "MFConv", "SimpleConv", "LGConv", "GCN2Conv", "HypergraphConv"}
+#: ... whose only dropout is a keyword argument that defaults to 0 (attention or propagation dropout)
+_PYG_DROPOUT_ZERO = {"GATConv", "GATv2Conv", "TransformerConv", "ARMAConv", "APPNP", "SuperGATConv", "FAConv"}
+#: ... that run a network they are given (``GINConv(nn.Sequential(...))``): mode-free when that network is
+_PYG_RUN_GIVEN = {"GINConv", "GINEConv", "NNConv", "EdgeConv", "DynamicEdgeConv", "PointNetConv"}
+#: PyG's ready-made models (``BasicGNN``): dropout 0 and no norm layer unless given (the 5th positional is dropout)
+_PYG_MODELS = {"GCN", "GraphSAGE", "GIN", "GAT", "PNA", "EdgeCNN"}
+
+
+def _pyg_mode_free(file, call: ast.Call, name: str, depth: int) -> bool:
+    """A PyTorch Geometric layer or model built by ``call`` behaves the same in train and eval mode: a layer without
+    dropout, one whose dropout keyword is absent or 0, a ``GINConv``-style layer around a mode-free network, or a
+    ``GCN``/``GAT``/... model built without ``dropout=``, ``norm=`` or ``**kwargs``."""
+    def zero_dropout(keys: tuple[str, ...]) -> bool:
+        return all(k.arg is not None and (k.arg not in keys or const_value(k.value) in (0, 0.0, None))
+                   for k in call.keywords)
+
+    if name in _PYG_MODE_FREE:
+        return True
+    if name in _PYG_DROPOUT_ZERO:
+        return zero_dropout(("dropout",))
+    if name in _PYG_MODELS:
+        return len(call.args) <= 4 and zero_dropout(("dropout", "norm"))
+    if name in _PYG_RUN_GIVEN:
+        nets = [a for a in [*call.args[:1], *(k.value for k in call.keywords if k.arg in ("nn", "local_nn",
+                                                                                          "global_nn"))]]
+        return bool(nets) and all(isinstance(n, ast.Call) and _value_mode_free(file, n, depth) for n in nets)
     return False
 
 

@@ -296,12 +296,21 @@ def lint_file(path: str | os.PathLike, **kw) -> list[Finding]:
 def decode_source(data: bytes) -> str:
     """Python source bytes as text, decoded the way the interpreter reads them: UTF-8, a UTF-8 BOM, or
     the encoding of a PEP 263 ``# -*- coding: latin-1 -*-`` line; a ValueError with a one-line reason
-    (``not UTF-8 (invalid start byte at byte 0)``, ``unknown encoding: foo``) otherwise."""
+    (``not UTF-8 (invalid start byte at byte 0)``, ``unknown encoding: foo`` on bytes that are not UTF-8)
+    otherwise.  A coding line naming a codec this Python does not know is one a package registers when it is
+    installed (``# -*- coding: future_fstrings -*-``, which only rewrites f-strings for Python < 3.6): the bytes
+    are read as UTF-8, as that codec reads them on Python 3."""
     reason: str | None
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:  # a bad coding line, or undeclared bytes that are not UTF-8
         encoding, reason = "utf-8", str(exc)
+        if reason.startswith("unknown encoding"):
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{reason} (and the bytes are not UTF-8)") from None
+            return text[1:] if text.startswith("\ufeff") else text
     else:
         reason = None
     try:

@@ -127,6 +127,28 @@ def _position(ev: Event) -> str | None:
     return ""
 
 
+def _counted_by_its_loop(ev: Event, built: ast.Call) -> bool:
+    """The loop the step runs in iterates ``range(n)`` for a name ``n`` (not named for epochs) the schedule's length
+    is made of (``for step in range(median_num_iter)`` with ``T_max=median_num_iter * epochs``; the backward sits in
+    a loop over tasks inside it): the length is counted in that loop's iterations, the unit the scheduler steps
+    in."""
+    it = ev.loops[-1].iter if ev.loops else None
+    while isinstance(it, ast.Call) and call_name(it) in ("enumerate", "tqdm", "trange") and it.args:
+        it = it.args[0]
+    if not (isinstance(it, ast.Call) and call_name(it) in ("range", "trange") and it.args):
+        return False
+    counted = {n for n in _full_names([it.args[-1 if len(it.args) < 3 else 1]])
+               if not set(name_tokens(n.split(".")[-1])) & _EPOCH_WORDS}  # ``range(epochs)`` counts epochs
+    return bool(counted & _full_names([*built.args[1:], *(k.value for k in built.keywords)]))
+
+
+def _full_names(exprs: list[ast.AST]) -> set[str]:
+    """The whole dotted names in ``exprs`` (``args.iters``, not also its prefix ``args``), calls' names left out."""
+    names = {d for e in exprs for n in walk(e) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))}
+    called = {dotted(n.func) for e in exprs for n in walk(e) if isinstance(n, ast.Call)}
+    return {d for d in names - called if not any(o.startswith(d + ".") for o in names)}
+
+
 @rule("TB115", "scheduler-unit-mismatch",
       fix="step the scheduler in the unit its length is counted in (or count the length in the unit you step in)")
 def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
@@ -146,7 +168,9 @@ def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
     ``lr_scheduler_step`` hook passes ``self.current_epoch``) is reported, an epoch-length schedule set to the epoch
     inside the batch loop is right, and a position converted in place (``epoch + i / len(loader)``) is not judged.
     A loop over epochs that back-propagates the whole data once per pass (``for _iepoch in range(args.epochs):``,
-    no data loop inside) steps once per epoch.
+    no data loop inside) steps once per epoch.  A step in a loop over ``range(n)`` where ``n`` (not an epoch count) is
+    part of the length (``T_max=median_num_iter * epochs`` stepped in ``for step in range(median_num_iter)``, its
+    backward in a loop over tasks inside) is in the length's unit.
 
     Wrong::
 
@@ -189,6 +213,6 @@ def scheduler_unit_mismatch(file: FileModel) -> Iterator[Hit]:
             if built[1] == "epoch" and at == "batch":
                 yield Hit(ev.node, f"{ev.recv}.step() runs every batch, but its length is counted in epochs "
                                    f"(line {built[0].lineno}): the schedule ends after that many batches")
-            elif built[1] == "step" and at == "epoch":
+            elif built[1] == "step" and at == "epoch" and not _counted_by_its_loop(ev, built[0]):
                 yield Hit(ev.node, f"{ev.recv}.step() runs once per epoch, but its length is counted in batches "
                                    f"(line {built[0].lineno}): the schedule barely moves")

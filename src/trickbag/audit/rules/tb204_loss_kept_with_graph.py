@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, walk, walk_no_defs
+from trickbag.audit._ast import call_name, const_value, dotted, walk, walk_no_defs
 from trickbag.audit._eval_facts import bound_args
 from trickbag.audit._flow import (
     BACKWARD,
@@ -108,10 +108,13 @@ def _detached_chain(value: ast.AST | None) -> bool:
 
 
 def _helper_returns_numbers(fm: FunctionModel, call: ast.Call) -> bool:
-    """``eval_loss()`` where the file's (nested) ``def eval_loss(): return loss(...).mean().item()``: a number."""
+    """``eval_loss()`` where the file's (nested) ``def eval_loss(): return loss(...).mean().item()``: a number; so
+    is one returning a local sum of numbers (``loss += crit(...).item()`` ... ``return loss / len(loader.dataset)``)."""
     helper = fm.file.resolve(call, fm)
-    values = [r.value for r in (helper.nodes if helper is not None else []) if isinstance(r, ast.Return)]
-    return bool(values) and all(v is not None and (_number(v) or _number_expr(v)) for v in values)
+    if helper is None:
+        return False
+    values = [r.value for r in helper.nodes if isinstance(r, ast.Return)]
+    return bool(values) and all(v is not None and (_number_expr(v) or _numeric(helper, v)) for v in values)
 
 
 def _number_expr(v: ast.AST) -> bool:
@@ -234,7 +237,9 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
     (``loss, acc = train(...)`` where ``train`` returns ``loss.item()`` or torch 0.3's ``loss.data[0]``).
 
     A helper's return value made of numbers (``loss += crit(...).item()`` ... ``return loss / len(loader.dataset)``)
-    is a number.
+    is a number, whether assigned or appended (``val_losses.append(eval_loss(model, loader))``).  A list cut back
+    inside the loop to a window of constant length (``loss_his = loss_his[-1:]``) holds a few iterations' graphs at
+    most and is not reported.
 
     Wrong::
 
@@ -268,7 +273,8 @@ def loss_kept_with_graph(file: FileModel) -> Iterator[Hit]:
                         and _defined_before(fm, target, loop) and not _reset_in_loop(fm, target, loop, node):
                     if _backward_before(fm, kept, loop, order) and _reset_anywhere_in_loop(fm, target, loop):
                         continue  # backward() freed the graph's tensors; the sum restarts every update: bounded
-                    if _one_update_of_micro_batches(fm, target, loop) or _reset_per_batch(fm, target, loop):
+                    if _one_update_of_micro_batches(fm, target, loop) or _reset_per_batch(fm, target, loop) \
+                            or _cut_to_window(fm, target, loop):
                         continue
                     yield Hit(node, f"{target} accumulates {kept} with its autograd graph; every iteration's "
                                     f"graph stays in memory")
@@ -476,6 +482,21 @@ def _reset_anywhere_in_loop(fm: FunctionModel, target: str, loop: Loop) -> bool:
     """``acc = 0`` somewhere inside the loop (``if step % accum == 0: ...; running_loss = 0``)."""
     return any(target in a.names and a.op is None and loop in a.loops and target not in _names(a.value)
                and not _names(a.value) & loss_names(fm) for a in fm.assigns)
+
+
+def _cut_to_window(fm: FunctionModel, target: str, loop: Loop) -> bool:
+    """``loss_his = loss_his[-1:]`` inside the loop: the list is cut back to a window of constant length (SSLRec's
+    reward over the last losses), so it holds a few iterations' graphs at most, never the epoch's history."""
+    for a in fm.assigns:
+        value = a.value
+        if target in a.names and a.op is None and loop in a.loops and isinstance(value, ast.Subscript) \
+                and dotted(value.value) == target and isinstance(value.slice, ast.Slice) and value.slice.step is None:
+            lower, upper = value.slice.lower, value.slice.upper
+            low, up = const_value(lower) if lower else None, const_value(upper) if upper else None
+            if (lower is not None and upper is None and isinstance(low, int) and low < 0) \
+                    or (lower is None and isinstance(up, int) and up >= 0):  # ``x[-k:]``, ``x[:k]``
+                return True
+    return False
 
 
 def _reset_in_loop(fm: FunctionModel, target: str, loop: Loop, node: ast.AST) -> bool:

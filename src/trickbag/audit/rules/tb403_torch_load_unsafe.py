@@ -543,6 +543,21 @@ def _own_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path:
     return ""
 
 
+def _own_path_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, path: ast.AST | None) -> str:
+    """Why a path given from outside still names the program's own file, from the path alone (a save to the same
+    path, file name included, or a cache loaded when it exists and else built and saved there), or ''.  Unlike
+    :func:`_own_reason` it does not go by what the load restores: a ``--checkpoint`` that restores an optimizer may
+    still be a released file."""
+    if fm is None or path is None:
+        return ""
+    if _same_path_as_a_save(file, fm, path):
+        return (" (uncertain: a function of this file saves to the same path, file name included: the program's own "
+                "file)")
+    if _cached_here(fm, node, path):
+        return " (uncertain: loaded only when it exists, else computed and saved to it: the program's own cache)"
+    return ""
+
+
 _PARSERS = {"parse_args", "parse_known_args", "safe_load", "OmegaConf.load", "json.load", "yaml.load",
             "parse_args_into_dataclasses", "get_args", "get_config", "parse_opt", "docopt"}
 
@@ -754,7 +769,9 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     low-confidence finding saying that nothing shows the path comes from outside.  The other
     calls are low-confidence advisories (``--all``): without a version pin a fresh install is current
     torch, and an explicit ``weights_only=False`` on the program's own checkpoint is the user's stated
-    choice.  A path made from the same folder or argument as a path the same function saves to
+    choice: so is one on a path given from outside that a function of the file also saves to (file name included)
+    or that is a cache (loaded when it exists, else built and saved there; ``--dataset DIR`` holding the
+    ``DIR.pt`` the program wrote).  A path made from the same folder or argument as a path the same function saves to
     (``"saved_models/%s/G_%d.pth"`` both loaded and saved, ``scan_checkpoint(args.checkpoint_path)`` beside
     ``torch.save(..., f"{args.checkpoint_path}/g_...")``) is the program's own checkpoint: low confidence, with
     that reason.  Also low: a path made of the same pieces as a path this file saves to elsewhere (a dataset
@@ -834,10 +851,11 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
                             f"{why}", confidence="low" if why else sure)
         elif const_value(kw["weights_only"]) is False:
             given = _shown_outside(owners.get(id(node)), path)
-            sure = "high" if given else "low"
-            unsure = "" if given else (" (uncertain: nothing shows the path comes from outside the program: not a "
-                                       "command-line argument, config value, environment variable, URL or "
-                                       "download)" if _names(path) & params.get(id(node), set()) else "")
+            own = _own_path_reason(file, owners.get(id(node)), node, path) if given else ""
+            sure = "high" if given and not own else "low"
+            unsure = own or ("" if given else (" (uncertain: nothing shows the path comes from outside the program: "
+                                               "not a command-line argument, config value, environment variable, URL "
+                                               "or download)" if _names(path) & params.get(id(node), set()) else ""))
             yield Hit(node, f"{what}(weights_only=False) unpickles (and can run) arbitrary code"
                             f"{' from a path given from outside' if sure == 'high' else ''}; "
                             f"load a state_dict with weights_only=True{unsure}", confidence=sure)
