@@ -71,7 +71,7 @@ class BaseNNModel:
             ):
                 self.best_epoch = epoch
                 self.best_loss = mean_loss
-                self.best_model_dict = self.model.state_dict()  # expect: TB???
+                self.best_model_dict = self.model.state_dict()  # expect: TB408
                 self.patience = self.original_patience
             else:
                 self.patience -= 1

@@ -39,4 +39,5 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb405_benchmark_with_determinism,
     tb406_resume_position_unused,
     tb407_prepared_model_saved,
+    tb408_best_state_not_copied,
 )

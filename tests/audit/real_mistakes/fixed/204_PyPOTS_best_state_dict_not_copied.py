@@ -1,7 +1,7 @@
 # Reconstructed after WenjieDu/PyPOTS issue #667 ("Issue with saving the best model state", closed-as-fixed, https://github.com/WenjieDu/PyPOTS/issues/667) / PR #668 ("Fix the bug that model state not a deep copy", merged, https://github.com/WenjieDu/PyPOTS/pull/668): BaseNNModel._train_model kept the best epoch's weights as `self.best_model_dict = self.model.state_dict()`, which holds references to the live parameter tensors, so the "best" snapshot kept changing with every later optimizer step and fit() reloaded the last epoch's weights instead of the best ones. The maintainer labelled it a bug and the merged PR stores `deepcopy(self.model.state_dict())` instead.
 # Fixed version (the merged PR applied).
 import os
-from copy import deepcopy  # not: TB???
+from copy import deepcopy  # not: TB408
 from typing import Optional
 
 import numpy as np
@@ -73,7 +73,7 @@ class BaseNNModel:
             ):
                 self.best_epoch = epoch
                 self.best_loss = mean_loss
-                self.best_model_dict = deepcopy(self.model.state_dict())  # not: TB???
+                self.best_model_dict = deepcopy(self.model.state_dict())  # not: TB408
                 self.patience = self.original_patience
             else:
                 self.patience -= 1
