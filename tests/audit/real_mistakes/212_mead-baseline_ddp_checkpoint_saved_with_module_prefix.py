@@ -96,4 +96,4 @@ def train(args, embeddings, tgt_key, train_set, valid_set, lr_sched):
         if args.local_rank < 1:
             checkpoint_name = checkpoint_for(model_base, epoch+1)
             logger.info("Creating checkpoint: %s", checkpoint_name)
-            torch.save(model.state_dict(), checkpoint_name)  # expect: TB???
+            torch.save(model.state_dict(), checkpoint_name)  # expect: TB409

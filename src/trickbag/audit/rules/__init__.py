@@ -40,4 +40,5 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb406_resume_position_unused,
     tb407_prepared_model_saved,
     tb408_best_state_not_copied,
+    tb409_wrapped_checkpoint_unloadable,
 )

@@ -97,7 +97,7 @@ def train(args, embeddings, tgt_key, train_set, valid_set, lr_sched):
         if args.local_rank < 1:
             checkpoint_name = checkpoint_for(model_base, epoch+1)
             logger.info("Creating checkpoint: %s", checkpoint_name)
-            if args.distributed:  # not: TB???
+            if args.distributed:  # not: TB409
                 torch.save(model.module.state_dict(), checkpoint_name)
             else:
                 torch.save(model.state_dict(), checkpoint_name)
