@@ -25,6 +25,7 @@ def _prob_models(file: FileModel) -> set[str]:
     model class of the file returns probabilities, a model argument (``def train(model, ...)``) not
     built here from another class is one of them: :data:`PROB_MODEL` stands for it."""
     returns_probs, classes = _probability_classes(file)
+    items = _probability_items(file)
     out, others = set(), set()
     for fm in file.functions:
         for a in fm.assigns:
@@ -32,6 +33,7 @@ def _prob_models(file: FileModel) -> set[str]:
             if call is None or len(a.names) != 1:
                 continue
             last = file.imports.qualname(call.func).split(".")[-1]
+            out |= {f"{a.names[0]}#{i}" for i in items.get(last, ())}  # ``pred, depth = model(x)``: pred
             if last in returns_probs or (last == "Sequential" and call.args and _is_softmax_call(call.args[-1])):
                 out.add(a.names[0])
             elif R.role_by_constructor(a.value, file.imports, file.class_names) == R.MODEL \
@@ -74,6 +76,26 @@ def _probability_classes(file: FileModel) -> tuple[set[str], set[str]]:
         if rets and all(_softmaxed(fm, r.value, r.lineno, layers, sigmoid=True) for r in rets):
             probs.add(cls.name)
     return probs, classes
+
+
+def _probability_items(file: FileModel) -> dict[str, set[int]]:
+    """class -> the positions of the tuple its forward returns that hold probabilities on every path
+    (``return torch.sigmoid(x), depth_map``: {0})."""
+    out: dict[str, set[int]] = {}
+    for cls in file.classes.values():
+        fm = file.methods.get((cls.name, "forward"))
+        rets = [n for n in fm.nodes if isinstance(n, ast.Return)] if fm is not None else []
+        if not rets or not all(isinstance(r.value, ast.Tuple) for r in rets):
+            continue
+        sizes = {len(r.value.elts) for r in rets if isinstance(r.value, ast.Tuple)}
+        layers = _softmax_layers(file, cls.name)
+        if len(sizes) == 1 and fm is not None:
+            found = {i for i in range(sizes.pop()) if all(
+                isinstance(r.value, ast.Tuple) and _softmaxed(fm, r.value.elts[i], r.lineno, layers, sigmoid=True)
+                for r in rets)}
+            if found:
+                out[cls.name] = found
+    return out
 
 
 def _softmax_layers(file: FileModel, cls: str) -> set[str]:
@@ -120,6 +142,9 @@ def _softmaxed(fm: FunctionModel, node: ast.AST | None, line: int, probs: set[st
         return False
     assigns = [a for a in fm.assigns if name in a.names and a.value is not None and a.op is None
                and a.node.lineno <= line]  # type: ignore[attr-defined]  # Assignment.node: a statement here
+    if assigns and len(assigns[-1].names) > 1 and isinstance(assigns[-1].value, ast.Call):
+        callee = dotted(assigns[-1].value.func)  # ``pred, depth = model(x)`` with pred a probability output
+        return f"{callee}#{assigns[-1].names.index(name)}" in probs
     return bool(assigns) and len(assigns[-1].names) == 1 and \
         _softmaxed(fm, assigns[-1].value, assigns[-1].node.lineno - 1,  # type: ignore[attr-defined]
                    probs, depth + 1, sigmoid)
@@ -128,7 +153,7 @@ def _softmaxed(fm: FunctionModel, node: ast.AST | None, line: int, probs: set[st
 #: calls that keep a tensor's values (probabilities stay probabilities through them)
 _RESHAPES = {"view", "reshape", "flatten", "permute", "transpose", "contiguous", "float", "double", "half",
              "bfloat16", "to", "type_as", "squeeze", "unsqueeze", "view_as", "reshape_as", "movedim", "swapaxes",
-             "swapdims", "clone", "cuda", "cpu", "t"}
+             "swapdims", "clone", "cuda", "cpu", "t", "type"}
 
 
 def _own_forward(fm: FunctionModel, call: ast.Call) -> bool:
@@ -149,7 +174,9 @@ def _model_argument(fm: FunctionModel, call: ast.Call, probs: set[str]) -> bool:
 
 
 def _loss_kinds(file: FileModel) -> dict[str, str]:
-    """criterion name -> 'ce' / 'nll' for ``criterion = nn.CrossEntropyLoss()`` & co."""
+    """criterion name -> 'ce' / 'nll' for ``criterion = nn.CrossEntropyLoss()`` & co., 'bce' for a loss that takes
+    logits for a binary target (``nn.BCEWithLogitsLoss()``, a loss class of the file built on it)."""
+    own = _logit_loss_classes(file)
     out = {}
     for fm in file.functions:
         for a in fm.assigns:
@@ -158,7 +185,28 @@ def _loss_kinds(file: FileModel) -> dict[str, str]:
                 last = file.imports.qualname(call.func).split(".")[-1]
                 if last in R.CE_LOSSES | R.NLL_LOSSES:
                     out[a.names[0]] = "ce" if last in R.CE_LOSSES else "nll"
+                elif last in _LOGIT_BCE or last in own:
+                    out[a.names[0]] = "bce"
         out.update(_default_losses(file, fm))
+    return out
+
+
+#: losses that apply the sigmoid themselves: they take logits
+_LOGIT_BCE = {"binary_cross_entropy_with_logits", "BCEWithLogitsLoss", "sigmoid_focal_loss"}
+
+
+def _logit_loss_classes(file: FileModel) -> set[str]:
+    """Loss classes of the file whose ``forward`` hands its first input to a logits BCE (a focal loss written on
+    ``F.binary_cross_entropy_with_logits(inputs, targets)``): they take logits too."""
+    out = set()
+    for cls in file.classes.values():
+        fm = file.methods.get((cls.name, "forward"))
+        args = getattr(fm.node, "args", None) if fm is not None else None
+        params = [a.arg for a in args.args[1:]] if args is not None else []
+        if fm is not None and params and any(
+                isinstance(n, ast.Call) and call_name(n) in _LOGIT_BCE and n.args and dotted(n.args[0]) == params[0]
+                for n in fm.nodes):
+            out.add(cls.name)
     return out
 
 
@@ -212,7 +260,12 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     nn.Softmax(dim=1))`` or ``self.act = nn.Softmax(1)``, applied last) outputs probabilities too, as does a
     ``nn.Sequential()`` filled by ``add_module`` calls whose last adds a softmax. The loss may be a criterion
     object, called or through ``.forward(...)``, including one given as a parameter's default
-    (``def __init__(self, loss_func=nn.CrossEntropyLoss())``) and stored on ``self``.
+    (``def __init__(self, loss_func=nn.CrossEntropyLoss())``) and stored on ``self``.  Sigmoid probabilities passed
+    to a loss that applies the sigmoid itself (``F.binary_cross_entropy_with_logits``, ``nn.BCEWithLogitsLoss``,
+    torchvision's ``sigmoid_focal_loss``, or a loss class of the file whose ``forward`` hands its input to one of
+    them) are reported too: the loss sees ``sigmoid(sigmoid(x))``, squashed into [0.5, 0.73], and its gradients
+    vanish; so is the item of a model's tuple output that its ``forward`` returns through a sigmoid (``return
+    torch.sigmoid(x), depth_map``, unpacked as ``pred, depth = model(x)``).
 
     Wrong::
 
@@ -341,14 +394,21 @@ def _check_loss_call(fm: FunctionModel, call: ast.Call, probs: set[str], kinds: 
     if name not in R.CE_LOSSES | R.NLL_LOSSES:  # ``from torch.nn.functional import nll_loss as nll``
         name = fm.file.imports.qualname(call.func).split(".")[-1] or name
     func = call.func.value if name == "forward" and isinstance(call.func, ast.Attribute) else call.func
-    kind = "ce" if name in R.CE_LOSSES else "nll" if name in R.NLL_LOSSES else kinds.get(dotted(func) or "")
-    if isinstance(call.func, ast.Call) and call_name(call.func) in R.CE_LOSSES | R.NLL_LOSSES:
-        kind = "ce" if call_name(call.func) in R.CE_LOSSES else "nll"
-    if kind is None or (name in R.CE_LOSSES | R.NLL_LOSSES and name[0].isupper()):
+    kind = "ce" if name in R.CE_LOSSES else "nll" if name in R.NLL_LOSSES else "bce" if name in _LOGIT_BCE \
+        else kinds.get(dotted(func) or "")
+    if isinstance(call.func, ast.Call) and call_name(call.func) in R.CE_LOSSES | R.NLL_LOSSES | _LOGIT_BCE:
+        inner = call_name(call.func)
+        kind = "ce" if inner in R.CE_LOSSES else "nll" if inner in R.NLL_LOSSES else "bce"
+    if kind is None or (name in R.CE_LOSSES | R.NLL_LOSSES | _LOGIT_BCE and name[0].isupper()):
         return
     if _own_non_loss(fm, call):
         return
     arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "input"), None)
+    if kind == "bce":
+        if _softmaxed(fm, arg, call.lineno, probs, sigmoid=True):
+            yield Hit(call, "sigmoid (or softmax) probabilities passed to a loss that takes logits (it applies the "
+                            "sigmoid itself): the loss sees sigmoid(sigmoid(x)), squashed into [0.5, 0.73]")
+        return
     if _softmaxed(fm, arg, call.lineno, probs):
         what = "cross-entropy applies log_softmax itself" if kind == "ce" else "this loss expects log-probabilities"
         yield Hit(call, f"softmax probabilities passed to a loss that takes logits/log-probabilities ({what})")
