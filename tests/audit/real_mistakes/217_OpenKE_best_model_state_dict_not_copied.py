@@ -63,7 +63,7 @@ class Config(object):
                 if hit10 > best_hit10:
                     best_hit10 = hit10
                     best_epoch = epoch
-                    best_model = self.trainModel.state_dict()  # expect: TB???
+                    best_model = self.trainModel.state_dict()  # expect: TB408
                     print("Best model | hit@10 of valid set is %f" % (best_hit10))
                     bad_counts = 0
                 else:

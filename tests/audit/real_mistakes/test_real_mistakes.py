@@ -101,8 +101,9 @@ from trickbag.audit import lint
 #: best-state-not-copied (a best state_dict kept without a copy while training goes on) finds 204: 162 of 231.
 #: TB409 wrapped-checkpoint-unloadable (a DDP model's state_dict saved where the plain model is restored) finds 212:
 #: 163 of 231.  Round 25 adds sixteen (217-232, seventeen marked lines; reconstructed by a helper blind to the rules,
-#: pinned with the batch before their one lint): counted as missed until that lint has run, 163 of 248.
-RECALL_FLOOR = 163 / 248
+#: pinned with the batch before their one lint): counted as missed until that lint has run, 163 of 248.  The lint
+#: (heldout_round25.md) found 217 (TB408, a best state_dict kept without a copy): 164 of 248; fixed version silent.
+RECALL_FLOOR = 164 / 248
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

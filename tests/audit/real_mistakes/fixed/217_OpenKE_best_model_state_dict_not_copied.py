@@ -5,7 +5,7 @@ import torch.optim as optim
 from torch.autograd import Variable
 import os
 import sys
-import copy  # not: TB???
+import copy  # not: TB408
 import json
 import numpy as np
 
@@ -65,7 +65,7 @@ class Config(object):
                 if hit10 > best_hit10:
                     best_hit10 = hit10
                     best_epoch = epoch
-                    best_model = copy.deepcopy(self.trainModel.state_dict())  # not: TB???
+                    best_model = copy.deepcopy(self.trainModel.state_dict())  # not: TB408
                     print("Best model | hit@10 of valid set is %f" % (best_hit10))
                     bad_counts = 0
                 else:
