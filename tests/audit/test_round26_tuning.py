@@ -200,3 +200,62 @@ def test_tb403_weights_only_false_on_the_programs_own_cache():
     assert found(CACHE.format(load="path, weights_only=False"), "TB403", show_all=True) == [19]
     released = CACHE.replace('torch.save(data, path)', 'pass')
     assert found(released.format(load="path, weights_only=False"), "TB403") == [19]
+
+
+# --------------------------------------------------------------------------- round 25: TB101 / TB115
+ECAPA = """
+    import torch
+
+    class Model(torch.nn.Module):
+        def __init__(self, lr, test_step, lr_decay):
+            super().__init__()
+            self.optim = torch.optim.Adam(self.parameters(), lr=lr)
+            self.scheduler = torch.optim.lr_scheduler.StepLR(self.optim, step_size=test_step, gamma=lr_decay)
+
+        def train_network(self, epoch, loader):
+            self.train()
+            {step}
+            for data, labels in loader:
+                self.zero_grad()
+                self.loss(self.encoder(data), labels).backward()
+                self.optim.step()
+"""
+
+
+def test_tb101_tb115_a_step_given_its_epoch_offset_by_one():
+    """ECAPA-TDNN: ``scheduler.step(epoch - 1)`` at the top of the epoch (epochs from 1) sets the position itself, and
+    ``step_size=test_step`` counts epochs (the ``step`` in the name is StepLR's own word)."""
+    src = ECAPA.format(step="self.scheduler.step(epoch - 1)")
+    assert found(src, "TB101", show_all=True) == [] and found(src, "TB115", show_all=True) == []
+    assert found(ECAPA.format(step="self.scheduler.step()"), "TB101") == [12]
+
+
+FOLDS = """
+    import torch
+
+    def train(bags, milnet, criterion, optimizer):
+        for bag in bags:
+            optimizer.zero_grad()
+            criterion(milnet(bag.x), bag.y).backward()
+            optimizer.step()
+
+    def main(args, kf, bags_path, milnet, criterion):
+        for fold, (train_index, test_index) in enumerate(kf.split(bags_path)):
+            optimizer = torch.optim.Adam(milnet.parameters(), lr=args.lr)
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.num_epochs)
+            for epoch in range(1, args.num_epochs + 1):
+                train(train_index, milnet, criterion, optimizer)
+                scheduler.step()
+"""
+
+
+def test_tb115_an_epoch_loop_inside_a_loop_over_folds():
+    """dsmil-wsi: the cosine counted in epochs is stepped once per epoch of a loop nested in the folds' loop."""
+    assert found(FOLDS, "TB115", show_all=True) == []
+    per_batch = FOLDS.replace("""                train(train_index, milnet, criterion, optimizer)
+                scheduler.step()""", """                for bag in train_index:
+                    optimizer.zero_grad()
+                    criterion(milnet(bag.x), bag.y).backward()
+                    optimizer.step()
+                    scheduler.step()""")
+    assert found(per_batch, "TB115") == [19]

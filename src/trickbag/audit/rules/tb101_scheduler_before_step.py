@@ -65,11 +65,11 @@ def scheduler_before_step(file: FileModel) -> Iterator[Hit]:
     schedule class of the project (no base class but ``object``, built in the file or returned by a project factory
     such as ``init_opt(...)``) whose ``step()`` writes the value for the coming update is meant to run before it
     (I-JEPA's ``WarmupCosineSchedule``), and so is a ``step()`` whose return value is used (``lr = sched.step()``:
-    torch's returns None).  A step given a count as its position (``scheduler.step(epoch=num_batches)``) sets the
-    value itself, whatever the order, unless the count was incremented earlier in the same pass (one ahead: the
-    first value is skipped as by a bare ``step()`` there); a step that cannot run on the first pass (``if epoch >
-    0:``, or the ``else`` of ``if epoch == 0: ... elif epoch == 1: ...`` hand-made warm-up epochs) follows the
-    earlier passes' updates.
+    torch's returns None).  A step given a count as its position (``scheduler.step(epoch=num_batches)``, or the count
+    offset by a constant, ``step(epoch - 1)``) sets the value itself, whatever the order, unless the count was
+    incremented earlier in the same pass (one ahead: the first value is skipped as by a bare ``step()`` there); a
+    step that cannot run on the first pass (``if epoch > 0:``, or the ``else`` of ``if epoch == 0: ... elif epoch ==
+    1: ...`` hand-made warm-up epochs) follows the earlier passes' updates.
 
     Wrong::
 
@@ -133,9 +133,12 @@ def _positioned(e: Event) -> bool:
     call = cast(ast.Call, e.node)
     if not (call.args or call.keywords):
         return False
-    pos = dotted(call.args[0] if call.args else call.keywords[0].value)
+    arg = call.args[0] if call.args else call.keywords[0].value
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, (ast.Add, ast.Sub)) and isinstance(arg.right, ast.Constant):
+        arg = arg.left  # ``step(epoch - 1)`` with epochs from 1: a position set explicitly, offset by a constant
+    pos = dotted(arg)
     if not pos:
-        return False  # ``step(epoch=epoch - 1)`` every batch: judged as a plain step
+        return False  # ``step(epoch=i / n)`` and other computed values: judged as a plain step
     return not any(pos in a.names and isinstance(a.op, ast.Add) and a.order < e.order and a.loops == e.loops
                    for a in e.fm.assigns)
 

@@ -10,7 +10,7 @@ import ast
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, dotted, name_tokens, walk
-from trickbag.audit._flow import BACKWARD, SCHED, Event, FileModel, Loop
+from trickbag.audit._flow import BACKWARD, CALL, SCHED, Event, FileModel, Loop
 from trickbag.audit._query import at_level, is_data_loop, short_name
 from trickbag.audit.registry import Hit, rule
 
@@ -57,8 +57,8 @@ def _unit(call: ast.Call) -> str:
     if value is None and len(call.args) > index + 1:
         value = call.args[index + 1]
     words, calls = _words(value)
-    if {"step", "size"} <= words:
-        words = words - {"step"}  # ``step_size=args.step_size``: StepLR's own keyword echoed, no unit
+    if {"step", "size"} <= words or key == "step_size":
+        words = words - {"step"}  # ``step_size=args.step_size`` / ``test_step``: StepLR's own word echoed, no unit
     if words & _STEP_WORDS or "len" in calls:
         return "" if words & _EPOCH_WORDS and not ("len" in calls or words & _STEP_WORDS - {"step"}) else "step"
     return "epoch" if words & _EPOCH_WORDS else ""
@@ -99,11 +99,23 @@ def _stepped_at(ev: Event) -> str:
     if ev.loops and _data_loop(ev.loops) is None and any("epoch" in t.lower() for t in ev.loops[-1].targets) \
             and _batch_loop(ev.loops[-1]):
         return "epoch"  # ``for _iepoch in range(args.epochs):`` with one full-batch backward per pass
+    if ev.loops and not is_data_loop(ev.loops[-1]) and any(
+            t.lower() in ("epoch", "epochs", "ep", "i_epoch", "epoch_idx", "epoch_id") for t in ev.loops[-1].targets):
+        return "epoch" if any(_batch_loop(lp) for lp in ev.fm.loops if lp.parent is ev.loops[-1]) \
+            or _calls_a_trainer(ev) else ""  # the epoch loop itself, nested in a loop over folds or seeds
     if _data_loop(ev.loops) is not None or (ev.loops and _batch_loop(ev.loops[-1])):
         return "batch"
     if ev.loops and any(_batch_loop(lp) for lp in ev.fm.loops if lp.parent is ev.loops[-1]):
         return "epoch"
     return ""
+
+
+def _calls_a_trainer(ev: Event) -> bool:
+    """The epoch loop the step is in calls a helper of the file that back-propagates (``train(args, bags, ...)``): its
+    batches run in that helper, once per pass of the epoch loop."""
+    loop = ev.loops[-1]
+    return any(e.kind == CALL and e.extra.get("helper") is not None and any(
+        k.kind == BACKWARD for k in e.extra["helper"].events) and at_level(e, loop) for e in loop.events)
 
 
 def _position(ev: Event) -> str | None:
