@@ -86,7 +86,7 @@ class Trainer:
                 )
                 val_loss_dict |= {"valid": val_loss, "epoch": epoch}
                 wandb.log(val_loss_dict, step=epoch)
-                if self.best_val_loss is None or val_loss < self.best_val_loss:  # expect: TB???
+                if self.best_val_loss is None or val_loss < self.best_val_loss:  # expect: TB410
                     self.save_model(
                         epoch, val_loss, os.path.join(self.checkpoint_folder, "best.pt")
                     )

@@ -41,4 +41,5 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb407_prepared_model_saved,
     tb408_best_state_not_copied,
     tb409_wrapped_checkpoint_unloadable,
+    tb410_best_value_not_tracked,
 )

@@ -87,11 +87,11 @@ class Trainer:
                 )
                 val_loss_dict |= {"valid": val_loss, "epoch": epoch}
                 wandb.log(val_loss_dict, step=epoch)
-                if self.best_val_loss is None or val_loss < self.best_val_loss:  # not: TB???
+                if self.best_val_loss is None or val_loss < self.best_val_loss:  # not: TB410
                     self.save_model(
                         epoch, val_loss, os.path.join(self.checkpoint_folder, "best.pt")
                     )
-                    self.best_val_loss = val_loss  # not: TB???
+                    self.best_val_loss = val_loss  # not: TB410
 
         test_loss, test_logs = self.validation_loop(
             test_dataloader,

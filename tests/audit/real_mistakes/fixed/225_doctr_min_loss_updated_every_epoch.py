@@ -103,7 +103,7 @@ def train_loop(args, model, device, train_loader, val_loader, batch_transforms, 
                 params = model.module if hasattr(model, "module") else model
 
                 torch.save(params.state_dict(), Path(args.output_dir) / f"{exp_name}.pt")
-                min_loss = val_loss  # not: TB???
+                min_loss = val_loss  # not: TB410
             pbar.write(
                 f"Epoch {epoch + 1}/{args.epochs} - Validation loss: {val_loss:.6} "
                 f"(Exact: {exact_match:.2%} | Partial: {partial_match:.2%})"
