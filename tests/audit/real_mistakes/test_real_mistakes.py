@@ -104,8 +104,9 @@ from trickbag.audit import lint
 #: pinned with the batch before their one lint): counted as missed until that lint has run, 163 of 248.  The lint
 #: (heldout_round25.md) found 217 (TB408, a best state_dict kept without a copy): 164 of 248; fixed version silent.
 #: TB410 best-value-not-tracked (the best value compared against never updated, or updated on every pass) finds 224
-#: and 225: 166 of 248.
-RECALL_FLOOR = 166 / 248
+#: and 225: 166 of 248.  Round 26 adds ten (233-242, eleven marked lines; reconstructed by a helper blind to the rules,
+#: pinned with the batch before their one lint): counted as missed until that lint has run, 166 of 259.
+RECALL_FLOOR = 166 / 259
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))
