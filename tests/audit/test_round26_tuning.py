@@ -259,3 +259,62 @@ def test_tb115_an_epoch_loop_inside_a_loop_over_folds():
                     optimizer.step()
                     scheduler.step()""")
     assert found(per_batch, "TB115") == [19]
+
+
+# --------------------------------------------------------------------------- round 26: TB201 / TB402
+ACTOR = """
+    import torch
+    from torch import nn
+
+    class Actor(nn.Module):
+        def __init__(self, args):
+            super().__init__()
+            self.fc1 = nn.Linear(args.state_dim, args.hidden)
+            self.fc2 = nn.Linear(args.hidden, args.action_dim)
+            self.activate_func = [{choices}][args.use_tanh]
+
+        def forward(self, s):
+            return torch.softmax(self.fc2(self.activate_func(self.fc1(s))), dim=1)
+
+    class PPO:
+        def __init__(self, args):
+            self.actor = Actor(args)
+            self.optimizer = torch.optim.Adam(self.actor.parameters(), lr=3e-4)
+
+        def update(self, s, adv):
+            loss = -(self.actor(s).log() * adv).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+
+        def evaluate(self, s):
+            return self.actor(s).detach().numpy().argmax()
+"""
+
+
+def test_tb201_an_activation_picked_from_a_list_of_layers():
+    """Lizhi-sjtu PPO actors: Linear layers and ``[nn.ReLU(), nn.Tanh()][args.use_tanh]``: the mode changes nothing."""
+    assert found(ACTOR.format(choices="nn.ReLU(), nn.Tanh()"), "TB201", show_all=True) == []
+    assert found(ACTOR.format(choices="nn.ReLU(), nn.Dropout(0.1)"), "TB201") == [27]
+
+
+GPUS = """
+    import os
+    import torch
+    from torch import nn
+
+    def generate_model(model, gpu_id):
+        if len(gpu_id) > 1:
+            model = model.cuda()
+            model = nn.DataParallel(model, device_ids=gpu_id)
+        {other}
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_id[0])
+            model = model.cuda()
+        return model
+"""
+
+
+def test_tb402_the_cuda_call_on_the_other_branch():
+    """MedicalNet: ``model.cuda()`` in the multi-GPU branch, the variable set in the ``else`` before any CUDA call."""
+    assert found(GPUS.format(other="else:"), "TB402", show_all=True) == []
+    assert found(GPUS.format(other="if len(gpu_id) == 2:"), "TB402") == [11]

@@ -102,6 +102,8 @@ def _value_mode_free(file, value: ast.AST, depth: int) -> bool:
         return _value_mode_free(file, value.elt, depth)  # ``nn.ModuleList([Block(c) for _ in range(n)])``
     if isinstance(value, ast.Dict):
         return all(v is not None and _value_mode_free(file, v, depth) for v in value.values)
+    if isinstance(value, ast.Subscript) and isinstance(value.value, (ast.List, ast.Tuple)) and value.value.elts:
+        return all(_value_mode_free(file, e, depth) for e in value.value.elts)  # ``[nn.ReLU(), nn.Tanh()][i]``
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
         return _value_mode_free(file, value.func.value, depth)  # ``Model(...).cuda()``
     name = _layer_name(value)

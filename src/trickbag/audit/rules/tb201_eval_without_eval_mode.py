@@ -109,7 +109,8 @@ def eval_without_eval_mode(file: FileModel) -> Iterator[Hit]:
 
     The mode must matter: a model whose class (built in the function, or an attribute built in ``__init__``; a class of
     this file or one imported from a module of the project, followed into the classes it holds, ``ModuleDict`` /
-    ``ModuleList`` comprehensions, RNNs without ``dropout=`` and plain helper classes included) has no
+    ``ModuleList`` comprehensions, RNNs without ``dropout=``, an activation picked from a list of layers (``[nn.ReLU(),
+    nn.Tanh()][args.use_tanh]``), PyTorch Geometric layers without dropout and plain helper classes included) has no
     dropout, no BatchNorm and never reads ``self.training`` is not reported, nor one that holds no module at all
     (a numpy computation from given weights); where no module of the project uses such a layer nor loads a model
     from a zoo (torchvision.models, timm, transformers, the hub), the finding is low confidence.  A function

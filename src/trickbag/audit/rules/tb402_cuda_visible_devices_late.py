@@ -82,6 +82,16 @@ def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.
             yield node
 
 
+def _other_branch(fm: FunctionModel, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` sit in the two branches of one ``if`` (``if len(gpu_ids) > 1: model.cuda() ... else:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ...``): one run takes only one of them."""
+    def inside(stmts: list[ast.stmt], node: ast.AST) -> bool:
+        return any(x is node for st in stmts for x in walk(st))
+
+    return any(isinstance(n, ast.If) and n.orelse and (
+        (inside(n.body, a) and inside(n.orelse, b)) or (inside(n.orelse, a) and inside(n.body, b))) for n in fm.nodes)
+
+
 def _counts_devices_on_one_branch(fm: FunctionModel, node: ast.AST) -> bool:
     """``torch.cuda.device_count()`` on one branch only (``if args.gpu == 'all': ... range(device_count())``, ``n =
     device_count() if args.ngpu is None else args.ngpu``): there every device is made visible anyway (no change),
@@ -114,7 +124,9 @@ def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
     ``.cuda()``, a tensor on ``"cuda"``).  Setting it afterwards changes nothing: the process keeps
     seeing every GPU and usually lands on GPU 0.  ``torch.cuda.device_count()`` on one branch only (``n =
     device_count() if args.ngpu is None else args.ngpu``, then every device up to ``n`` made visible) changes
-    nothing there, and the other branch sets the variable before any CUDA call: not reported.
+    nothing there, and the other branch sets the variable before any CUDA call: not reported.  Nor is a write in one
+    branch of an ``if`` whose other branch holds the CUDA call (``if len(gpu_ids) > 1: model.cuda() ... else:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ...``): one run takes one of them.
 
     Wrong::
 
@@ -134,7 +146,7 @@ def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
         inits = [n for n in fm.nodes if (_cuda_init(n, file, devices) or _helper_inits_cuda(n, fm, file))
                  and not _counts_devices_on_one_branch(fm, n)]
         for w in writes:
-            earlier = [n.lineno for n in inits if n.lineno < w.lineno]
+            earlier = [n.lineno for n in inits if n.lineno < w.lineno and not _other_branch(fm, n, w)]
             if earlier:
                 yield Hit(w, f"CUDA_VISIBLE_DEVICES is set after CUDA was initialised (line {min(earlier)}): "
                              f"it has no effect")
