@@ -7,7 +7,7 @@ import ast
 import functools
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 __all__ = ["dotted", "walk", "child_nodes", "call_name", "receiver", "calls_in_order", "Imports", "edit_distance",
            "name_tokens", "names_in", "const_value", "str_const", "has_binop", "walk_no_defs"]
@@ -202,3 +202,13 @@ def str_const(node: ast.AST | None) -> str | None:
 def has_binop(node: ast.AST, ops: tuple[type, ...]) -> bool:
     """True when ``node`` contains a binary operation of one of ``ops`` (or an augmented one)."""
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ops) for n in walk_no_defs(node))
+
+
+def opposite_branches(nodes: Iterable[ast.AST], a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` sit in the two branches of one ``if`` among ``nodes`` (one run takes only one of them)."""
+    for n in nodes:
+        if isinstance(n, ast.If) and n.orelse:
+            sides = [{id(x) for st in branch for x in walk(st)} for branch in (n.body, n.orelse)]
+            if (id(a) in sides[0] and id(b) in sides[1]) or (id(a) in sides[1] and id(b) in sides[0]):
+                return True
+    return False

@@ -114,8 +114,7 @@ def _calls_a_trainer(ev: Event) -> bool:
     """The epoch loop the step is in calls a helper of the file that back-propagates (``train(args, bags, ...)``): its
     batches run in that helper, once per pass of the epoch loop."""
     loop = ev.loops[-1]
-    return any(e.kind == CALL and e.extra.get("helper") is not None and any(
-        k.kind == BACKWARD for k in e.extra["helper"].events) and at_level(e, loop) for e in loop.events)
+    return any(e.kind == CALL and BACKWARD in e.kinds() and at_level(e, loop) for e in loop.events)
 
 
 def _position(ev: Event) -> str | None:

@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterator
 from typing import TypeGuard
 
-from trickbag.audit._ast import call_name, const_value, dotted, str_const, walk
+from trickbag.audit._ast import call_name, const_value, dotted, opposite_branches, str_const, walk
 from trickbag.audit._env_facts import env_call_keys, is_environ
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
@@ -82,16 +82,6 @@ def _visible_devices_writes(fm: FunctionModel, file: FileModel) -> Iterator[ast.
             yield node
 
 
-def _other_branch(fm: FunctionModel, a: ast.AST, b: ast.AST) -> bool:
-    """``a`` and ``b`` sit in the two branches of one ``if`` (``if len(gpu_ids) > 1: model.cuda() ... else:
-    os.environ["CUDA_VISIBLE_DEVICES"] = ...``): one run takes only one of them."""
-    def inside(stmts: list[ast.stmt], node: ast.AST) -> bool:
-        return any(x is node for st in stmts for x in walk(st))
-
-    return any(isinstance(n, ast.If) and n.orelse and (
-        (inside(n.body, a) and inside(n.orelse, b)) or (inside(n.orelse, a) and inside(n.body, b))) for n in fm.nodes)
-
-
 def _counts_devices_on_one_branch(fm: FunctionModel, node: ast.AST) -> bool:
     """``torch.cuda.device_count()`` on one branch only (``if args.gpu == 'all': ... range(device_count())``, ``n =
     device_count() if args.ngpu is None else args.ngpu``): there every device is made visible anyway (no change),
@@ -146,7 +136,7 @@ def cuda_visible_devices_late(file: FileModel) -> Iterator[Hit]:
         inits = [n for n in fm.nodes if (_cuda_init(n, file, devices) or _helper_inits_cuda(n, fm, file))
                  and not _counts_devices_on_one_branch(fm, n)]
         for w in writes:
-            earlier = [n.lineno for n in inits if n.lineno < w.lineno and not _other_branch(fm, n, w)]
+            earlier = [n.lineno for n in inits if n.lineno < w.lineno and not opposite_branches(fm.nodes, n, w)]
             if earlier:
                 yield Hit(w, f"CUDA_VISIBLE_DEVICES is set after CUDA was initialised (line {min(earlier)}): "
                              f"it has no effect")

@@ -9,7 +9,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, walk
+from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, opposite_branches, walk
 from trickbag.audit._eval_facts import bound_args, file_trains
 from trickbag.audit._flow import BACKWARD, STEP, FileModel, FunctionModel
 from trickbag.audit._project import OLD_TORCH
@@ -416,12 +416,7 @@ def _restores_optimizer(fm: FunctionModel, node: ast.AST) -> bool:
 
 def _same_branch(fm: FunctionModel, a: ast.AST, b: ast.AST) -> bool:
     """``a`` and ``b`` are not in opposite branches of one ``if`` of the function."""
-    for n in fm.nodes:
-        if isinstance(n, ast.If):
-            sides = [{id(x) for st in branch for x in walk(st)} for branch in (n.body, n.orelse)]
-            if (id(a) in sides[0] and id(b) in sides[1]) or (id(a) in sides[1] and id(b) in sides[0]):
-                return False
-    return True
+    return not opposite_branches(fm.nodes, a, b)
 
 
 def _restores_own_class_state(fm: FunctionModel, node: ast.AST) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
 from trickbag.audit._ast import call_name, dotted, walk
-from trickbag.audit._flow import BACKWARD, CALL, STEP, TRAIN_CALL, FileModel, FunctionModel, Loop
+from trickbag.audit._flow import BACKWARD, STEP, TRAIN_CALL, FileModel, FunctionModel, Loop
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -20,10 +20,8 @@ _NOT_MODELS = (R.OPTIMIZER, R.SCHEDULER, R.SCALER)
 
 def _trains(loop: Loop) -> bool:
     """The loop updates weights: a backward or an optimizer step in it, a training call, or a helper of the file
-    that does either."""
-    return any(e.kind in (BACKWARD, STEP, TRAIN_CALL) or (
-        e.kind == CALL and e.extra.get("helper") is not None
-        and any(k.kind in (BACKWARD, STEP) for k in e.extra["helper"].events)) for e in loop.events)
+    that does either (``Event.kinds`` follows the helpers)."""
+    return any(e.kinds() & {BACKWARD, STEP, TRAIN_CALL} for e in loop.events)
 
 
 def _used_after(fm: FunctionModel, name: str, after: int) -> ast.AST | None:
