@@ -207,6 +207,23 @@ def project_mode_free(path: str | Path) -> bool:
     return root is not None and not _project_has_mode_layers(root)
 
 
+_REDUCTION_KEYWORD = re.compile(r"\b(reduction|size_average|reduce)\s*=")
+
+
+@functools.lru_cache(maxsize=256)
+def _project_sets_reduction(root: Path) -> bool:
+    files = _files_matching(root, _REDUCTION_KEYWORD)
+    return files is None or bool(files)
+
+
+def project_sets_reduction(path: str | Path) -> bool:
+    """Some module of the file's project passes a loss a ``reduction=`` (or the old ``size_average=`` /
+    ``reduce=``) keyword: a loss object built elsewhere may sum.  True when the project is unknown or too large
+    to scan."""
+    root = project_root(path)
+    return root is None or _project_sets_reduction(root)
+
+
 def _files_matching(root: Path, needle: re.Pattern) -> list[tuple[str, ast.Module]] | None:
     """(path, tree) of the project's Python files whose text matches ``needle``; None when the project is too
     large to scan (virtual environments and ``.git`` left out)."""

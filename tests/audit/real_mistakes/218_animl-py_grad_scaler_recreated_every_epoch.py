@@ -20,7 +20,7 @@ def train_func(data_loader, model, optimizer, scheduler, device='cpu',
         progressBar = trange(len(data_loader))
 
     if mixed_precision and device != 'cpu' and torch.cuda.is_available():
-        scaler = GradScaler('cuda', enabled=True)  # expect: TB???
+        scaler = GradScaler('cuda', enabled=True)  # expect: TB121
 
     for idx, batch in enumerate(data_loader):
         data = batch[0]

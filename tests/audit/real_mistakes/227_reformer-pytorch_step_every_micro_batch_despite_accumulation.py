@@ -63,7 +63,7 @@ class ReformerTrainer(object):
                         loss /= gradient_accumulation_steps
 
                     loss.backward()
-                    optimizer.step()  # expect: TB???
+                    optimizer.step()  # expect: TB122
                     self.model.zero_grad()
 
                     step_loss += loss.item()

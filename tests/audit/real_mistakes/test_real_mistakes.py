@@ -106,8 +106,13 @@ from trickbag.audit import lint
 #: TB410 best-value-not-tracked (the best value compared against never updated, or updated on every pass) finds 224
 #: and 225: 166 of 248.  Round 26 adds ten (233-242, eleven marked lines; reconstructed by a helper blind to the rules,
 #: pinned with the batch before their one lint): counted as missed until that lint has run, 166 of 259.  The lint
-#: (heldout_round26.md) found none of them.
-RECALL_FLOOR = 166 / 259
+#: (heldout_round26.md) found none of them.  TB121 grad-scaler-recreated (a GradScaler made at every call of a
+#: per-epoch function) finds 218, TB122 divided-but-not-accumulated (the loss divided by the accumulation count, the
+#: optimizer stepped every micro-batch) finds 227: 168 of 259.  TB303's softmax of softmax probabilities reports 241's
+#: line, not counted: the fixed version keeps another TB303 finding (the log of those probabilities into an NLL).
+#: TB205 mean-loss-over-samples (batch means summed, divided by the sample count) reports 205's loss line with low
+#: confidence only (its loss object comes from another module of a project that sets reductions elsewhere).
+RECALL_FLOOR = 168 / 259
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

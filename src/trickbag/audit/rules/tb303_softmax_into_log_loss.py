@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TypeGuard, cast
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, name_tokens, walk, walk_no_defs
+from trickbag.audit._ast import call_name, dotted, name_tokens, opposite_branches, walk, walk_no_defs
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit.registry import Hit, rule
 
@@ -265,7 +265,10 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
     torchvision's ``sigmoid_focal_loss``, or a loss class of the file whose ``forward`` hands its input to one of
     them) are reported too: the loss sees ``sigmoid(sigmoid(x))``, squashed into [0.5, 0.73], and its gradients
     vanish; so is the item of a model's tuple output that its ``forward`` returns through a sigmoid (``return
-    torch.sigmoid(x), depth_map``, unpacked as ``pred, depth = model(x)``).
+    torch.sigmoid(x), depth_map``, unpacked as ``pred, depth = model(x)``).  A softmax taken of softmax
+    probabilities (``p = p.softmax(1)`` then ``torch.max(p.softmax(1), 1)``, or ``F.softmax(model(x))`` of a model
+    that ends in a softmax) is reported too: the scores are squeezed towards uniform, so confidences, calibration
+    and AUC computed from them are wrong.
 
     Wrong::
 
@@ -286,6 +289,7 @@ def softmax_into_log_loss(file: FileModel) -> Iterator[Hit]:
             if isinstance(node, ast.Call):
                 yield from _check_loss_call(fm, node, probs, kinds)
                 yield from _check_log_softmax(fm, node)
+                yield from _check_double_softmax(fm, node, probs)
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
                 yield from _check_handwritten(node.operand, node)
                 if _picked_probabilities(fm, node.operand, node.lineno, probs) and not _a_cost(fm, node):
@@ -412,6 +416,44 @@ def _check_loss_call(fm: FunctionModel, call: ast.Call, probs: set[str], kinds: 
     if _softmaxed(fm, arg, call.lineno, probs):
         what = "cross-entropy applies log_softmax itself" if kind == "ce" else "this loss expects log-probabilities"
         yield Hit(call, f"softmax probabilities passed to a loss that takes logits/log-probabilities ({what})")
+
+
+def _softmax_input(fm: FunctionModel, call: ast.Call) -> ast.AST | None:
+    """What a softmax call normalises: ``F.softmax(x)`` / ``torch.softmax(x)`` / ``nn.Softmax(1)(x)`` -> ``x``,
+    ``x.softmax(-1)`` -> ``x``; None for anything else."""
+    if not _is_softmax_call(call) or call_name(call) == "Softmax":
+        return None  # ``nn.Softmax(dim=1)`` builds the layer
+    qual = fm.file.imports.qualname(call.func)
+    if isinstance(call.func, ast.Attribute) and not qual.startswith(("torch.", "scipy.")) \
+            and dotted(call.func.value) not in _MODULE_NAMES:
+        return call.func.value
+    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("input", "x")), None)
+
+
+def _other_branch(fm: FunctionModel, arg: ast.AST, call: ast.Call) -> bool:
+    """The softmax that made ``arg`` (its last assignment) sits in the other branch of an ``if`` than ``call``
+    (``if fp16: w = softmax(w, dtype=float32) else: w = softmax(w)``): only one of them runs."""
+    node: ast.AST | None = arg
+    for _ in range(8):  # ``w[:, 1:].float()`` -> ``w``
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = _call_source(fm, node)
+        else:
+            break
+    name = dotted(node)
+    if name is None:
+        return False
+    made = [n for n in fm.nodes if isinstance(n, ast.Assign) and n.lineno < call.lineno
+            and any(dotted(t.value if isinstance(t, ast.Subscript) else t) == name for t in n.targets)]
+    return bool(made) and opposite_branches(fm.nodes, max(made, key=lambda n: n.lineno), call)
+
+
+def _check_double_softmax(fm: FunctionModel, call: ast.Call, probs: set[str]) -> Iterator[Hit]:
+    arg = _softmax_input(fm, call)
+    if arg is not None and _softmaxed(fm, arg, call.lineno - 1, probs) and not _other_branch(fm, arg, call):
+        yield Hit(call, "softmax applied to softmax probabilities: they are already normalised, and a second softmax "
+                        "flattens them towards uniform (confidences, calibration and AUC computed from it are wrong)")
 
 
 def _own_non_loss(fm: FunctionModel, call: ast.Call) -> bool:

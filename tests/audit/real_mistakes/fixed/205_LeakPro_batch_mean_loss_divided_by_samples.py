@@ -63,7 +63,7 @@ class CifarInputHandler(AbstractInputHandler):
                 # Accumulate performance of shadow model
                 train_acc += pred.eq(labels.data.view_as(pred)).sum().item()  # not: TB???
                 total_samples += labels.size(0)
-                train_loss += loss.item() * labels.size(0)  # not: TB???
+                train_loss += loss.item() * labels.size(0)  # not: TB205
 
         avg_train_loss = train_loss / total_samples
         train_accuracy = train_acc / total_samples

@@ -70,7 +70,7 @@ class ReformerTrainer(object):
                     local_steps += 1
                     global_steps += 1
 
-                    if global_steps % gradient_accumulation_steps == 0:  # not: TB???
+                    if global_steps % gradient_accumulation_steps == 0:  # not: TB122
                         optimizer.step()
                         self.model.zero_grad()
 
