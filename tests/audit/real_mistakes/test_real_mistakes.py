@@ -112,7 +112,9 @@ from trickbag.audit import lint
 #: line, not counted: the fixed version keeps another TB303 finding (the log of those probabilities into an NLL).
 #: TB205 mean-loss-over-samples (batch means summed, divided by the sample count) reports 205's loss line with low
 #: confidence only (its loss object comes from another module of a project that sets reductions elsewhere).
-RECALL_FLOOR = 168 / 259
+#: Round 27 adds twelve (243-254, twelve marked lines; reconstructed by a helper blind to the rules, pinned with the
+#: batch before their one lint): counted as missed until that lint has run, 168 of 271.
+RECALL_FLOOR = 168 / 271
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))
