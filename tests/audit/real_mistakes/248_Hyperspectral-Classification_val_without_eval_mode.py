@@ -90,7 +90,7 @@ def val(net, data_loader, device='cpu', supervision='full'):
             # Load the data into the GPU if required
             data, target = data.to(device), target.to(device)
             if supervision == 'full':
-                output = net(data)  # expect: TB???
+                output = net(data)  # expect: TB201
             elif supervision == 'semi':
                 outs = net(data)
                 output, rec = outs

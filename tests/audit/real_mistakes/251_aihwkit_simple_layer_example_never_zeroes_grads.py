@@ -56,5 +56,5 @@ for epoch in range(100):
     # Run training (backward propagation).
     loss.backward()
 
-    opt.step()  # expect: TB???
+    opt.step()  # expect: TB104
     print('Loss error: {:.16f}'.format(loss))

@@ -113,8 +113,10 @@ from trickbag.audit import lint
 #: TB205 mean-loss-over-samples (batch means summed, divided by the sample count) reports 205's loss line with low
 #: confidence only (its loss object comes from another module of a project that sets reductions elsewhere).
 #: Round 27 adds twelve (243-254, twelve marked lines; reconstructed by a helper blind to the rules, pinned with the
-#: batch before their one lint): counted as missed until that lint has run, 168 of 271.
-RECALL_FLOOR = 168 / 271
+#: batch before their one lint): counted as missed until that lint has run, 168 of 271.  The lint (heldout_round27.md)
+#: found 248 (TB201, a validation forward in train mode) and 251 (TB104, gradients never zeroed): 170 of 271; fixed
+#: versions silent.
+RECALL_FLOOR = 170 / 271
 
 HERE = Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("[0-9][0-9]*_*.py"))

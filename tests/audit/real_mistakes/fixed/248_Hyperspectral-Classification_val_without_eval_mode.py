@@ -92,7 +92,7 @@ def val(net, data_loader, device='cpu', supervision='full'):
             # Load the data into the GPU if required
             data, target = data.to(device), target.to(device)
             if supervision == 'full':
-                output = net(data)  # not: TB???
+                output = net(data)  # not: TB201
             elif supervision == 'semi':
                 outs = net(data)
                 output, rec = outs

@@ -57,7 +57,7 @@ for epoch in range(100):
     # Run training (backward propagation).
     loss.backward()
 
-    opt.step()  # not: TB???
+    opt.step()  # not: TB104
 
     opt.zero_grad()
 
