@@ -224,6 +224,74 @@ def project_sets_reduction(path: str | Path) -> bool:
     return root is None or _project_sets_reduction(root)
 
 
+_TORCH_SAVE = re.compile(r"\btorch\.save\s*\(")
+
+
+@functools.lru_cache(maxsize=256)
+def _project_saves(root: Path) -> bool:
+    files = _files_matching(root, _TORCH_SAVE) or []
+    return any(not is_test_path(f) and not in_test_folder(f) for f, _ in files)
+
+
+def project_saves_checkpoints(path: str | Path) -> bool:
+    """Some module of the file's project (tests left out) writes files with ``torch.save``: the project makes its
+    own checkpoints.  False when the project is unknown or too large to scan."""
+    root = project_root(path)
+    return root is not None and _project_saves(root)
+
+
+#: a project's docs saying it publishes trained models: a link to a checkpoint file or a model host, or the words
+_RELEASES = re.compile(
+    r"https?://\S+\.(pth|pt|ckpt|pkl|bin|tar|h5|t7|pth\.tar|safetensors)\b|drive\.google\.com|huggingface\.co/|"
+    r"releases/download|zenodo\.org|dropbox\.com|pan\.baidu\.com|onedrive|"
+    r"pre-?trained (models?|weights|checkpoints?)|model zoo|(download|released?) (the |our )?"
+    r"(pre-?trained |trained )?(models?|weights|checkpoints?)", re.IGNORECASE)
+_DOC_NAMES = re.compile(r"^(README[^/]*|[^/]+\.(md|rst))$|^docs?/[^/]+\.md$", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=256)
+def _project_releases(root: Path) -> bool:
+    docs = [p for p in root.glob("*") if p.is_file() and _DOC_NAMES.search(p.name)]
+    docs += [p for sub in ("doc", "docs") for p in (root / sub).glob("*.md")]
+    docs += [p for p in root.glob("*/README*") if p.is_file()]
+    for p in docs[:50]:
+        try:
+            if _RELEASES.search(p.read_text(encoding="utf-8", errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def project_releases_models(path: str | Path) -> bool:
+    """The project's README or docs say it publishes trained models (a link to a ``.pth`` / ``.ckpt`` file, to
+    Google Drive, the Hugging Face hub, GitHub release assets, Zenodo, or the words "pretrained models", "model zoo",
+    "download the checkpoints"): a path given on its command line may name one of them.  True when the project is
+    unknown (nothing to go by)."""
+    root = project_root(path)
+    return root is None or _project_releases(root)
+
+
+@functools.lru_cache(maxsize=1024)
+def _option_texts(root: Path, option: str) -> tuple[str, ...]:
+    needle = re.compile(rf"""['"]--?{re.escape(option).replace("_", "[-_]")}['"]""")
+    out: list[str] = []
+    for _, tree in _files_matching(root, needle) or ():
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument" \
+                    and any(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                            and a.value.lstrip("-").replace("-", "_") == option.replace("-", "_") for a in n.args):
+                out.extend(c.value for c in ast.walk(n) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+    return tuple(out)
+
+
+def option_texts(path: str | Path, option: str) -> tuple[str, ...]:
+    """The strings of the ``add_argument('--option', help=..., default=...)`` calls of the file's project that
+    define ``option`` (its flags, help and default); empty when none is found."""
+    root = project_root(path)
+    return _option_texts(root, option) if root is not None else ()
+
+
 def _files_matching(root: Path, needle: re.Pattern) -> list[tuple[str, ast.Module]] | None:
     """(path, tree) of the project's Python files whose text matches ``needle``; None when the project is too
     large to scan (virtual environments and ``.git`` left out)."""

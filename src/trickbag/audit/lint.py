@@ -103,7 +103,10 @@ def _python2_repaired(text: str) -> tuple[str, ast.Module, tuple[int, int]] | No
     """Source written for Python < 3.7 that passes ``async=True`` (torch's old name of ``non_blocking``): the
     text with ``async`` renamed ``asyn_`` (same columns), its tree and where the first one was; None when that
     is not the only trouble."""
-    m = _ASYNC_KW.search(text)
+    def in_comment(m: re.Match) -> bool:
+        return "#" in text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+
+    m = next((m for m in _ASYNC_KW.finditer(text) if not in_comment(m)), None)
     if m is None:
         return None
     fixed = _ASYNC_KW.sub("asyn_", text)

@@ -50,7 +50,21 @@ def _read_back(file: FileModel, attr: str) -> bool:
     return attr in reads
 
 
-def _typo_message(fm: FunctionModel, base: str, attr: str, loops: tuple = ()) -> str | None:
+_TENSOR_MAKERS = {"Parameter", "tensor", "Tensor", "zeros", "ones", "randn", "rand", "empty", "full", "arange"}
+
+
+def _last_made_tensor(fm: FunctionModel, base: str, line: int) -> bool:
+    """The latest assignment to ``base`` before ``line`` in this function makes a tensor or an ``nn.Parameter``
+    (``self.skip_k = nn.Parameter(...)`` in this branch, a layer in another): ``requires_grad`` is real there."""
+    made = [n for n in fm.nodes if isinstance(n, ast.Assign) and n.lineno < line
+            and any(dotted(t) == base for t in n.targets)]
+    if not made:
+        return False
+    last = max(made, key=lambda n: n.lineno)
+    return isinstance(last.value, ast.Call) and call_name(last.value) in _TENSOR_MAKERS
+
+
+def _typo_message(fm: FunctionModel, base: str, attr: str, loops: tuple = (), line: int = 0) -> str | None:
     if attr not in ("requires_grad_", "requires_grad", "training") and attr not in _REAL_ATTRS \
             and _read_back(fm.file, attr):
         return None
@@ -58,7 +72,8 @@ def _typo_message(fm: FunctionModel, base: str, attr: str, loops: tuple = ()) ->
             attr in _TYPO_TARGETS["requires_grad"] or edit_distance(attr, "requires_grad") <= 2
             or (attr.startswith("req") and "grad" in attr and len(attr) <= len("requires_gradient")))):
         return f"'.{attr}' is not 'requires_grad': the assignment creates a new attribute and freezes nothing"
-    if attr == "requires_grad" and (fm.role(base) == R.MODEL or _module_loop_var(fm, base, loops)):
+    if attr == "requires_grad" and (fm.role(base) == R.MODEL or _module_loop_var(fm, base, loops)) \
+            and not _last_made_tensor(fm, base, line):
         return (f"an nn.Module has no 'requires_grad': '{base}.requires_grad = ...' freezes nothing "
                 f"(use {base}.requires_grad_(False))")
     if fm.file.imports.resolve(base).split(".")[-1] == "cudnn" and attr not in _CUDNN:
@@ -102,7 +117,7 @@ def misspelled_attribute(file: FileModel) -> Iterator[Hit]:
                 continue
             for name in a.names:
                 base, _, attr = name.rpartition(".")
-                msg = _typo_message(fm, base, attr, a.loops) if base else None
+                msg = _typo_message(fm, base, attr, a.loops, getattr(a.node, "lineno", 0)) if base else None
                 if msg:
                     yield Hit(a.node, msg)
         for call, base, attr in _setattr_calls(fm):

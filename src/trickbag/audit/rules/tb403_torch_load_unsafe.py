@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from trickbag.audit._ast import call_name, const_value, dotted, name_tokens, opposite_branches, walk
 from trickbag.audit._eval_facts import bound_args, file_trains
 from trickbag.audit._flow import BACKWARD, STEP, FileModel, FunctionModel
-from trickbag.audit._project import OLD_TORCH
+from trickbag.audit._project import OLD_TORCH, option_texts, project_releases_models, project_saves_checkpoints
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
@@ -553,6 +553,35 @@ def _own_path_reason(file: FileModel, fm: FunctionModel | None, node: ast.Call, 
     return ""
 
 
+#: words that say a file comes from someone else (a released, downloaded or pretrained model)
+_RELEASED = re.compile(r"pre[-_ ]?train|download|releas|official|zoo|\bhub\b|url|https?:|imagenet|provided|published|"
+                       r"third[-_ ]?party|external|huggingface|google drive", re.IGNORECASE)
+
+
+def _released_words(file: FileModel, fm: FunctionModel, path: ast.AST) -> bool:
+    """The path's names and literals, or the help and default of the command-line option it comes from (found in
+    the project's ``add_argument`` calls), say the file is pretrained, downloaded or released."""
+    pieces = _pieces(fm, path)
+    texts = [p.rsplit("\0", 1)[-1] for p in pieces]
+    for p in pieces:
+        last = p.rsplit("\0", 1)[-1].split(".")[-1]
+        if last.isidentifier():
+            texts.extend(option_texts(file.path, last))
+    return any(_RELEASED.search(t) for t in texts)
+
+
+def _own_kind_from_outside(file: FileModel, fm: FunctionModel | None, path: ast.AST | None) -> str:
+    """A path from the command line or a config in a project that writes its own checkpoints with ``torch.save``
+    and says nowhere that this one is pretrained, downloaded or released: most likely a file the project made
+    (a ``play.py -m`` of what ``train.py`` saved), or ''."""
+    if fm is None or path is None or not project_saves_checkpoints(file.path) or _downloads(fm) \
+            or project_releases_models(file.path) or _released_words(file, fm, path):
+        return ""
+    return (" (uncertain: a path from the command line or a config, in a project that saves its own checkpoints with "
+            "torch.save and whose README does not publish trained models; neither its name nor its option's help or "
+            "default says pretrained, downloaded or released)")
+
+
 _PARSERS = {"parse_args", "parse_known_args", "safe_load", "OmegaConf.load", "json.load", "yaml.load",
             "parse_args_into_dataclasses", "get_args", "get_config", "parse_opt", "docopt"}
 
@@ -805,6 +834,11 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
     (``inference_all(model, os.path.join(out, name))`` after ``torch.save(..., os.path.join(out, name))``); a
     whole file loaded into an optimizer named so (``self.opt_enc.load_state_dict(state)``).  A checkpoint that
     carries an optimizer state among its entries is no evidence: released checkpoints often do.
+    Also low: a path from the command line or a user's config in a project that writes its own checkpoints with
+    ``torch.save`` and whose README or docs publish no trained model (no link to a ``.pth`` / ``.ckpt`` file, to
+    Google Drive, the Hugging Face hub, release assets or Zenodo; no "pretrained models", "model zoo", "download the
+    checkpoints"), when neither the path's names nor its option's help or default (the project's ``add_argument``)
+    say pretrained, downloaded or released: a ``play.py -m`` reading what the project's ``train.py`` saved.
     The torch version is read from requirements files, pyproject.toml, setup.py, setup.cfg and
     environment.yml (conda pins ``pytorch=1.7.1`` too).  A ``functools.partial(torch.load, ...)`` is reported
     where the partial is made.
@@ -842,6 +876,8 @@ def torch_load_unsafe(file: FileModel) -> Iterator[Hit]:
             if sure == "high" and not why and not _shown_outside(owners.get(id(node)), path):
                 why = (" (uncertain: nothing shows the path comes from outside the program: not a command-line "
                        "argument, config value, environment variable, URL or download)")
+            elif sure == "high" and not why:
+                why = _own_kind_from_outside(file, owners.get(id(node)), path)
             yield Hit(node, f"{what} without weights_only=True unpickles (and can run) arbitrary code on torch < 2.6"
                             f"{why}", confidence="low" if why else sure)
         elif const_value(kw["weights_only"]) is False:

@@ -22,8 +22,12 @@ _COMPARE = (ast.Lt, ast.Gt, ast.LtE, ast.GtE)
 
 
 def _best_name(name: str | None) -> bool:
-    """``best_val_loss``, ``self.best_acc``, ``min_loss``, ``max_score``: a name for the best value seen so far."""
-    words = set(name_tokens((name or "").split(".")[-1]))
+    """``best_val_loss``, ``self.best_acc``, ``min_loss``, ``max_score``: a name for the best value seen so far; not
+    an upper-case constant (``BEST_NET_WIN_RATIO = 0.6``: a threshold to beat, by its spelling)."""
+    last = (name or "").split(".")[-1]
+    if last.isupper():
+        return False
+    words = set(name_tokens(last))
     return "best" in words and not words & {"epoch", "step", "iter", "model", "state", "path", "file", "ckpt"} \
         or bool(words & _EXTREMES and words & _METRICS)
 
@@ -117,7 +121,8 @@ def best_value_not_tracked(file: FileModel) -> Iterator[Hit]:
     function's loop assigns the best name (nor a method of the class the loop calls, nor anything after a ``global``
     statement: a helper may update it), the name starts in this function before the loop (``self.best``: in another
     method of the class; not a parameter or a setting, which would be a threshold), and the winning branch keeps a
-    best (a ``save...`` call, or another best-named value assigned).
+    best (a ``save...`` call, or another best-named value assigned).  An upper-case name (``BEST_NET_WIN_RATIO``)
+    is a constant by its spelling: a threshold to beat, not reported.
 
     Wrong::
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, dotted, walk
+from trickbag.audit._ast import call_name, const_value, dotted, walk
 from trickbag.audit._flow import SCHED, FileModel, FunctionModel, Loop
 from trickbag.audit.registry import Hit, rule
 
@@ -21,30 +21,41 @@ def _last(name: str | None) -> str:
     return (name or "").split(".")[-1]
 
 
+def _dict_entries(value: ast.AST) -> list[tuple[object, ast.expr]]:
+    """(key, value) of a dict literal or ``dict(...)`` call; a key that is not a constant keys by its node."""
+    if isinstance(value, ast.Dict):
+        return [(const_value(k) if k is not None else id(v), v) for k, v in zip(value.keys, value.values)]
+    if isinstance(value, ast.Call) and call_name(value) == "dict":
+        return [(id(a), a) for a in value.args] + [(k.arg or id(k), k.value) for k in value.keywords]
+    return []
+
+
 def _saved_values(fm: FunctionModel, arg: ast.AST, line: int) -> list[ast.expr]:
     """What the saved object holds: a dict literal's values, or those of the dict a name was built into in this
-    function before ``line`` (``state = {...}``, ``state['scheduler'] = ...``, ``state.update(...)``)."""
-    if isinstance(arg, ast.Dict):
-        return [v for v in arg.values if v is not None] + [v for k, v in zip(arg.keys, arg.values) if k is None]
-    if isinstance(arg, ast.Call) and call_name(arg) == "dict":
-        return list(arg.args) + [k.value for k in arg.keywords]
+    function before ``line`` (``state = {...}``, ``state['scheduler'] = ...``, ``state.update(...)``), a later
+    entry replacing an earlier one of the same key (``checkpoint['optimizer'] = []`` before a lighter save)."""
+    direct = _dict_entries(arg)
+    if direct or isinstance(arg, ast.Dict):
+        return [v for _, v in direct]
     name = dotted(arg)
     if name is None:
         return []
-    out: list[ast.expr] = []
-    for n in fm.nodes:
-        if getattr(n, "lineno", line) >= line:
-            continue
+    entries: dict[object, ast.expr] = {}
+    for n in sorted((n for n in fm.nodes if isinstance(n, (ast.Assign, ast.Call))
+                     and getattr(n, "lineno", line) < line), key=lambda n: (n.lineno, n.col_offset)):
         if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
-            out.extend(_saved_values(fm, n.value, line) or [n.value])
-        elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) and dotted(t.value) == name
-                                               for t in n.targets):
-            out.append(n.value)
+            entries = dict(_dict_entries(n.value)) or {id(n.value): n.value}
+        elif isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Subscript) and dotted(t.value) == name:
+                    key = const_value(t.slice)
+                    entries[key if key is not None else id(n)] = n.value
         elif isinstance(n, ast.Call) and call_name(n) == "update" and isinstance(n.func, ast.Attribute) \
                 and dotted(n.func.value) == name:
-            out.extend(n.args)
-            out.extend(k.value for k in n.keywords)
-    return out
+            for a in n.args:
+                entries.update(_dict_entries(a) or [(id(a), a)])
+            entries.update((k.arg or id(k), k.value) for k in n.keywords)
+    return list(entries.values())
 
 
 def _state_of(values: list[ast.expr], fm: FunctionModel, role: str) -> list[str]:
@@ -156,7 +167,8 @@ def scheduler_not_checkpointed(file: FileModel) -> Iterator[Hit]:
     scheduler's position another way: its ``load_state_dict``, a ``last_epoch=`` passed to a scheduler, its
     ``state_dict()`` saved by another call, ``scheduler.last_epoch = ...``, a loop that only steps the scheduler
     (``for _ in range(start_epoch * iters): scheduler.step()``), or a scheduler built with the resume position
-    among its arguments (``start_epoch``, ``cur_iter``, ``global_step``).
+    among its arguments (``start_epoch``, ``cur_iter``, ``global_step``).  An entry replaced before a save counts as replaced
+    (``checkpoint["optimizer"] = []`` before a lighter copy is saved: that copy keeps no optimizer state).
 
     Wrong::
 
