@@ -63,7 +63,7 @@ class FAMO:
         """
         loss = self.get_weighted_loss(losses=losses)
         if self.max_norm > 0 and shared_parameters is not None:
-            torch.nn.utils.clip_grad_norm_(shared_parameters, self.max_norm)  # expect: TB???
+            torch.nn.utils.clip_grad_norm_(shared_parameters, self.max_norm)  # expect: TB123
         loss.backward()
         return loss
 

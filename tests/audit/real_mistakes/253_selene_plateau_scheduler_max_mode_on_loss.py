@@ -43,7 +43,7 @@ class TrainModel(object):
         """Trains the model and measures validation performance."""
         min_loss = self._min_loss
         scheduler = ReduceLROnPlateau(
-            self.optimizer, 'max', patience=16, verbose=True,  # expect: TB???
+            self.optimizer, 'max', patience=16, verbose=True,  # expect: TB306
             factor=0.8)
 
         for step in range(self._start_step, self.max_steps):

@@ -65,7 +65,7 @@ class FAMO:
         loss = self.get_weighted_loss(losses=losses)
         loss.backward()
         if self.max_norm > 0 and shared_parameters is not None:
-            torch.nn.utils.clip_grad_norm_(shared_parameters, self.max_norm)  # not: TB???
+            torch.nn.utils.clip_grad_norm_(shared_parameters, self.max_norm)  # not: TB123
         return loss
 
 

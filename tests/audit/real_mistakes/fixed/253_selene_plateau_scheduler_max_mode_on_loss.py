@@ -44,7 +44,7 @@ class TrainModel(object):
         """Trains the model and measures validation performance."""
         min_loss = self._min_loss
         scheduler = ReduceLROnPlateau(
-            self.optimizer, 'min', patience=16, verbose=True,  # not: TB???
+            self.optimizer, 'min', patience=16, verbose=True,  # not: TB306
             factor=0.8)
 
         for step in range(self._start_step, self.max_steps):
