@@ -167,8 +167,9 @@ def scheduler_not_checkpointed(file: FileModel) -> Iterator[Hit]:
     scheduler's position another way: its ``load_state_dict``, a ``last_epoch=`` passed to a scheduler, its
     ``state_dict()`` saved by another call, ``scheduler.last_epoch = ...``, a loop that only steps the scheduler
     (``for _ in range(start_epoch * iters): scheduler.step()``), or a scheduler built with the resume position
-    among its arguments (``start_epoch``, ``cur_iter``, ``global_step``).  An entry replaced before a save counts as replaced
-    (``checkpoint["optimizer"] = []`` before a lighter copy is saved: that copy keeps no optimizer state).
+    among its arguments (``start_epoch``, ``cur_iter``, ``global_step``).  An entry replaced before a save counts
+    as replaced (``checkpoint["optimizer"] = []`` before a lighter copy is saved: that copy keeps no optimizer
+    state).
 
     Wrong::
 
