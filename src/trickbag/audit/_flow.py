@@ -852,6 +852,13 @@ class FileModel:
                      and not _TRAINER_LIKE.search((dotted(n.func.value) or "").lower())))
             and dotted(n.func.value) and "trainer" not in (dotted(n.func.value) or "").lower()})
 
+    def identifiers(self) -> frozenset[str]:
+        """Every name and attribute name the file uses (computed once: a rule whose mistake needs ``GradScaler`` or
+        ``ReduceLROnPlateau`` skips a file that never names it)."""
+        return self.memo("identifiers", lambda: frozenset(
+            n.id if isinstance(n, ast.Name) else n.attr
+            for n in self.nodes if isinstance(n, (ast.Name, ast.Attribute))))
+
     def memo(self, key: str, compute):
         """``compute()`` once per file (rules share file-wide tables this way)."""
         if key not in self._memo:

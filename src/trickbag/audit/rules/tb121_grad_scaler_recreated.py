@@ -151,7 +151,7 @@ def grad_scaler_recreated(file: FileModel) -> Iterator[Hit]:
         for epoch in range(epochs):
             train_one_epoch(model, loader, optimizer, scaler, epoch)
     """
-    if not any(isinstance(n, ast.Call) and call_name(n) == "GradScaler" for n in file.nodes):
+    if "GradScaler" not in file.identifiers():
         return
     for fm in file.functions:
         for n in fm.nodes:

@@ -85,6 +85,8 @@ def plateau_mode_mismatch(file: FileModel) -> Iterator[Hit]:
             val_loss = evaluate(model, val_loader)
             scheduler.step(val_loss)
     """
+    if "ReduceLROnPlateau" not in file.identifiers():
+        return
     built: dict[str, tuple[str, ast.AST]] = {}
     ambiguous: set[str] = set()
     for n in file.nodes:
