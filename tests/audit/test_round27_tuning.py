@@ -106,3 +106,21 @@ def test_tb302_requires_grad_on_a_parameter_made_in_this_branch():
 def test_tb001_async_in_a_comment_is_not_the_place_of_the_error():
     src = "import torch\n# old sync, async=False\nx = torch.zeros(1)\ny = x.cuda(async=True)\n"
     assert [(f.rule, f.line) for f in lint_source(src) if f.rule == "TB001"] == [("TB001", 4)]
+
+
+def test_tb115_multisteplr_milestones_named_lr_step_have_no_unit():
+    # DEKR / HRNet configs: MultiStepLR(optimizer, cfg.TRAIN.LR_STEP, ...) in epochs, stepped once per epoch
+    src = """
+        import torch
+
+        def main(cfg, model, loader, optimizer):
+            lr_scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, cfg.TRAIN.LR_STEP, cfg.TRAIN.LR_FACTOR)
+            for epoch in range(cfg.TRAIN.END_EPOCH):
+                for x, y in loader:
+                    loss = model(x, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                lr_scheduler.step()
+    """
+    assert found(src, "TB115", show_all=True) == []

@@ -59,6 +59,8 @@ def _unit(call: ast.Call) -> str:
     words, calls = _words(value)
     if {"step", "size"} <= words or key == "step_size":
         words = words - {"step"}  # ``step_size=args.step_size`` / ``test_step``: StepLR's own word echoed, no unit
+    if key == "milestones":
+        words = words - {"step", "steps"}  # ``cfg.TRAIN.LR_STEP``: the decay points MultiStepLR is named for, no unit
     if words & _STEP_WORDS or "len" in calls:
         return "" if words & _EPOCH_WORDS and not ("len" in calls or words & _STEP_WORDS - {"step"}) else "step"
     return "epoch" if words & _EPOCH_WORDS else ""
