@@ -56,7 +56,7 @@ def main(args):
     ddp_model.load_state_dict(checkpoint["model_state_dict"])
     optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
     lr_scheduler.load_state_dict(checkpoint["lr_scheduler_state_dict"])
-    resume_from_epoch = checkpoint["epoch"]  # expect: TB???
+    resume_from_epoch = checkpoint["epoch"]  # expect: TB412
 
   ddp_model.train()
 

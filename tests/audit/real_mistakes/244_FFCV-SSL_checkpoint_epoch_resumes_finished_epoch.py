@@ -31,7 +31,7 @@ class ImageNetTrainer:
             extra_dict = {'train_loss': train_loss, 'epoch': epoch}
             self.eval_and_log(extra_dict)
             # Run checkpointing
-            self.checkpoint(epoch)  # expect: TB???
+            self.checkpoint(epoch)  # expect: TB412
         if self.gpu == 0:
             ch.save(self.model.state_dict(), self.log_folder / 'final_weights.pt')
 
@@ -45,7 +45,7 @@ class ImageNetTrainer:
             if self.rank == 0:
                 print("resuming from checkpoint")
             ckpt = ch.load(self.log_folder / "model.pth", map_location="cpu")
-            self.start_epoch = ckpt["epoch"]
+            self.start_epoch = ckpt["epoch"]  # also-ok: TB412
             self.model.load_state_dict(ckpt["model"])
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.probes.load_state_dict(ckpt["probes"])

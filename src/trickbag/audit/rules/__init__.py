@@ -48,4 +48,5 @@ from trickbag.audit.rules import (  # noqa: F401  (registers the rules)
     tb409_wrapped_checkpoint_unloadable,
     tb410_best_value_not_tracked,
     tb411_scheduler_not_checkpointed,
+    tb412_resume_repeats_epoch,
 )

@@ -57,7 +57,7 @@ def main(args):
     ddp_model.load_state_dict(checkpoint["model_state_dict"])
     optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
     lr_scheduler.load_state_dict(checkpoint["lr_scheduler_state_dict"])
-    resume_from_epoch = checkpoint["epoch"]+1  # not: TB???
+    resume_from_epoch = checkpoint["epoch"]+1  # not: TB412
 
   ddp_model.train()
 

@@ -32,7 +32,7 @@ class ImageNetTrainer:
             extra_dict = {'train_loss': train_loss, 'epoch': epoch}
             self.eval_and_log(extra_dict)
             # Run checkpointing
-            self.checkpoint(epoch + 1)  # not: TB???
+            self.checkpoint(epoch + 1)  # not: TB412
         if self.gpu == 0:
             ch.save(self.model.state_dict(), self.log_folder / 'final_weights.pt')
 
