@@ -124,3 +124,13 @@ def test_tb115_multisteplr_milestones_named_lr_step_have_no_unit():
                 lr_scheduler.step()
     """
     assert found(src, "TB115", show_all=True) == []
+
+
+def test_project_evidence_is_not_read_for_source_text_without_a_file():
+    # lint_source("...") has no project: the folder it runs from must not decide TB403 / TB205
+    for f in (_project._project_saves, _project._project_releases, _project._option_texts):
+        f.cache_clear()
+    assert not _project.project_saves_checkpoints("<string>")
+    assert _project.project_releases_models("<string>")
+    assert _project.option_texts("<string>", "ckpt") == ()
+    assert _project.project_sets_reduction("<string>")

@@ -219,8 +219,8 @@ def _project_sets_reduction(root: Path) -> bool:
 def project_sets_reduction(path: str | Path) -> bool:
     """Some module of the file's project passes a loss a ``reduction=`` (or the old ``size_average=`` /
     ``reduce=``) keyword: a loss object built elsewhere may sum.  True when the project is unknown or too large
-    to scan."""
-    root = project_root(path)
+    to scan, or the source has no file."""
+    root = project_root(path) if Path(path).is_file() else None
     return root is None or _project_sets_reduction(root)
 
 
@@ -235,8 +235,8 @@ def _project_saves(root: Path) -> bool:
 
 def project_saves_checkpoints(path: str | Path) -> bool:
     """Some module of the file's project (tests left out) writes files with ``torch.save``: the project makes its
-    own checkpoints.  False when the project is unknown or too large to scan."""
-    root = project_root(path)
+    own checkpoints.  False when the project is unknown or too large to scan (source text without a file)."""
+    root = project_root(path) if Path(path).is_file() else None
     return root is not None and _project_saves(root)
 
 
@@ -267,8 +267,8 @@ def project_releases_models(path: str | Path) -> bool:
     """The project's README or docs say it publishes trained models (a link to a ``.pth`` / ``.ckpt`` file, to
     Google Drive, the Hugging Face hub, GitHub release assets, Zenodo, or the words "pretrained models", "model zoo",
     "download the checkpoints"): a path given on its command line may name one of them.  True when the project is
-    unknown (nothing to go by)."""
-    root = project_root(path)
+    unknown (nothing to go by; source text without a file)."""
+    root = project_root(path) if Path(path).is_file() else None
     return root is None or _project_releases(root)
 
 
@@ -287,8 +287,8 @@ def _option_texts(root: Path, option: str) -> tuple[str, ...]:
 
 def option_texts(path: str | Path, option: str) -> tuple[str, ...]:
     """The strings of the ``add_argument('--option', help=..., default=...)`` calls of the file's project that
-    define ``option`` (its flags, help and default); empty when none is found."""
-    root = project_root(path)
+    define ``option`` (its flags, help and default); empty when none is found or the source has no file."""
+    root = project_root(path) if Path(path).is_file() else None
     return _option_texts(root, option) if root is not None else ()
 
 
