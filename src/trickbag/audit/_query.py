@@ -4,6 +4,7 @@ whether a loss was divided, which train/eval switch is in force at a forward."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
@@ -11,7 +12,29 @@ from trickbag.audit._ast import call_name, const_value, dotted, has_binop, name_
 from trickbag.audit._flow import BACKWARD, CALL, EVAL, STEP, TRAIN, TRAIN_CALL, Event, FileModel, FunctionModel, Loop
 
 __all__ = ["stepish", "has_kind", "train_loop", "at_level", "loops_of", "scaled_loss", "mode_events", "same_model",
-           "is_eval_function", "is_valish", "is_data_loop", "loss_names", "short_name", "feeds_backward"]
+           "is_eval_function", "is_valish", "is_data_loop", "loss_names", "short_name", "feeds_backward",
+           "POSITION_KEY", "checkpoint_position"]
+
+#: checkpoint keys that say where the run stopped
+POSITION_KEY = re.compile(r"epoch|step|iter", re.IGNORECASE)
+_CHECKPOINT_NAME = re.compile(r"ckpt|checkpoint|state|resume|snapshot|saved", re.IGNORECASE)
+
+
+def checkpoint_position(fm: FunctionModel, value: ast.AST) -> str | None:
+    """The key when ``value`` is ``ckpt['epoch']`` / ``ckpt.get('epoch')`` of a loaded checkpoint (a name assigned
+    from ``torch.load(...)``, or named like one)."""
+    if isinstance(value, ast.Call) and call_name(value) == "get" and isinstance(value.func, ast.Attribute) \
+            and value.args and isinstance(value.args[0], ast.Constant):
+        holder, key = value.func.value, value.args[0].value
+    elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant):
+        holder, key = value.value, value.slice.value
+    else:
+        return None
+    if not (isinstance(key, str) and POSITION_KEY.search(key) and isinstance(holder, ast.Name)):
+        return None
+    loaded = any(a.names == [holder.id] and isinstance(a.value, ast.Call) and call_name(a.value) == "load"
+                 for a in fm.assigns)
+    return key if loaded or _CHECKPOINT_NAME.search(holder.id) else None
 
 
 def loops_of(file: FileModel) -> Iterator[tuple[FunctionModel, Loop]]:

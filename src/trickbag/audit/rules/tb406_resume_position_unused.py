@@ -6,38 +6,18 @@ right example."""
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from trickbag.audit._ast import call_name, dotted, walk
 from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit._query import POSITION_KEY, checkpoint_position
 from trickbag.audit.registry import Hit, rule
 
 __all__: list[str] = []
 
-#: checkpoint keys that say where the run stopped
-_POSITION = re.compile(r"epoch|step|iter", re.IGNORECASE)
 #: calls that only show a value
 _SHOWS = {"print", "format", "info", "debug", "warning", "warn", "log", "write", "set_description", "set_postfix",
           "add_scalar", "log_dict"}
-_CHECKPOINT_NAME = re.compile(r"ckpt|checkpoint|state|resume|snapshot|saved", re.IGNORECASE)
-
-
-def _from_checkpoint(fm: FunctionModel, value: ast.AST) -> str | None:
-    """The key when ``value`` is ``ckpt['epoch']`` / ``ckpt.get('epoch')`` of a loaded checkpoint (a name assigned
-    from ``torch.load(...)``, or named like one)."""
-    if isinstance(value, ast.Call) and call_name(value) == "get" and isinstance(value.func, ast.Attribute) \
-            and value.args and isinstance(value.args[0], ast.Constant):
-        holder, key = value.func.value, value.args[0].value
-    elif isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant):
-        holder, key = value.value, value.slice.value
-    else:
-        return None
-    if not (isinstance(key, str) and _POSITION.search(key) and isinstance(holder, ast.Name)):
-        return None
-    loaded = any(a.names == [holder.id] and isinstance(a.value, ast.Call) and call_name(a.value) == "load"
-                 for a in fm.assigns)
-    return key if loaded or _CHECKPOINT_NAME.search(holder.id) else None
 
 
 def _shown_only(fm: FunctionModel, name: str, after: int) -> bool:
@@ -65,7 +45,7 @@ def _epoch_loop(fm: FunctionModel, after: int) -> ast.For | None:
     """The first ``for epoch in range(...)`` (or step / iteration) after line ``after``."""
     for n in fm.nodes:
         if isinstance(n, ast.For) and n.lineno > after and isinstance(n.iter, ast.Call) \
-                and call_name(n.iter) == "range" and _POSITION.search(dotted(n.target) or ""):
+                and call_name(n.iter) == "range" and POSITION_KEY.search(dotted(n.target) or ""):
             return n
     return None
 
@@ -107,7 +87,7 @@ def resume_position_unused(file: FileModel) -> Iterator[Hit]:
         for a in fm.assigns:
             if len(a.names) != 1 or a.op is not None or a.value is None or "." in a.names[0]:
                 continue
-            key = _from_checkpoint(fm, a.value)
+            key = checkpoint_position(fm, a.value)
             line = getattr(a.node, "lineno", 0)
             if key is None or not _shown_only(fm, a.names[0], line) \
                     or any(isinstance(n, (ast.Global, ast.Nonlocal)) and a.names[0] in n.names for n in fm.nodes):

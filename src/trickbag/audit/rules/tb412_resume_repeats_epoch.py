@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from trickbag.audit._ast import call_name, const_value, dotted, walk
 from trickbag.audit._eval_facts import bound_args
 from trickbag.audit._flow import FileModel, FunctionModel
+from trickbag.audit._query import checkpoint_position
 from trickbag.audit.registry import Hit, rule
-from trickbag.audit.rules.tb406_resume_position_unused import _from_checkpoint
 
 __all__: list[str] = []
 
@@ -113,7 +113,7 @@ def resume_repeats_epoch(file: FileModel) -> Iterator[Hit]:
         for n in fm.nodes:
             if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and (target := dotted(n.targets[0]))):
                 continue
-            key = _from_checkpoint(fm, n.value)
+            key = checkpoint_position(fm, n.value)
             if not key or "epoch" not in key.lower():
                 continue
             for loop_fm, loop in _resume_loops(file, target):
