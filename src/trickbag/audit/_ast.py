@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 
 __all__ = ["dotted", "walk", "child_nodes", "call_name", "receiver", "calls_in_order", "Imports", "edit_distance",
-           "name_tokens", "names_in", "const_value", "str_const", "has_binop", "walk_no_defs"]
+           "name_tokens", "names_in", "const_value", "str_const", "has_binop", "walk_no_defs", "dict_entries"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -182,6 +182,17 @@ def names_in(node: ast.AST) -> set[str]:
             if d:
                 out.add(d)
     return out
+
+
+def dict_entries(value: ast.AST) -> list[tuple[object, ast.expr]]:
+    """(key, value) of a dict literal or a ``dict(...)`` call: a constant key as its value, any other key (a name,
+    an expression, a ``**spread``, a positional argument of ``dict``) by a node of its own, so no two collide."""
+    if isinstance(value, ast.Dict):
+        return [(const_value(k) if isinstance(k, ast.Constant) else (k if k is not None else v), v)
+                for k, v in zip(value.keys, value.values)]
+    if isinstance(value, ast.Call) and call_name(value) == "dict":
+        return [(a, a) for a in value.args] + [(k.arg or k, k.value) for k in value.keywords]
+    return []
 
 
 def const_value(node: ast.AST | None) -> object:

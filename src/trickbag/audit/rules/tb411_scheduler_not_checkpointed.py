@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 from trickbag.audit import _roles as R
-from trickbag.audit._ast import call_name, const_value, dotted, walk
+from trickbag.audit._ast import call_name, const_value, dict_entries, dotted, walk
 from trickbag.audit._flow import SCHED, FileModel, FunctionModel, Loop
 from trickbag.audit.registry import Hit, rule
 
@@ -21,20 +21,11 @@ def _last(name: str | None) -> str:
     return (name or "").split(".")[-1]
 
 
-def _dict_entries(value: ast.AST) -> list[tuple[object, ast.expr]]:
-    """(key, value) of a dict literal or ``dict(...)`` call; a key that is not a constant keys by its node."""
-    if isinstance(value, ast.Dict):
-        return [(const_value(k) if k is not None else id(v), v) for k, v in zip(value.keys, value.values)]
-    if isinstance(value, ast.Call) and call_name(value) == "dict":
-        return [(id(a), a) for a in value.args] + [(k.arg or id(k), k.value) for k in value.keywords]
-    return []
-
-
 def _saved_values(fm: FunctionModel, arg: ast.AST, line: int) -> list[ast.expr]:
     """What the saved object holds: a dict literal's values, or those of the dict a name was built into in this
     function before ``line`` (``state = {...}``, ``state['scheduler'] = ...``, ``state.update(...)``), a later
     entry replacing an earlier one of the same key (``checkpoint['optimizer'] = []`` before a lighter save)."""
-    direct = _dict_entries(arg)
+    direct = dict_entries(arg)
     if direct or isinstance(arg, ast.Dict):
         return [v for _, v in direct]
     name = dotted(arg)
@@ -44,17 +35,17 @@ def _saved_values(fm: FunctionModel, arg: ast.AST, line: int) -> list[ast.expr]:
     for n in sorted((n for n in fm.nodes if isinstance(n, (ast.Assign, ast.Call))
                      and getattr(n, "lineno", line) < line), key=lambda n: (n.lineno, n.col_offset)):
         if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
-            entries = dict(_dict_entries(n.value)) or {id(n.value): n.value}
+            entries = dict(dict_entries(n.value)) or {n.value: n.value}
         elif isinstance(n, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Subscript) and dotted(t.value) == name:
                     key = const_value(t.slice)
-                    entries[key if key is not None else id(n)] = n.value
+                    entries[key if isinstance(t.slice, ast.Constant) else t.slice] = n.value
         elif isinstance(n, ast.Call) and call_name(n) == "update" and isinstance(n.func, ast.Attribute) \
                 and dotted(n.func.value) == name:
             for a in n.args:
-                entries.update(_dict_entries(a) or [(id(a), a)])
-            entries.update((k.arg or id(k), k.value) for k in n.keywords)
+                entries.update(dict_entries(a) or [(a, a)])
+            entries.update((k.arg or k, k.value) for k in n.keywords)
     return list(entries.values())
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trickbag.audit._ast import call_name, const_value, dotted, walk
+from trickbag.audit._ast import call_name, dict_entries, dotted, walk
 from trickbag.audit._eval_facts import bound_args
 from trickbag.audit._flow import FileModel, FunctionModel
 from trickbag.audit._query import checkpoint_position
@@ -21,20 +21,12 @@ def _last(name: str | None) -> str:
     return (name or "").split(".")[-1]
 
 
-def _entries(node: ast.AST) -> list[tuple[object, ast.AST]]:
-    if isinstance(node, ast.Dict):
-        return [(const_value(k), v) for k, v in zip(node.keys, node.values) if k is not None]
-    if isinstance(node, ast.Call) and call_name(node) == "dict":
-        return [(k.arg, k.value) for k in node.keywords if k.arg]
-    return []
-
-
 def _stores(scope: ast.AST, key: str, var: str) -> ast.AST | None:
     """A dict built in ``scope`` whose ``key`` entry is the bare name ``var``, in a scope that saves: the entry."""
     if not any(isinstance(n, ast.Call) and "save" in call_name(n).lower() for n in walk(scope)):
         return None
     for n in walk(scope):
-        for k, v in _entries(n):
+        for k, v in dict_entries(n):
             if k == key and isinstance(v, ast.Name) and v.id == var:
                 return v
     return None
